@@ -1,0 +1,96 @@
+"""What the engine records for the UI, CLI and tests: small, deep-copyable, numpy/plain-Python only.
+
+One `ForwardRecord` per forward pass: the prefill (step 0, all prompt tokens at once) and each decode
+step k (one token). Arrays hold the positions this forward *added*; the residual heatmap concatenates
+records along positions. Full attention maps are never stored: the session computes any attention
+row on demand from stored queries and the cached keys (see `Session.attention_*`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inspector.config import SamplingParams
+
+
+@dataclass
+class TopToken:
+    """One candidate token: id, display piece, raw logit and probability (softmax of raw logits)."""
+
+    id: int
+    piece: str
+    logit: float
+    prob: float
+
+
+@dataclass
+class Candidate:
+    """A top-N token (ranked by raw logit) followed through the sampling stages."""
+
+    id: int
+    piece: str
+    logit: float
+    prob_raw: float  # softmax(logits)
+    prob_temperature: float  # softmax(logits / T); equals prob_raw when T == 0 (greedy)
+    kept_top_k: bool
+    kept_top_p: bool
+    kept_min_p: bool
+    prob_final: float  # renormalised over the survivors (0 when removed)
+
+
+@dataclass
+class SampleRecord:
+    params: SamplingParams
+    token_id: int
+    token_piece: str
+    candidates: list[Candidate]  # top 20 by raw logit, the chosen token always included
+    entropy_raw: float  # nats, of softmax(logits)
+    entropy_final: float  # nats, of the final (filtered, renormalised) distribution
+    survivors: int  # tokens with non-zero final probability
+    vocab_size: int
+
+
+@dataclass
+class KVLayerStat:
+    """One layer's KV cache after a forward. K and V shapes are (batch, kv_heads, length, head_dim)."""
+
+    layer: int
+    length: int  # cached positions (entries)
+    capacity: int  # positions allocated
+    nbytes: int  # bytes of K plus V actually used (length entries)
+    k_shape: tuple[int, int, int, int]
+    v_shape: tuple[int, int, int, int]
+    kv_head_groups: list[list[int]]  # kv head j -> the query heads that read it
+
+
+@dataclass
+class ForwardRecord:
+    kind: str  # "prefill" | "decode"
+    step: int  # 0 = prefill, k = the k-th decode step
+    start_pos: int  # position of the first token this forward added
+    token_ids: list[int]  # the tokens fed in (prefill: the prompt; decode: the previously sampled token)
+    cached: bool  # False when the step ran without the KV cache (recompute over the full sequence)
+    # L2 norms, shape (num_layers, n_new) float32, n_new = len(token_ids):
+    resid_pre: np.ndarray
+    attn_out: np.ndarray
+    resid_mid: np.ndarray
+    mlp_out: np.ndarray
+    resid_post: np.ndarray
+    logit_lens: list[list[TopToken]]  # per layer: top-5 of the last position's residual -> final norm -> LM head
+    logits: np.ndarray  # (vocab,) float16, the last position's logits (the real ones)
+    kv: list[KVLayerStat]  # per layer, after this forward
+    forward_ms: float
+    sample: SampleRecord | None = None  # the token sampled from `logits`
+    sample_ms: float = 0.0
+    tokenize_ms: float = 0.0  # prefill only
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_new(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def positions(self) -> range:
+        return range(self.start_pos, self.start_pos + self.n_new)
