@@ -1,0 +1,47 @@
+"""Shared test set-up: offline environment, Debian chromium for Playwright, the real default model.
+
+Area-specific fixtures live in their own modules under tests/ (imported explicitly), not here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+# Tests never reach the Hub or Gradio's telemetry.
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright cannot download browsers here: drive Debian's chromium instead."""
+    path = chromium_path()
+    if path is None:
+        pytest.fail("chromium not found: install it (apt-get install -y chromium) or set CHROMIUM_PATH")
+    return {**browser_type_launch_args, "executable_path": path, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The real embedded default model (SmolLM2-135M-Instruct, fp32), loaded once per test run."""
+    from inspector.loader import load_model
+
+    return load_model()
