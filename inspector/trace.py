@@ -1,0 +1,52 @@
+"""Trace points: the one table of names (TransformerLens style) and the recorder protocol.
+
+The model calls `rec(name, tensor)` at each point when a recorder is given, and does nothing extra when
+it is None. A recorder decides what to keep (usually small `detach().float().cpu()` summaries); it must
+not modify the tensor. Trace keys (`blocks.{i}.*`) are a separate namespace from module paths
+(`model.layers.{i}.*`, used for weights).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+# Per-forward points; `{i}` is the layer index. Shapes: B batch, T new positions, S cached positions,
+# D hidden size, H query heads, KV kv heads, d head_dim, F intermediate size, V vocab.
+GLOBAL_HOOKS = (
+    "hook_embed",  # (B, T, D) token embeddings
+    "ln_final.hook_normalized",  # (B, T, D) after the final RMSNorm
+    "unembed.hook_logits",  # (B, T, V) or (B, 1, V) with last_only
+)
+BLOCK_HOOKS = (
+    "hook_resid_pre",  # (B, T, D) residual stream entering the block
+    "ln1.hook_normalized",  # (B, T, D) input_layernorm output
+    "attn.hook_q",  # (B, H, T, d) queries before RoPE
+    "attn.hook_k",  # (B, KV, T, d) new keys before RoPE
+    "attn.hook_v",  # (B, KV, T, d) new values
+    "attn.hook_rot_q",  # (B, H, T, d) queries after RoPE
+    "attn.hook_rot_k",  # (B, KV, T, d) new keys after RoPE (what the KV cache stores)
+    "attn.hook_attn_scores",  # (B, H, T, S) scaled, masked scores
+    "attn.hook_pattern",  # (B, H, T, S) softmax of the scores (rows sum to 1)
+    "attn.hook_z",  # (B, T, H*d) weighted sum of values, before o_proj
+    "hook_attn_out",  # (B, T, D) what attention adds to the residual stream
+    "hook_resid_mid",  # (B, T, D) resid_pre + attn_out
+    "ln2.hook_normalized",  # (B, T, D) post_attention_layernorm output
+    "mlp.hook_pre",  # (B, T, F) gate projection before SiLU
+    "mlp.hook_post",  # (B, T, F) silu(gate) * up
+    "hook_mlp_out",  # (B, T, D) what the MLP adds
+    "hook_resid_post",  # (B, T, D) resid_mid + mlp_out
+)
+
+
+def hook_names(num_layers: int) -> list[str]:
+    """Every trace key a forward emits, in order of emission."""
+    names = ["hook_embed"]
+    for i in range(num_layers):
+        names += [f"blocks.{i}.{h}" for h in BLOCK_HOOKS]
+    return names + ["ln_final.hook_normalized", "unembed.hook_logits"]
+
+
+class Recorder(Protocol):
+    def __call__(self, name: str, value: torch.Tensor) -> None: ...
