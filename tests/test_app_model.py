@@ -1,0 +1,89 @@
+"""Which model the app loads (INSPECTOR_MODEL, the Hub on Spaces with the embedded fallback, the default
+elsewhere) and the caps read from the environment. `load_model` is replaced by a recorder: no model loads."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import inspector.app_model as app_model
+from inspector.app_model import HUB_MODEL_ID, AppLimits, app_limits, load_app_model
+from inspector.errors import InputError, ModelLoadError
+
+SPACE_VARS = ("SYSTEM", "SPACE_ID", "INSPECTOR_MODEL")
+
+
+class Recorder(list):
+    """The sources load_model was called with; a source in `fail` raises ModelLoadError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail: set = set()
+
+    def __call__(self, source=None):
+        self.append(source)
+        if source in self.fail:
+            raise ModelLoadError(f"{source!r}: the Hugging Face Hub did not provide it: offline\nsecond line")
+        return f"loaded:{source}"
+
+
+@pytest.fixture
+def calls(monkeypatch) -> Recorder:
+    recorder = Recorder()
+    for var in SPACE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(app_model, "load_model", recorder)
+    return recorder
+
+
+def test_locally_the_embedded_default(calls):
+    assert load_app_model() == "loaded:None"
+    assert calls == [None]
+
+
+@pytest.mark.parametrize("var, value", [("SYSTEM", "spaces"), ("SPACE_ID", "someone/inspector")])
+def test_on_spaces_the_hub_model_first(calls, monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    assert load_app_model() == f"loaded:{HUB_MODEL_ID}"
+    assert calls == [HUB_MODEL_ID]
+
+
+def test_on_spaces_falls_back_to_the_default_and_says_why(calls, monkeypatch, caplog):
+    monkeypatch.setenv("SYSTEM", "spaces")
+    calls.fail.add(HUB_MODEL_ID)
+    with caplog.at_level(logging.WARNING, logger="inspector.app_model"):
+        assert load_app_model() == "loaded:None"
+    assert calls == [HUB_MODEL_ID, None]
+    (record,) = caplog.records
+    assert HUB_MODEL_ID in record.getMessage() and "offline" in record.getMessage()
+    assert "second line" not in record.getMessage()
+
+
+def test_inspector_model_wins_and_its_errors_propagate(calls, monkeypatch):
+    monkeypatch.setenv("SYSTEM", "spaces")
+    monkeypatch.setenv("INSPECTOR_MODEL", "/models/mine")
+    assert load_app_model() == "loaded:/models/mine"
+    calls.fail.add("/models/mine")
+    with pytest.raises(ModelLoadError):
+        load_app_model()
+    assert calls == ["/models/mine", "/models/mine"]  # no silent fallback for an explicit choice
+
+
+def test_limits_defaults_and_overrides(monkeypatch):
+    for name in AppLimits.__dataclass_fields__:
+        monkeypatch.delenv(f"INSPECTOR_{name.upper()}", raising=False)
+    assert app_limits() == AppLimits()
+    monkeypatch.setenv("INSPECTOR_MAX_SESSIONS", "3")
+    monkeypatch.setenv("INSPECTOR_MAX_STEPS", " 40 ")
+    limits = app_limits()
+    assert (limits.max_sessions, limits.max_steps) == (3, 40)
+    assert limits.max_prompt_tokens == AppLimits().max_prompt_tokens
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_limits_reject_bad_values_in_one_line(monkeypatch, value):
+    monkeypatch.setenv("INSPECTOR_MAX_SESSIONS", value)
+    with pytest.raises(InputError, match=r"^INSPECTOR_MAX_SESSIONS must be a positive integer, got ") as info:
+        app_limits()
+    assert "\n" not in str(info.value)
