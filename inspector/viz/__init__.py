@@ -1,0 +1,5 @@
+"""Plot builders: pure functions from engine records / numpy to plotly figures or HTML strings.
+
+No torch, no gradio. One module per view: tokens, residual, attention, kvcache, sampling, inventory,
+timing, header (model header + status line). Each view module has a one-line `CAPTION`.
+"""

@@ -1,0 +1,97 @@
+"""Attention view: one head's pattern, the all-heads overview, and the KV-head groups.
+
+The session computes attention weights on demand (`Session.attention_pattern/row/overview`); these
+builders only draw them. The overview is ONE heatmap of (layers·heads) rows × keys quantised to
+uint8 (zmin/zmax fixed) — never one subplot per head, which would be megabytes and seconds to paint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from inspector.viz.common import CHOSEN, GENERATED, PROMPT, base_layout, esc, position_ticks, show_piece
+
+CAPTION = ("Attention: how much each query position looks at each earlier (cached) position. In the prefill "
+           "every prompt token attends to itself and all before it (causal triangle); in a decode step the "
+           "one new token's query reads the whole KV cache. Query heads in one group share a KV head (GQA).")
+
+
+def _labels(pieces: list[str], n: int, start: int = 0) -> list[str]:
+    return [f"{p}:{show_piece(pieces[p], 8)}" if p < len(pieces) else str(p) for p in range(start, start + n)]
+
+
+def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, layer: int, head: int,
+                    kv_head: int) -> go.Figure:
+    """Prefill pattern (n_queries, n_keys); future (masked) cells left blank to show causality."""
+    n_q, n_k = pattern.shape
+    z = pattern.astype(np.float32).copy()
+    q_pos = np.arange(start_pos, start_pos + n_q)[:, None]
+    z[np.arange(n_k)[None, :] > q_pos] = np.nan  # causal mask: query i never sees key j > i
+    keys = _labels(pieces, n_k)
+    queries = _labels(pieces, n_q, start_pos)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)), colorscale="Blues",
+        zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
+        hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
+    ))
+    fig.update_xaxes(title="key position (attended to)", **position_ticks(keys), tickangle=-60)
+    fig.update_yaxes(title="query position", autorange="reversed", **position_ticks(queries, start_pos))
+    title = f"Layer {layer} head {head} (KV head {kv_head}): {n_q} queries × {n_k} keys, causal"
+    return base_layout(fig, title, height=420)
+
+
+def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, layer: int, head: int,
+             kv_head: int) -> go.Figure:
+    """Decode: the new token's attention over all cached positions, prompt vs generated colored."""
+    n_k = row.shape[0]
+    labels = _labels(pieces, n_k)
+    colors = [PROMPT if k < n_prompt else GENERATED for k in range(n_k)]
+    top = int(np.argmax(row)) if n_k else 0
+    colors[top] = CHOSEN
+    fig = go.Figure(go.Bar(x=list(range(n_k)), y=row.astype(np.float32), marker_color=colors,
+                           customdata=labels, hovertemplate="key %{customdata}<br>weight %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(title="key position in the KV cache", **position_ticks(labels), tickangle=-60)
+    fig.update_yaxes(title="attention weight", range=[0, max(1e-6, float(row.max(initial=0))) * 1.1])
+    title = f"Layer {layer} head {head} (KV head {kv_head}): query at position {query_pos} over {n_k} cached keys"
+    return base_layout(fig, title, height=360)
+
+
+def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: int,
+                     layer: int | None = None, head: int | None = None) -> go.Figure:
+    """All heads at once: rows (num_layers, num_heads, n_keys) → one (L·H, n_keys) uint8 heatmap."""
+    n_layers, n_heads, n_k = rows.shape
+    z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
+    y = [f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)]
+    keys = _labels(pieces, n_k)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_k)), colorscale="Blues", zmin=0, zmax=255,
+        colorbar={"title": {"text": "weight×255"}, "thickness": 12},
+        hovertemplate="row %{y}<br>key %{x}<br>weight %{z}/255<extra></extra>", y=list(range(len(y))),
+    ))
+    ticks = [l * n_heads for l in range(n_layers)]
+    fig.update_yaxes(title="layer · head", tickmode="array", tickvals=ticks,
+                     ticktext=[f"L{l}" for l in range(n_layers)], autorange="reversed")
+    fig.update_xaxes(title="key position", **position_ticks(keys), tickangle=-60)
+    for l in range(1, n_layers):  # thin separators between layers
+        fig.add_hline(y=l * n_heads - 0.5, line={"color": "#e5e7eb", "width": 0.5})
+    if layer is not None and head is not None:
+        fig.add_hrect(y0=layer * n_heads + head - 0.5, y1=layer * n_heads + head + 0.5,
+                      line={"color": CHOSEN, "width": 2})
+    title = f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head"
+    return base_layout(fig, title, height=max(360, min(900, n_layers * n_heads * 3 + 100)))
+
+
+def kv_groups_html(num_heads: int, num_kv_heads: int, groups: list[list[int]] | None = None,
+                   head: int | None = None) -> str:
+    """Which query heads share which KV head (grouped-query attention), the picked head outlined."""
+    if groups is None:
+        rep = num_heads // num_kv_heads
+        groups = [list(range(j * rep, (j + 1) * rep)) for j in range(num_kv_heads)]
+    parts = []
+    for j, qs in enumerate(groups):
+        heads = "".join(f'<span class="ii-qhead{" ii-selected" if q == head else ""}">q{q}</span>' for q in qs)
+        parts.append(f'<div class="ii-group"><span class="ii-kvhead">KV head {j}</span>{heads}</div>')
+    note = (f"{num_heads} query heads read {num_kv_heads} KV heads: each K/V is shared by "
+            f"{num_heads // max(1, num_kv_heads)} query heads, so the cache is {num_heads // max(1, num_kv_heads)}× smaller.")
+    return f'<div id="kv-groups" class="ii-groups"><div class="ii-caption">{esc(note)}</div>{"".join(parts)}</div>'

@@ -1,0 +1,76 @@
+"""Shared look for every view: colors a newcomer can read, a compact plotly layout, token display.
+
+Pure helpers: no torch, no gradio. Builders in this package take records / numpy / plain Python and
+return plotly figures or HTML strings.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+PROMPT = "#3b82f6"  # blue: prompt tokens / prefill
+GENERATED = "#10b981"  # green: generated tokens / decode
+SPECIAL = "#a855f7"  # purple: special (control) tokens
+CHOSEN = "#f97316"  # orange: the chosen / selected thing
+REMOVED = "#d1d5db"  # grey: filtered out
+ATTN = "#6366f1"  # indigo: attention contribution
+MLP = "#eab308"  # amber: MLP contribution
+KV_K = "#0ea5e9"
+KV_V = "#14b8a6"
+HEAT = "Viridis"
+
+MAX_TICKS = 40  # position axes show at most this many labels
+
+
+def show_piece(piece: str, limit: int = 16) -> str:
+    """Make whitespace visible (␣ for space, ↵ for newline, ⇥ for tab) and cut long pieces."""
+    out = piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    if not out:
+        out = "∅"
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def base_layout(fig: go.Figure, title: str, height: int = 320, **kw: object) -> go.Figure:
+    """Apply the common compact layout; `title` stays readable as the figure's SVG title."""
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        template="plotly_white",
+        height=height,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        font={"size": 11},
+        hoverlabel={"font": {"size": 12}},
+        **kw,
+    )
+    return fig
+
+
+def position_ticks(labels: list[str], start: int = 0) -> dict:
+    """Tick values/texts for a position axis: every position when few, evenly thinned when many."""
+    n = len(labels)
+    stride = max(1, -(-n // MAX_TICKS))
+    vals = list(range(start, start + n, stride))
+    return {"tickmode": "array", "tickvals": vals, "ticktext": [labels[v - start] for v in vals]}
+
+
+def empty_figure(message: str, height: int = 200) -> go.Figure:
+    """A blank figure carrying a hint, shown before anything has run."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 14, "color": "#6b7280"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return base_layout(fig, "", height=height)

@@ -1,0 +1,45 @@
+"""Model header and status line: plain HTML strings from model facts and timing stats."""
+
+from __future__ import annotations
+
+from inspector.viz.common import esc, human_bytes
+
+
+def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int, source_format: str = "",
+                      source_bytes: int = 0) -> str:
+    """Name, parameters, dtype, layers, heads / KV heads, head_dim, context, weight memory."""
+    src = f" · source {esc(source_format)} ({human_bytes(source_bytes)})" if source_format else ""
+    items = [
+        ("parameters", f"{params / 1e6:,.1f} M"), ("dtype", dtype), ("layers", cfg.num_hidden_layers),
+        ("heads / KV heads", f"{cfg.num_attention_heads} / {cfg.num_key_value_heads}"),
+        ("head_dim", cfg.head_dim), ("hidden", cfg.hidden_size), ("context", f"{cfg.max_position_embeddings:,}"),
+        ("vocab", f"{cfg.vocab_size:,}"), ("weights in memory", human_bytes(weight_bytes)),
+    ]
+    facts = "".join(f'<span class="ii-fact"><small>{esc(k)}</small> {esc(v)}</span>' for k, v in items)
+    return (f'<div id="model-header" class="ii-header"><span class="ii-title">🔍 Inference Inspector</span>'
+            f'<span class="ii-model">{esc(name)}</span>{facts}<small class="ii-muted">{src}</small></div>')
+
+
+def phase_text(n_records: int, n_generated: int, max_new: int, finished: str | None, playing: bool) -> str:
+    """idle / prefill done / decode step k of n / finished: EOS, max tokens, context full."""
+    if n_records == 0:
+        return "idle"
+    if finished:
+        why = {"eos": "EOS", "max_tokens": "max tokens", "context_full": "context full"}.get(finished, finished)
+        return f"finished: {why}"
+    if n_records == 1:
+        return "prefill done" + (" · playing" if playing else "")
+    return f"decode step {n_records - 1} of {max_new}" + (" · playing" if playing else "")
+
+
+def status_html(phase: str, stats: dict, message: str = "", error: bool = False) -> str:
+    """One line: phase, TTFT, last TPOT, tokens/s, and a message (errors in red)."""
+    def ms(v):
+        return f"{v:.0f} ms" if v is not None else "—"
+
+    tok_s = f"{stats['tok_s']:.1f}" if stats.get("tok_s") else "—"
+    msg = (f' · <span id="status-message" class="{"ii-error" if error else "ii-note"}">{esc(message)}</span>'
+           if message else "")
+    return (f'<div id="status-line" class="ii-status" data-phase="{esc(phase)}">'
+            f'<b id="status-phase">{esc(phase)}</b> · TTFT <span id="status-ttft">{ms(stats.get("ttft_ms"))}</span>'
+            f' · last TPOT {ms(stats.get("last_tpot_ms"))} · {tok_s} tok/s{msg}</div>')

@@ -1,0 +1,74 @@
+"""Tensor inventory view: every weight tensor (name, shape, dtype, params, bytes, group), totals per group.
+
+Input rows are the entries of `inspector.inventory` (objects or dicts with name/shape/dtype/params/
+bytes/group). The table is plain HTML, sorted client-side by static/app.js (click a header); rows of
+the selected layer are highlighted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+
+from inspector.viz.common import esc, human_bytes
+
+CAPTION = ("Tensor inventory: every weight the model reads. Each decode step reads all of them once, which is "
+           "why decoding is limited by memory bandwidth. Click a column header to sort.")
+
+FIELDS = ("name", "shape", "dtype", "params", "bytes", "group")
+
+
+def _get(entry, key: str):
+    return entry[key] if isinstance(entry, dict) else getattr(entry, key)
+
+
+def layer_of(name: str) -> int | None:
+    m = re.search(r"layers\.(\d+)\.", name)
+    return int(m.group(1)) if m else None
+
+
+def group_totals(entries) -> "OrderedDict[str, dict]":
+    """Per group: tensor count, parameters, bytes (in first-seen order)."""
+    out: OrderedDict[str, dict] = OrderedDict()
+    for e in entries:
+        g = out.setdefault(str(_get(e, "group")), {"tensors": 0, "params": 0, "bytes": 0})
+        g["tensors"] += 1
+        g["params"] += int(_get(e, "params"))
+        g["bytes"] += int(_get(e, "bytes"))
+    return out
+
+
+def inventory_html(entries, tied: bool, layer: int | None = None) -> str:
+    """The sortable table, a totals table per group, and the tied LM head note."""
+    rows = []
+    for e in entries:
+        name = str(_get(e, "name"))
+        hit = layer is not None and layer_of(name) == layer
+        shape = "×".join(str(d) for d in _get(e, "shape"))
+        p, b = int(_get(e, "params")), int(_get(e, "bytes"))
+        rows.append(
+            f'<tr class="{"ii-hit" if hit else ""}" data-layer="{layer_of(name) if layer_of(name) is not None else ""}">'
+            f"<td>{esc(name)}</td><td>{esc(shape)}</td><td>{esc(_get(e, 'dtype'))}</td>"
+            f'<td data-v="{p}">{p:,}</td><td data-v="{b}">{b:,}</td><td>{esc(_get(e, "group"))}</td></tr>'
+        )
+    totals = group_totals(entries)
+    all_p = sum(g["params"] for g in totals.values())
+    all_b = sum(g["bytes"] for g in totals.values())
+    trows = "".join(f"<tr><td>{esc(k)}</td><td>{g['tensors']}</td><td>{g['params']:,}</td>"
+                    f"<td>{human_bytes(g['bytes'])}</td></tr>" for k, g in totals.items())
+    trows += (f'<tr class="ii-total"><td>total</td><td id="inventory-count">{len(rows)}</td>'
+              f"<td>{all_p:,}</td><td>{human_bytes(all_b)}</td></tr>")
+    tied_note = ("The LM head is <b>tied</b> to the token embedding: the same matrix turns token ids into "
+                 "vectors at the input and vectors into logits at the output, so there is no separate "
+                 "<code>lm_head.weight</code>." if tied else
+                 "The LM head has its own weight (<code>lm_head.weight</code>), separate from the embedding.")
+    sel = f" · layer {layer} highlighted" if layer is not None else ""
+    return (
+        f'<div class="ii-caption">{tied_note}</div>'
+        f'<table class="ii-table ii-totals"><thead><tr><th>group</th><th>tensors</th><th>params</th>'
+        f"<th>bytes</th></tr></thead><tbody>{trows}</tbody></table>"
+        f'<div class="ii-caption">{len(rows)} tensors{sel}</div>'
+        f'<div class="ii-scroll"><table id="inventory-table" class="ii-table ii-sortable"><thead><tr>'
+        + "".join(f'<th data-col="{i}" data-num="{int(f in ("params", "bytes"))}">{f}</th>' for i, f in enumerate(FIELDS))
+        + f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    )

@@ -1,0 +1,102 @@
+"""KV cache view: per-layer K/V entries and bytes, the size formula with this model's numbers, growth.
+
+Everything is read from `ForwardRecord.kv` (one `KVLayerStat` per layer after each forward); bytes per
+element are derived from the recorded bytes and shapes, so the formula is checked against what the
+engine actually allocated.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from inspector.records import ForwardRecord, KVLayerStat
+from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, base_layout, esc, human_bytes
+
+CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "
+           "only computes the new token. The prefill fills one entry per prompt token at once; each decode "
+           "step adds one entry per layer.")
+
+
+def bytes_per_elem(stat: KVLayerStat) -> float:
+    """Bytes per stored number: nbytes / (K and V elements of the used entries)."""
+    b, h, _, d = stat.k_shape
+    elems = 2 * b * h * stat.length * d
+    return stat.nbytes / elems if elems else 0.0
+
+
+def formula(kv: list[KVLayerStat]) -> dict:
+    """The cache size 2 × layers × KV heads × head_dim × bytes/elem × tokens, with its parts."""
+    s = kv[0]
+    parts = {"layers": len(kv), "kv_heads": s.k_shape[1], "head_dim": s.k_shape[3],
+             "bytes_per_elem": bytes_per_elem(s), "tokens": s.length}
+    parts["total"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"]
+                               * parts["bytes_per_elem"] * parts["tokens"]))
+    parts["measured"] = sum(x.nbytes for x in kv)
+    parts["per_token"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"] * parts["bytes_per_elem"]))
+    return parts
+
+
+def layer_bars(kv: list[KVLayerStat]) -> go.Figure:
+    """Per layer: K bytes and V bytes (stacked), entries in the hover."""
+    layers = [s.layer for s in kv]
+    half = [s.nbytes / 2 for s in kv]  # K and V have the same shape
+    hover = [f"layer {s.layer}<br>{s.length} entries (capacity {s.capacity})<br>K {tuple(s.k_shape)}"
+             f"<br>V {tuple(s.v_shape)}" for s in kv]
+    fig = go.Figure()
+    fig.add_bar(x=layers, y=half, name="K bytes", marker_color=KV_K, hovertext=hover, hoverinfo="text+y")
+    fig.add_bar(x=layers, y=half, name="V bytes", marker_color=KV_V, hovertext=hover, hoverinfo="text+y")
+    fig.update_xaxes(title="layer")
+    fig.update_yaxes(title="bytes")
+    n = kv[0].length if kv else 0
+    return base_layout(fig, f"KV cache per layer: {n} entries each, K and V", height=300, barmode="stack",
+                       legend={"orientation": "h", "y": -0.25})
+
+
+def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) -> go.Figure:
+    """Total cache bytes after each forward (step 0 = prefill), the prefill/decode boundary marked."""
+    steps = [r.step for r in records]
+    total = [sum(s.nbytes for s in r.kv) for r in records]
+    colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
+    fig = go.Figure(go.Scatter(x=steps, y=total, mode="lines+markers", marker={"color": colors, "size": 7},
+                               line={"color": "#9ca3af"}, name="KV cache bytes",
+                               hovertemplate="step %{x}<br>%{y:,} bytes<extra></extra>"))
+    fig.add_vline(x=0.5, line={"dash": "dash", "color": "#6b7280"})
+    fig.add_annotation(x=0, y=total[0] if total else 0, text="prefill", showarrow=True, ax=30, ay=-30)
+    if len(steps) > 1:
+        fig.add_annotation(x=steps[-1], y=total[-1], text="decode", showarrow=True, ax=-30, ay=-30)
+    fig.update_xaxes(title="step (0 = prefill, then one per decode step)", dtick=max(1, len(steps) // 20))
+    fig.update_yaxes(title="bytes", rangemode="tozero")
+    title = "KV cache size over steps"
+    if weight_bytes and total:
+        title += f" (weights: {human_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
+    return base_layout(fig, title, height=300)
+
+
+def summary_html(kv: list[KVLayerStat], weight_bytes: int, dtype_name: str = "") -> str:
+    """Entries, bytes, cache vs weights, and the formula filled in with this model's numbers."""
+    f = formula(kv)
+    bpe = f["bytes_per_elem"]
+    bpe_txt = f"{bpe:g}"
+    ratio = f["measured"] / weight_bytes if weight_bytes else 0.0
+    return (
+        f'<div id="kv-summary" class="ii-kv" data-entries="{f["tokens"]}" data-bytes="{f["measured"]}">'
+        f'<div><b id="kv-entries">Entries per layer: {f["tokens"]}</b> · {f["layers"]} layers × (K + V) · '
+        f'K/V shape (batch, KV heads, positions, head_dim) = {esc(tuple(kv[0].k_shape))}</div>'
+        f'<div class="ii-formula">2 (K and V) × {f["layers"]} layers × {f["kv_heads"]} KV heads × '
+        f'{f["head_dim"]} head_dim × {bpe_txt} bytes/elem{esc(" (" + dtype_name + ")" if dtype_name else "")} × '
+        f'{f["tokens"]} tokens = <b>{f["total"]:,} bytes</b> ({human_bytes(f["total"])}); '
+        f'{f["per_token"]:,} bytes per token</div>'
+        f'<div>Cache {human_bytes(f["measured"])} vs weights {human_bytes(weight_bytes)}: '
+        f'the cache is {ratio:.3%} of the weights now.</div></div>'
+    )
+
+
+def recompute_html(cached_ms: float, uncached_ms: float | None, n_tokens: int) -> str:
+    """Same step with and without the cache: the cost the cache saves."""
+    if uncached_ms is None:
+        return ('<div id="kv-recompute" class="ii-muted">Tick "show without cache" to re-run this step '
+                'over the whole sequence without the KV cache.</div>')
+    ratio = uncached_ms / cached_ms if cached_ms else float("nan")
+    return (f'<div id="kv-recompute" class="ii-kv">This step with the cache: <b>{cached_ms:.1f} ms</b> '
+            f'(one new token). Without it (recompute all {n_tokens} tokens): <b>{uncached_ms:.1f} ms</b> '
+            f'— {ratio:.1f}× slower, and it grows with every token.</div>')

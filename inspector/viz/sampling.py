@@ -1,0 +1,81 @@
+"""Sampling view: the top-N candidates followed through temperature, top-k, top-p, min-p, to the pick.
+
+Draws a `SampleRecord` (from a step, or from `Session.preview_sample` when a slider moves): raw
+probability, after temperature, final (renormalised over survivors); removed tokens greyed; the chosen
+token highlighted.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from inspector.records import SampleRecord
+from inspector.viz.common import CHOSEN, GENERATED, REMOVED, base_layout, esc, show_piece
+
+CAPTION = ("Sampling: the logits of the newest position become probabilities (softmax); temperature sharpens "
+           "or flattens them, top-k / top-p / min-p remove unlikely tokens (grey), the survivors are "
+           "renormalised and one is drawn with the seed. Temperature 0 = always the most likely token.")
+
+
+def removed_by(c) -> list[str]:
+    out = []
+    if not c.kept_top_k:
+        out.append("top-k")
+    if not c.kept_top_p:
+        out.append("top-p")
+    if not c.kept_min_p:
+        out.append("min-p")
+    return out
+
+
+def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) -> go.Figure:
+    """Grouped bars per candidate: raw, after temperature, final; removed greyed; chosen outlined."""
+    cands = sample.candidates[:top_n]
+    if sample.token_id not in [c.id for c in cands]:
+        cands = cands + [c for c in sample.candidates if c.id == sample.token_id]
+    x = [f"{show_piece(c.piece, 10)}<br><sub>{c.id}</sub>" for c in cands]
+    removed = [bool(removed_by(c)) for c in cands]
+    chosen = [c.id == sample.token_id for c in cands]
+    hover = [f"id {c.id} · logit {c.logit:.2f}" + (f"<br>removed by {', '.join(removed_by(c))}" if removed_by(c) else "")
+             for c in cands]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[c.prob_raw for c in cands], name="raw softmax", marker_color="#c7d2fe",
+                hovertext=hover)
+    fig.add_bar(x=x, y=[c.prob_temperature for c in cands], name=f"after temperature {sample.params.temperature:g}",
+                marker_color=["#e5e7eb" if r else "#818cf8" for r in removed], hovertext=hover)
+    fig.add_bar(x=x, y=[c.prob_final for c in cands], name="final (after filters, renormalised)",
+                marker={"color": [CHOSEN if ch else (REMOVED if r else GENERATED) for ch, r in zip(chosen, removed)],
+                        "line": {"color": ["#000" if ch else "rgba(0,0,0,0)" for ch in chosen], "width": 2}},
+                hovertext=hover)
+    if any(chosen):
+        i = chosen.index(True)
+        fig.add_annotation(x=x[i], y=max(cands[i].prob_final, cands[i].prob_raw), yshift=8,
+                           text="would pick" if preview else "chosen", showarrow=True, arrowcolor=CHOSEN,
+                           font={"color": CHOSEN})
+    for i, r in enumerate(removed):
+        if r:
+            fig.add_annotation(x=x[i], y=0, text="✕", showarrow=False, yshift=-4, font={"color": "#9ca3af"})
+    fig.update_yaxes(title="probability", range=[0, 1.08])
+    fig.update_xaxes(title="top candidates by raw logit (piece, id)", tickangle=0)
+    what = "Preview (no model rerun)" if preview else "Sampling"
+    title = f"{what}: picked {show_piece(sample.token_piece, 14)!s} (id {sample.token_id})"
+    return base_layout(fig, title, height=360, barmode="group", legend={"orientation": "h", "y": -0.3})
+
+
+def sampling_info_html(sample: SampleRecord, step: int, preview_of: int | None = None) -> str:
+    """Entropy, survivors, params, and the chosen (or would-be) token with stable data-id."""
+    p = sample.params
+    what = (f"With these settings, the same seed would pick" if preview_of is not None
+            else f"Step {step} chose")
+    diff = ""
+    if preview_of is not None and preview_of != sample.token_id:
+        diff = f' <span class="ii-warn">(differs from the token actually generated, id {preview_of}: press Resample to use it)</span>'
+    return (
+        f'<div id="sampling-info" class="ii-kv" data-preview="{int(preview_of is not None)}">'
+        f'<div>{what} <b id="sampling-chosen" data-id="{sample.token_id}">{esc(show_piece(sample.token_piece, 24))}'
+        f'</b> (id {sample.token_id}){diff}</div>'
+        f'<div>temperature {p.temperature:g} · top-k {p.top_k or "off"} · top-p {p.top_p:g} · '
+        f'min-p {p.min_p:g} · seed {p.seed}</div>'
+        f'<div>entropy {sample.entropy_raw:.2f} nats raw → {sample.entropy_final:.2f} nats final · '
+        f'<span id="sampling-survivors">{sample.survivors:,}</span> of {sample.vocab_size:,} tokens survive</div></div>'
+    )

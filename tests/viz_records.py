@@ -1,0 +1,36 @@
+"""Fixtures for the viz/UI unit tests: a real `Session` over a tiny random model (2 layers, 4 query heads,
+2 KV heads), prefilled and stepped, so builders are tested on records the engine actually produces.
+
+Import the fixtures explicitly: `from tests.viz_records import tiny_loaded, tiny_run  # noqa: F401`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from inspector.config import SamplingParams
+
+PROMPT = "The quick brown fox jumps"
+STEPS = 3
+
+
+@pytest.fixture(scope="session")
+def tiny_loaded(tmp_path_factory):
+    """A LoadedModel over a tiny random llama checkpoint (GQA: 4 query heads share 2 KV heads)."""
+    from inspector.loader import load_model
+    from tests.tiny import make_tiny_checkpoint
+
+    return load_model(str(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny_viz"))))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_loaded):
+    """A session after prefill + STEPS decode steps with temperature 0.8, top-k 5 (so filters remove tokens)."""
+    from inspector.session import Session
+
+    s = Session(tiny_loaded)
+    params = SamplingParams(temperature=0.8, top_k=5, seed=1)
+    s.prefill(PROMPT, params, max_new_tokens=20)
+    for _ in range(STEPS):
+        s.step(params)
+    return s
