@@ -1,0 +1,80 @@
+"""`inspector info [--model SOURCE] [--json]`: what model is loaded, its architecture and every tensor.
+
+`--json` prints one object, a stable contract for scripts: name, source, source_format, source_bytes,
+dtype, config (HF config.json keys), params, bytes, weights_path, tied_to, groups, tensors (each with
+name, shape, dtype, params, bytes, group, layer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from inspector.inventory import Inventory, build_inventory, format_bytes
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("info", help="show the model: architecture, parameters, tensor inventory",
+                                   description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, metavar="SOURCE",
+                        help="HF-format directory, .gguf file or Hub repo id (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.set_defaults(func=run)
+
+
+def info_dict(loaded: Any, inv: Inventory) -> dict[str, Any]:
+    """The `--json` object."""
+    return {
+        "name": loaded.name,
+        "source": loaded.source,
+        "source_format": loaded.source_format,
+        "source_bytes": loaded.source_bytes,
+        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "config": loaded.config.to_hf(),
+        "weights_path": str(loaded.weights_path),
+        **inv.to_json(),
+    }
+
+
+def _table(header: list[str], rows: list[list[Any]], right: set[int]) -> str:
+    cells = [header] + [[f"{c:,}" if isinstance(c, int) else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def human(loaded: Any, inv: Inventory) -> str:
+    c = loaded.config
+    arch = (f"{c.model_type}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
+            f"{c.num_attention_heads} heads, {c.num_key_value_heads} KV heads (GQA {c.n_rep}:1), head_dim {c.head_dim}, "
+            f"vocab {c.vocab_size}, context {c.max_position_embeddings}, rope theta {c.rope_theta:g}"
+            + (f", rope scaling {c.rope_scaling['rope_type']}" if c.rope_scaling else "")
+            + (", tied embeddings" if c.tie_word_embeddings else ", separate LM head"))
+    dtype = str(loaded.dtype).removeprefix("torch.")
+    out = [
+        f"{loaded.name}",
+        f"  source:       {loaded.source} ({loaded.source_format}, {format_bytes(loaded.source_bytes)} on disk)",
+        f"  weights:      {loaded.weights_path}",
+        f"  architecture: {arch}",
+        f"  parameters:   {inv.params:,} ({format_bytes(inv.bytes)} in {dtype})",
+        "",
+        _table(["group", "tensors", "params", "bytes"],
+               [[g.group, g.tensors, g.params, format_bytes(g.bytes) if g.bytes else "0 (tied)" if g.group == "lm_head" else "0"]
+                for g in inv.groups] + [["total", len(inv.entries), inv.params, format_bytes(inv.bytes)]],
+               right={1, 2, 3}),
+        "",
+        _table(["tensor", "shape", "dtype", "params", "bytes", "group"], inv.rows(), right={3, 4}),
+    ]
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from inspector.loader import load_model
+
+    loaded = load_model(args.model)
+    inv = build_inventory(loaded)
+    print(json.dumps(info_dict(loaded, inv), indent=2) if args.json else human(loaded, inv))
+    return 0

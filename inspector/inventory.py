@@ -1,0 +1,117 @@
+"""The tensor inventory: every weight tensor's HF name, shape, dtype, parameter count, bytes and group.
+
+`build_inventory(loaded)` is a pure function of the loaded model's state-dict metadata (no tensor data is
+read). A tied LM head has no tensor of its own: `entries` lists only real tensors, the "lm_head" group
+totals 0 bytes, and `tied_to` names the embedding it reuses. `rows()` gives display rows for tables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention o",
+          "mlp gate", "mlp up", "mlp down", "norm", "lm_head")
+_GROUP_OF = {
+    "embed_tokens": "embedding",
+    "q_proj": "attention q", "k_proj": "attention k", "v_proj": "attention v", "o_proj": "attention o",
+    "gate_proj": "mlp gate", "up_proj": "mlp up", "down_proj": "mlp down",
+    "input_layernorm": "norm", "post_attention_layernorm": "norm", "norm": "norm",
+    "lm_head": "lm_head",
+}
+TIED_HEAD = "lm_head.weight"
+EMBEDDING = "model.embed_tokens.weight"
+
+
+def group_of(name: str) -> str:
+    """`model.layers.3.self_attn.q_proj.weight` -> "attention q"."""
+    module = name.rsplit(".", 1)[0].rsplit(".", 1)[-1]  # the module owning the parameter
+    if module not in _GROUP_OF:
+        raise ValueError(f"no inventory group for tensor {name!r}")
+    return _GROUP_OF[module]
+
+
+def format_bytes(n: int) -> str:
+    """Decimal units, as file sizes are usually quoted: 538090408 -> "538.1 MB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # "float32", "bfloat16", ...
+    params: int
+    bytes: int
+    group: str
+    layer: int | None  # block index, None for embedding / final norm / lm_head
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class GroupTotal:
+    group: str
+    tensors: int
+    params: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Inventory:
+    entries: tuple[TensorEntry, ...]
+    groups: tuple[GroupTotal, ...]  # in GROUPS order; groups with no tensors left out, lm_head kept when tied
+    params: int
+    bytes: int
+    tied_to: str | None  # EMBEDDING when the LM head reuses it, else None
+    source_format: str
+    source_bytes: int
+
+    def rows(self) -> list[list[Any]]:
+        """[name, shape, dtype, params, bytes, group] per tensor, plus a row for a tied LM head."""
+        out = [[e.name, "×".join(map(str, e.shape)), e.dtype, e.params, e.bytes, e.group] for e in self.entries]
+        if self.tied_to:
+            out.append([TIED_HEAD, "tied to embedding", "-", 0, 0, "lm_head"])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "params": self.params,
+            "bytes": self.bytes,
+            "tied_to": self.tied_to,
+            "source_format": self.source_format,
+            "source_bytes": self.source_bytes,
+            "groups": [asdict(g) for g in self.groups],
+            "tensors": [e.to_json() for e in self.entries],
+        }
+
+
+def inventory_from_state(state: dict[str, torch.Tensor], tied: bool, source_format: str = "",
+                         source_bytes: int = 0) -> Inventory:
+    """The inventory of a state dict (only names, shapes and dtypes are looked at)."""
+    entries = []
+    for name, t in state.items():
+        m = re.search(r"\.layers\.(\d+)\.", name)
+        params = t.numel()
+        entries.append(TensorEntry(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), params,
+                                   params * t.element_size(), group_of(name), int(m.group(1)) if m else None))
+    groups = []
+    for g in GROUPS:
+        members = [e for e in entries if e.group == g]
+        if members or (g == "lm_head" and tied):
+            groups.append(GroupTotal(g, len(members), sum(e.params for e in members), sum(e.bytes for e in members)))
+    return Inventory(tuple(entries), tuple(groups), sum(e.params for e in entries), sum(e.bytes for e in entries),
+                     EMBEDDING if tied else None, source_format, source_bytes)
+
+
+def build_inventory(loaded: Any) -> Inventory:
+    """The inventory of an `inspector.loader.LoadedModel`."""
+    return inventory_from_state(loaded.model.state_dict(), loaded.config.tie_word_embeddings,
+                                loaded.source_format, loaded.source_bytes)
