@@ -183,17 +183,30 @@ BYTE_TO_CHAR = _bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 
 
-def hf_tokenizer(reader: Any) -> tuple[Any, dict[str, Any]]:
-    """(tokenizers.Tokenizer, tokenizer_config dict) rebuilt from the GGUF vocabulary metadata."""
-    import gguf
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
+def _check_tokenizer(reader: Any) -> str:
+    """The pre-tokenizer name, after checking we can rebuild this GGUF's tokenizer exactly."""
     kind = _get(reader, "tokenizer.ggml.model")
     if kind != "gpt2":
         raise UnsupportedConfigError(f"unsupported GGUF: tokenizer.ggml.model={kind!r} (only byte-level BPE 'gpt2')")
     pre = _get(reader, "tokenizer.ggml.pre", "default")
     if pre not in _SUPPORTED_PRE:
         raise UnsupportedConfigError(f"unsupported GGUF: tokenizer.ggml.pre={pre!r} (supported: {', '.join(_SUPPORTED_PRE)})")
+    return pre
+
+
+def check_gguf(path: Path) -> None:
+    """Fail fast (before any conversion starts) on files we cannot read or convert."""
+    reader = open_gguf(path)
+    hf_config(reader)
+    _check_tokenizer(reader)
+
+
+def hf_tokenizer(reader: Any) -> tuple[Any, dict[str, Any]]:
+    """(tokenizers.Tokenizer, tokenizer_config dict) rebuilt from the GGUF vocabulary metadata."""
+    import gguf
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    pre = _check_tokenizer(reader)
     tokens: list[str] = _get(reader, "tokenizer.ggml.tokens")
     merges = [tuple(m.split(" ", 1)) for m in _get(reader, "tokenizer.ggml.merges", [])]
     types = _get(reader, "tokenizer.ggml.token_type") or [int(gguf.TokenType.NORMAL)] * len(tokens)

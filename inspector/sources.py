@@ -161,13 +161,15 @@ def _gguf_display_name(path: Path) -> str:
 
 
 def resolve_gguf(path: Path) -> Resolved:
-    from inspector.gguf_convert import convert_gguf
+    from inspector.gguf_convert import check_gguf, convert_gguf
 
     path = path.resolve()
     st = path.stat()
     key = hashlib.sha1(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
     name = _gguf_display_name(path)
     target = inspector_home() / "models" / f"gguf-{name}-{key}"
+    if _read_marker(target) is None:
+        check_gguf(path)
     facts = convert_once(target, lambda tmp: convert_gguf(path, tmp, log=_stderr), str(path))
     return Resolved(target, name, str(path), facts.get("source_format"), facts.get("source_bytes"))
 
