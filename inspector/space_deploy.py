@@ -10,6 +10,7 @@ token, no network) raises `SpaceDeployError` with one line. `api` is any object 
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,13 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def check_repo_id(repo_id: str) -> str:
+    """`repo_id` if it reads as owner/name (the Hub validates the details); SpaceDeployError otherwise."""
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*", repo_id):
+        raise SpaceDeployError(f"invalid Space id {repo_id!r}: expected owner/name, e.g. you/inference-inspector")
+    return repo_id
+
+
 def resolve_token(token: str | None) -> str:
     """The token to use: `token`, else HF_TOKEN / the stored login. SpaceDeployError when there is none."""
     from huggingface_hub import get_token
@@ -57,6 +65,7 @@ def deploy_space(folder: str | Path, repo_id: str, *, token: str | None = None, 
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 
+    check_repo_id(repo_id)
     folder = Path(folder)
     if not (folder / "README.md").is_file() or not (folder / "app.py").is_file():
         raise SpaceDeployError(f"{folder} is not a Space bundle (no README.md / app.py); "

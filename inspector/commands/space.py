@@ -39,9 +39,10 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    from inspector.space_deploy import deploy_space, resolve_token
+    from inspector.space_deploy import check_repo_id, deploy_space, resolve_token
 
-    token = resolve_token(args.token)  # fail fast, before building anything
+    check_repo_id(args.repo_id)  # fail fast, before building anything
+    token = resolve_token(args.token)
     if args.dir is not None:
         url = deploy_space(args.dir, args.repo_id, token=token, private=args.private)
     else:

