@@ -84,7 +84,7 @@ def test_status_and_header(tiny_loaded):
     st = vh.status_html("decode step 2 of 8", {"ttft_ms": 12.4, "last_tpot_ms": 5.0, "tok_s": 200.0}, "oops", True)
     assert 'data-phase="decode step 2 of 8"' in st and "12 ms" in st and "ii-error" in st
     assert vh.phase_text(0, 0, 8, None, False) == "idle"
-    assert vh.phase_text(3, 3, 8, None, True) == "decode step 2 of 8 · playing"
+    assert vh.phase_text(3, 3, 8, None, True) == "decode step 2 (token 3 of 8) · playing"
     assert vh.phase_text(3, 3, 8, "eos", False) == "finished: EOS"
     head = vh.model_header_html("tiny", 1234, "float32", tiny_loaded.config, 4936)
     assert "tiny" in head and f"{tiny_loaded.config.num_attention_heads} / {tiny_loaded.config.num_key_value_heads}" in head

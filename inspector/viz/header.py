@@ -16,7 +16,7 @@ def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int
         ("vocab", f"{cfg.vocab_size:,}"), ("weights in memory", human_bytes(weight_bytes)),
     ]
     facts = "".join(f'<span class="ii-fact"><small>{esc(k)}</small> {esc(v)}</span>' for k, v in items)
-    return (f'<div id="model-header" class="ii-header"><span class="ii-title">🔍 Inference Inspector</span>'
+    return (f'<div id="model-header" class="ii-header"><span class="ii-title">Inference Inspector</span>'
             f'<span class="ii-model">{esc(name)}</span>{facts}<small class="ii-muted">{src}</small></div>')
 
 
@@ -29,7 +29,7 @@ def phase_text(n_records: int, n_generated: int, max_new: int, finished: str | N
         return f"finished: {why}"
     if n_records == 1:
         return "prefill done" + (" · playing" if playing else "")
-    return f"decode step {n_records - 1} of {max_new}" + (" · playing" if playing else "")
+    return f"decode step {n_records - 1} (token {n_generated} of {max_new})" + (" · playing" if playing else "")
 
 
 def status_html(phase: str, stats: dict, message: str = "", error: bool = False) -> str:

@@ -35,9 +35,14 @@ def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: 
     z = residual_norms(records)
     n_layers, n_pos = z.shape
     labels = [f"{p}:{show_piece(pieces[p], 8)}" if p < len(pieces) else str(p) for p in range(n_pos)]
+    # The first position is usually an "attention sink" with a norm far above the rest: clip the colors
+    # at the 99th percentile of the other positions so the others stay readable (hover shows true values).
+    rest = z[:, 1:] if n_pos > 1 else z
+    zmax = float(np.percentile(rest, 99)) if rest.size else 1.0
+    clipped = bool((z > zmax).any())
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT,
-        colorbar={"title": {"text": "‖x‖"}, "thickness": 12},
+        z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT, zmin=0.0, zmax=max(zmax, 1e-6),
+        colorbar={"title": {"text": "‖x‖" + (" (clipped)" if clipped else "")}, "thickness": 12},
         customdata=np.array([labels] * n_layers),
         hovertemplate="layer %{y} · pos %{customdata}<br>norm %{z:.1f}<extra></extra>",
     ))

@@ -49,13 +49,13 @@ def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) 
                 hovertext=hover)
     if any(chosen):
         i = chosen.index(True)
-        fig.add_annotation(x=x[i], y=max(cands[i].prob_final, cands[i].prob_raw), yshift=8,
+        fig.add_annotation(x=x[i], y=max(cands[i].prob_final, cands[i].prob_raw), yshift=4, ay=-18, ax=28,
                            text="would pick" if preview else "chosen", showarrow=True, arrowcolor=CHOSEN,
-                           font={"color": CHOSEN})
+                           font={"color": CHOSEN, "size": 12})
     for i, r in enumerate(removed):
         if r:
             fig.add_annotation(x=x[i], y=0, text="✕", showarrow=False, yshift=-4, font={"color": "#9ca3af"})
-    fig.update_yaxes(title="probability", range=[0, 1.08])
+    fig.update_yaxes(title="probability", range=[0, 1.18])
     fig.update_xaxes(title="top candidates by raw logit (piece, id)", tickangle=0)
     what = "Preview (no model rerun)" if preview else "Sampling"
     title = f"{what}: picked {show_piece(sample.token_piece, 14)!s} (id {sample.token_id})"

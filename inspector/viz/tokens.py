@@ -41,6 +41,6 @@ def generated_text_html(text: str, finished: str | None = None) -> str:
     """The generated text so far, whitespace preserved, with the reason it stopped when it did."""
     end = {"eos": "end of sequence (EOS)", "max_tokens": "max new tokens reached",
            "context_full": "context window full"}.get(finished or "", "")
-    tail = f'<span class="ii-finished"> ⏹ {esc(end)}</span>' if end else ""
+    tail = f'<span class="ii-finished"> [stopped: {esc(end)}]</span>' if end else ""
     body = esc(text) if text else '<span class="ii-muted">(nothing generated yet)</span>'
     return f'<div id="generated-text" class="ii-text">{body}{tail}</div>'

@@ -1,0 +1,39 @@
+"""Start the Inference Inspector web app: `python app.py` (Hugging Face Spaces runs this file too).
+
+Loads the model once (`inspector.app_model.load_app_model()`), builds the page and launches it on
+127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise. Analytics off.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
+
+
+def load() -> object:
+    try:
+        from inspector.app_model import load_app_model
+    except ImportError:
+        from inspector.loader import load_model
+        return load_model()
+    return load_app_model()
+
+
+def main() -> None:
+    demo = build_app(load())
+    demo.queue(default_concurrency_limit=None)
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        run_history=False,  # UI_NOTES: saves 100-250 ms per event
+        footer_links=["api"],
+        **launch_kwargs(),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Named API endpoints for scripts (gradio_client): `prefill` and `step`.
+
+They share the per-browser session machinery with the page (the id lives in the same `gr.State`, so a
+`gradio_client.Client` keeps its own session across calls). Each returns a small dict:
+`{text, prompt_ids, generated_ids, pieces, phase, finished, ttft_ms, last_tpot_ms}`. Errors raise
+`gr.Error` with the one-line message.
+
+    client.predict(prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens,
+                   api_name="/prefill")
+    client.predict(temperature, top_k, top_p, min_p, seed, api_name="/step")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from inspector.errors import InspectorError
+from inspector.viz.header import phase_text
+from inspector.viz.timing import timing_stats
+
+
+def summary(entry: Any) -> dict:
+    """The session's tokens, text, phase and timings as plain JSON."""
+    s = entry.session
+    st = timing_stats(s.records)
+    return {
+        "text": s.text, "prompt_ids": list(s.prompt_ids), "generated_ids": list(s.generated_ids),
+        "pieces": s.token_pieces(), "finished": s.finished,
+        "phase": phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished, entry.playing),
+        "ttft_ms": st["ttft_ms"], "last_tpot_ms": st["last_tpot_ms"],
+    }
+
+
+def register(h: Any, sid: gr.State, controls: list) -> None:
+    """Hidden trigger buttons whose events carry api_name `prefill` and `step`."""
+    from inspector.ui.handlers import parse_params
+
+    prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new = controls
+    out = gr.JSON(visible=False)
+
+    def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):
+        try:
+            params = parse_params(temperature, top_k, top_p, min_p, seed)
+            new_sid, entry = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
+        except (InspectorError, ValueError) as exc:
+            raise gr.Error(str(exc)) from None
+        return new_sid, summary(entry)
+
+    def api_step(sid_value, temperature, top_k, top_p, min_p, seed):
+        try:
+            entry = h.run_step(sid_value, parse_params(temperature, top_k, top_p, min_p, seed))
+        except (InspectorError, ValueError) as exc:
+            raise gr.Error(str(exc)) from None
+        return summary(entry)
+
+    go_prefill = gr.Button(visible=False)
+    go_step = gr.Button(visible=False)
+    go_prefill.click(api_prefill, [sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new],
+                     [sid, out], api_name="prefill", concurrency_limit=None, show_progress="hidden")
+    go_step.click(api_step, [sid, temperature, top_k, top_p, min_p, seed], [out], api_name="step",
+                  concurrency_limit=None, show_progress="hidden")

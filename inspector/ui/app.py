@@ -1,0 +1,183 @@
+"""`build_app(loaded=None) -> gr.Blocks`: the Inference Inspector page — layout and wiring only.
+
+Handlers live in `inspector.ui.handlers`, figures in `inspector.viz`. The browser's `gr.State` holds
+only a session id; the per-session engine state lives in a `SessionStore` and is freed when the State
+is deleted (time-to-live) or the page unloads. Theme, CSS and JS go to `launch()` (Gradio 6): use
+`launch_kwargs()`.
+
+Named API endpoints for scripts (gradio_client): `prefill` and `step`, each returning a dict with
+`text`, `prompt_ids`, `generated_ids`, `pieces`, `phase`, `finished`, `ttft_ms`, `last_tpot_ms`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from inspector.ui import api
+from inspector.ui.handlers import VIEW_KEYS, Handlers
+from inspector.ui.sessions import SessionStore, limits_from_env
+from inspector.viz import attention as va
+from inspector.viz import inventory as vi
+from inspector.viz import kvcache as vk
+from inspector.viz import residual as vr
+from inspector.viz import sampling as vs
+from inspector.viz import timing as vt
+from inspector.viz import tokens as vtok
+from inspector.viz.header import model_header_html
+
+STATIC = Path(__file__).resolve().parents[2] / "static"
+
+EXAMPLES = [
+    ["What is gravity?", True],
+    ["The capital of France is", False],
+    ["Write a haiku about the sea.", True],
+    ["def fibonacci(n):", False],
+]
+FAST = {"show_progress": "hidden", "concurrency_limit": None}
+
+
+def launch_kwargs() -> dict[str, Any]:
+    """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks)."""
+    return {
+        "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
+        "css": (STATIC / "app.css").read_text(encoding="utf-8"),
+        "js": (STATIC / "app.js").read_text(encoding="utf-8"),
+    }
+
+
+def model_facts(loaded: Any) -> tuple[list, int, int]:
+    """(inventory entries, parameter count, weight bytes in memory) for the header and inventory view."""
+    from inspector.inventory import build_inventory
+
+    inv = build_inventory(loaded)
+    return list(inv.entries), inv.params, inv.bytes
+
+
+def build_app(loaded: Any = None) -> gr.Blocks:
+    """The whole page over one loaded model (loaded here when not given)."""
+    if loaded is None:
+        loaded = _load_default()
+    from inspector.session import Session
+
+    limits = limits_from_env()
+    store = SessionStore(lambda: Session(loaded), limits)
+    entries, n_params, weight_bytes = model_facts(loaded)
+    h = Handlers(loaded, store, limits, entries, weight_bytes)
+    cfg = loaded.config
+    dtype = str(loaded.dtype).replace("torch.", "")
+
+    with gr.Blocks(title="Inference Inspector") as demo:
+        demo.store = store  # tests and bench look at live sessions
+        sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=store.drop)
+        gr.HTML(model_header_html(loaded.name, n_params, dtype, cfg, weight_bytes, loaded.source_format,
+                                  loaded.source_bytes))
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
+                                    placeholder="Type a prompt, then Prefill (→ steps, space plays/pauses)")
+                with gr.Row():
+                    chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle")
+                    system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
+                                        elem_id="system-prompt", scale=3)
+                gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
+                with gr.Accordion("Sampling", open=True):
+                    with gr.Row():
+                        temperature = gr.Slider(0.0, 2.0, 0.0, step=0.05, label="temperature (0 = greedy)",
+                                                elem_id="temperature")
+                        top_k = gr.Slider(0, 200, 0, step=1, label="top-k (0 = off)", elem_id="top-k")
+                    with gr.Row():
+                        top_p = gr.Slider(0.0, 1.0, 1.0, step=0.01, label="top-p", elem_id="top-p")
+                        min_p = gr.Slider(0.0, 1.0, 0.0, step=0.01, label="min-p", elem_id="min-p")
+                    with gr.Row():
+                        seed = gr.Number(0, label="seed", precision=0, elem_id="seed")
+                        max_new = gr.Number(32, label="max new tokens", precision=0, elem_id="max-new-tokens")
+                with gr.Row():
+                    prefill_btn = gr.Button("Prefill", variant="primary", elem_id="prefill-btn")
+                    step_btn = gr.Button("Step →", elem_id="step-btn")
+                    play_btn = gr.Button("Play ▶", elem_id="play-btn")
+                    pause_btn = gr.Button("Pause", elem_id="pause-btn")
+                    reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn")
+            with gr.Column(scale=3, min_width=400):
+                status = gr.HTML(elem_id="status")
+                gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
+                chips = gr.HTML(elem_id="tokens")
+                text = gr.HTML(elem_id="text")
+                position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
+                                     elem_id="position")
+        with gr.Tabs():
+            with gr.Tab("Residual stream", elem_id="tab-residual"):
+                gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
+                resid_heat = gr.Plot(elem_id="resid-heatmap", show_label=False)
+                resid_pos = gr.Plot(elem_id="resid-position", show_label=False)
+                lens = gr.HTML(elem_id="logit-lens-view")
+            with gr.Tab("Attention", elem_id="tab-attention"):
+                gr.Markdown(va.CAPTION, elem_classes="ii-caption")
+                with gr.Row():
+                    layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
+                    head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
+                                     elem_id="attn-head")
+                attn_info = gr.HTML(elem_id="attn-info")
+                attn_fig = gr.Plot(elem_id="attn-pattern", show_label=False)
+                attn_overview = gr.Plot(elem_id="attn-overview", show_label=False)
+            with gr.Tab("KV cache", elem_id="tab-kv"):
+                gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
+                kv_summary = gr.HTML(elem_id="kv-summary-view")
+                with gr.Row():
+                    kv_bars = gr.Plot(elem_id="kv-bars", show_label=False)
+                    kv_growth = gr.Plot(elem_id="kv-growth", show_label=False)
+                recompute = gr.Checkbox(False, label="show this step without the cache (recompute, timed)",
+                                        elem_id="kv-recompute-toggle")
+                kv_recompute = gr.HTML(elem_id="kv-recompute-view")
+            with gr.Tab("Sampling", elem_id="tab-sampling"):
+                gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
+                samp_info = gr.HTML(elem_id="sampling-view")
+                samp_fig = gr.Plot(elem_id="sampling-bars", show_label=False)
+                resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
+            with gr.Tab("Tensor inventory", elem_id="tab-inventory"):
+                gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
+                inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
+                                        label="highlight layer", elem_id="inv-layer")
+                inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
+            with gr.Tab("Timing", elem_id="tab-timing"):
+                gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
+                timing_fig = gr.Plot(elem_id="timing-chart", show_label=False)
+
+        comp = {"status": status, "chips": chips, "text": text, "resid_heat": resid_heat, "resid_pos": resid_pos,
+                "lens": lens, "attn_fig": attn_fig, "attn_overview": attn_overview, "attn_info": attn_info,
+                "kv_bars": kv_bars, "kv_growth": kv_growth, "kv_summary": kv_summary,
+                "kv_recompute": kv_recompute, "samp_fig": samp_fig, "samp_info": samp_info,
+                "timing_fig": timing_fig}
+        views = [comp[k] for k in VIEW_KEYS]
+        sampling = [temperature, top_k, top_p, min_p, seed]
+
+        prefill_btn.click(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
+                          api_visibility="undocumented", **FAST)
+        prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
+                      api_visibility="undocumented", **FAST)
+        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
+        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
+        pause_btn.click(h.pause, [sid], None, api_visibility="undocumented", queue=False)
+        reset_btn.click(h.reset, [sid, layer, head], views, api_visibility="undocumented", **FAST)
+        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
+        gr.on([temperature.release, top_k.release, top_p.release, min_p.release, seed.submit, seed.blur],
+              h.preview, [sid, *sampling], [samp_fig, samp_info, status], api_visibility="undocumented", trigger_mode="always_last",
+              **FAST)
+        gr.on([position.input, position.submit, layer.release, head.release], h.select,
+              [sid, position, layer, head], views, api_visibility="undocumented", trigger_mode="always_last", **FAST)
+        recompute.change(h.recompute, [sid, recompute], [kv_recompute, status], api_visibility="undocumented", **FAST)
+        inv_layer.change(h.inventory_view, [inv_layer], [inventory], api_visibility="undocumented", **FAST)
+        demo.load(lambda: h.blank_views(), None, views, api_visibility="undocumented", **FAST)
+        api.register(h, sid, [prompt, chat, system, *sampling, max_new])
+    return demo
+
+
+def _load_default() -> Any:
+    try:
+        from inspector.app_model import load_app_model
+    except ImportError:
+        from inspector.loader import load_model
+        return load_model()
+    return load_app_model()

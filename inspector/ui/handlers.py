@@ -1,0 +1,363 @@
+"""Event handlers: browser inputs -> the per-browser `Session` -> plot builders -> component values.
+
+Every handler catches `InspectorError` / `ValueError` and puts one clear line in the status line
+instead of raising, so bad input never breaks the page. No tensor math here: numbers come from the
+session's records and on-demand attention methods; figures come from `inspector.viz`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from inspector.config import SamplingParams
+from inspector.errors import InputError, InspectorError
+from inspector.ui.sessions import Entry, Limits, SessionStore
+from inspector.viz import attention as va
+from inspector.viz import header as vh
+from inspector.viz import inventory as vi
+from inspector.viz import kvcache as vk
+from inspector.viz import residual as vr
+from inspector.viz import sampling as vs
+from inspector.viz import timing as vt
+from inspector.viz import tokens as vtok
+from inspector.viz.common import empty_figure
+
+# Order of the view outputs every step handler returns (the app wires components in this order).
+VIEW_KEYS = ("status", "chips", "text", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
+             "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
+             "timing_fig")
+
+
+def parse_params(temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any) -> SamplingParams:
+    """Sampling controls -> validated SamplingParams; ValueError with a readable message otherwise."""
+    def num(name: str, v: Any, cast):
+        if v is None or (isinstance(v, str) and not v.strip()):
+            raise ValueError(f"{name} is empty: enter a number")
+        try:
+            out = cast(float(v))
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number, got {v!r}") from None
+        if cast is int and float(v) != int(float(v)):
+            raise ValueError(f"{name} must be a whole number, got {v!r}")
+        return out
+
+    params = SamplingParams(temperature=num("temperature", temperature, float), top_k=num("top-k", top_k, int),
+                            top_p=num("top-p", top_p, float), min_p=num("min-p", min_p, float),
+                            seed=num("seed", seed, int))
+    params.validate()
+    if params.seed < 0:
+        raise ValueError(f"seed must be >= 0, got {params.seed}")
+    return params
+
+
+class Handlers:
+    """The app's handlers over one loaded model and a session store."""
+
+    def __init__(self, loaded: Any, store: SessionStore, limits: Limits, inventory: list, weight_bytes: int) -> None:
+        self.loaded = loaded
+        self.store = store
+        self.limits = limits
+        self.inventory = inventory
+        self.weight_bytes = weight_bytes
+        cfg = loaded.config
+        self.n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
+
+    # ---------- rendering ----------
+    def blank_views(self, message: str = "", error: bool = False) -> list:
+        """Every view in its empty state (page load, Reset)."""
+        hint = "Type a prompt and press Prefill"
+        v = {
+            "status": vh.status_html("idle", vt.timing_stats([]), message, error),
+            "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
+            "resid_heat": empty_figure(hint), "resid_pos": empty_figure(hint), "lens": "",
+            "attn_fig": empty_figure(hint), "attn_overview": empty_figure(hint),
+            "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
+                                           self.loaded.config.num_key_value_heads),
+            "kv_bars": empty_figure(hint), "kv_growth": empty_figure(hint), "kv_summary": "",
+            "kv_recompute": vk.recompute_html(0.0, None, 0), "samp_fig": empty_figure(hint), "samp_info": "",
+            "timing_fig": empty_figure(hint),
+        }
+        return [v[k] for k in VIEW_KEYS]
+
+    def status(self, entry: Entry | None, message: str = "", error: bool = False) -> str:
+        s = entry.session if entry else None
+        if s is None or not s.records:
+            return vh.status_html("idle", vt.timing_stats([]), message, error)
+        phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished, entry.playing)
+        return vh.status_html(phase, vt.timing_stats(s.records), message, error)
+
+    def attention_views(self, entry: Entry, layer: int, head: int) -> tuple:
+        """Pattern (prefill) or row (decode) of the selected position's forward, overview, info."""
+        s = entry.session
+        cfg = self.loaded.config
+        layer = min(max(int(layer), 0), cfg.num_hidden_layers - 1)
+        head = min(max(int(head), 0), cfg.num_attention_heads - 1)
+        pos = self.selected_position(entry)
+        rec, col = vr.locate(s.records, pos)
+        pieces = s.token_pieces()
+        kv_head = head // self.n_rep
+        if rec.kind == "prefill" and entry.selected is None:
+            pat = s.attention_pattern(rec.step, layer, head)  # (n_new, n_keys)
+            fig = va.pattern_heatmap(pat, pieces, rec.start_pos, layer, head, kv_head)
+            n_keys = pat.shape[1]
+        else:
+            row = s.attention_row(rec.step, layer, head, col)  # (n_keys,)
+            fig = va.row_bars(row, pieces, len(s.prompt_ids), pos, layer, head, kv_head)
+            n_keys = row.shape[0]
+        rows = s.attention_overview(rec.step, col)  # (L, H, n_keys)
+        over = va.overview_heatmap(rows, pieces, self.n_rep, pos, layer, head)
+        groups = rec.kv[layer].kv_head_groups if rec.kv else None
+        info = (f'<div id="attention-info" data-keys="{n_keys}" data-query="{pos}">Query position {pos}: '
+                f'attends over <b id="attention-keys">{n_keys}</b> keys ({rec.kind} step {rec.step}).</div>'
+                + va.kv_groups_html(cfg.num_attention_heads, cfg.num_key_value_heads, groups, head))
+        return fig, over, info
+
+    def selected_position(self, entry: Entry) -> int:
+        last = entry.session.records[-1]
+        newest = last.start_pos + last.n_new - 1
+        if entry.selected is None or not (0 <= entry.selected <= newest):
+            return newest
+        return entry.selected
+
+    def sampling_views(self, entry: Entry) -> tuple:
+        s = entry.session
+        rec = s.records[-1]
+        if entry.preview is not None:
+            actual = rec.sample.token_id if rec.sample else None
+            return (vs.sampling_bars(entry.preview, preview=True),
+                    vs.sampling_info_html(entry.preview, rec.step, preview_of=actual))
+        if rec.sample is None:
+            return empty_figure("no sample recorded"), ""
+        return vs.sampling_bars(rec.sample), vs.sampling_info_html(rec.sample, rec.step)
+
+    def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False) -> list:
+        """Every view for the session's current state."""
+        s = entry.session
+        if s is None or not s.records:
+            return self.blank_views(message, error)
+        tok = self.loaded.tokenizer
+        ids = list(s.prompt_ids) + list(s.generated_ids)
+        pieces = s.token_pieces()
+        pos = self.selected_position(entry)
+        rec = s.records[-1]
+        lens_pick = rec.sample.token_piece if rec.sample else None
+        attn_fig, attn_over, attn_info = self.attention_views(entry, layer, head)
+        samp_fig, samp_info = self.sampling_views(entry)
+        v = {
+            "status": self.status(entry, message, error),
+            "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
+                                           entry.selected),
+            "text": vtok.generated_text_html(s.text, s.finished),
+            "resid_heat": vr.residual_heatmap(s.records, pieces, pos),
+            "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else ""),
+            "lens": vr.logit_lens_html(rec, lens_pick),
+            "attn_fig": attn_fig, "attn_overview": attn_over, "attn_info": attn_info,
+            "kv_bars": vk.layer_bars(rec.kv), "kv_growth": vk.growth_chart(s.records, self.weight_bytes),
+            "kv_summary": vk.summary_html(rec.kv, self.weight_bytes, str(self.loaded.dtype).replace("torch.", "")),
+            "kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new),
+            "samp_fig": samp_fig, "samp_info": samp_info, "timing_fig": vt.timing_chart(s.records),
+        }
+        return [v[k] for k in VIEW_KEYS]
+
+    def error_views(self, entry: Entry | None, exc: Exception) -> list:
+        """Status line with the message; every other view left as it is."""
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [self.status(entry, msg, error=True)] + [gr.skip()] * (len(VIEW_KEYS) - 1)
+
+    # ---------- model events ----------
+    def run_prefill(self, sid, prompt, chat, system, params: SamplingParams, max_new: Any) -> tuple[str, Entry]:
+        """Start a new run for this browser session (raises InspectorError/ValueError)."""
+        sid, entry = self.store.get_or_create(sid)
+        max_new = self._max_new(max_new)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InputError("the prompt is empty: type something first")
+        if not entry.lock.acquire(blocking=False):
+            raise InputError("busy: playing — press Pause first")
+        try:
+            self.store.reset_locked(entry)
+            entry.max_new_tokens = max_new
+            entry.session.prefill(prompt, params, chat=bool(chat), system=(system or None) if chat else None,
+                                  max_new_tokens=max_new)
+            if len(entry.session.prompt_ids) > self.limits.max_prompt_tokens:
+                n = len(entry.session.prompt_ids)
+                self.store.reset_locked(entry)
+                raise InputError(f"the prompt is {n} tokens; this server allows {self.limits.max_prompt_tokens} "
+                                 f"(INSPECTOR_MAX_PROMPT_TOKENS)")
+        finally:
+            entry.lock.release()
+        return sid, entry
+
+    def run_step(self, sid, params: SamplingParams) -> Entry:
+        """One decode step for this browser session (raises InspectorError/ValueError)."""
+        entry = self._need_session(sid)
+        if not entry.lock.acquire(blocking=False):
+            raise InputError("busy: playing — press Pause first")
+        try:
+            self._one_step(entry, params)
+        finally:
+            entry.lock.release()
+        return entry
+
+    def prefill(self, sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new, layer, head):
+        """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
+        entry = self.store.get(sid)
+        try:
+            params = parse_params(temperature, top_k, top_p, min_p, seed)
+            sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
+            return [sid] + self.views(entry, layer, head)
+        except (InspectorError, ValueError) as exc:
+            return [sid] + self.error_views(entry, exc)
+
+    def _max_new(self, v: Any) -> int:
+        try:
+            n = int(float(v))
+        except (TypeError, ValueError):
+            raise ValueError(f"max new tokens must be a whole number, got {v!r}") from None
+        if n <= 0:
+            raise ValueError(f"max new tokens must be > 0, got {n}")
+        if n > self.limits.max_steps:
+            raise ValueError(f"max new tokens is capped at {self.limits.max_steps} here (INSPECTOR_MAX_STEPS)")
+        return n
+
+    def _need_session(self, sid) -> Entry:
+        entry = self.store.get(sid)
+        if entry is None or entry.session is None or not entry.session.records:
+            raise InputError("nothing to step yet: press Prefill first")
+        return entry
+
+    def _one_step(self, entry: Entry, params: SamplingParams) -> None:
+        s = entry.session
+        if s.finished:
+            raise InputError(f"generation finished ({s.finished}): press Prefill to start again")
+        if len(s.generated_ids) >= entry.max_new_tokens:
+            raise InputError("max new tokens reached")
+        entry.preview = None
+        entry.uncached_ms = None
+        s.step(params)
+
+    def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
+        """One decode step: feed the last sampled token, sample the next."""
+        entry = self.store.get(sid)
+        try:
+            entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
+            return self.views(entry, layer, head)
+        except (InspectorError, ValueError) as exc:
+            return self.error_views(entry, exc)
+
+    def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
+        """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step."""
+        entry = self.store.get(sid)
+        try:
+            params = parse_params(temperature, top_k, top_p, min_p, seed)
+            entry = self._need_session(sid)
+            if entry.session.finished:
+                raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
+            if not entry.lock.acquire(blocking=False):
+                raise InputError("already playing: press Pause to stop")
+        except (InspectorError, ValueError) as exc:
+            yield self.error_views(entry, exc)
+            return
+        entry.pause.clear()
+        entry.playing = True
+        message = ""
+        try:
+            while not entry.pause.is_set() and entry.session is not None and not entry.session.finished:
+                try:
+                    self._one_step(entry, params)
+                except InspectorError as exc:
+                    message = str(exc)
+                    break
+                yield self.views(entry, layer, head)
+        finally:
+            entry.playing = False
+            entry.lock.release()
+        if entry.session is not None:
+            yield self.views(entry, layer, head, message or ("paused" if entry.pause.is_set() else ""))
+
+    def pause(self, sid) -> None:
+        """Ask a running Play to stop after the current step (own handler: never queued behind Play)."""
+        entry = self.store.get(sid)
+        if entry is not None:
+            entry.pause.set()
+
+    def reset(self, sid, layer, head):
+        entry = self.store.get(sid)
+        if entry is not None:
+            self.store.reset(sid)
+        return self.blank_views("reset: ready for a new prompt")
+
+    # ---------- no-model events ----------
+    def preview(self, sid, temperature, top_k, top_p, min_p, seed):
+        """A sampling slider moved: redraw the newest step's distribution from its stored logits."""
+        entry = self.store.get(sid)
+        if entry is None or entry.session is None or not entry.session.records:
+            return gr.skip(), gr.skip(), gr.skip()
+        try:
+            params = parse_params(temperature, top_k, top_p, min_p, seed)
+            if entry.lock.locked():
+                return gr.skip(), gr.skip(), gr.skip()  # playing: the next step redraws anyway
+            entry.preview = entry.session.preview_sample(params)
+            fig, info = self.sampling_views(entry)
+            return fig, info, self.status(entry)
+        except (InspectorError, ValueError) as exc:
+            return gr.skip(), gr.skip(), self.status(entry, str(exc), error=True)
+
+    def resample(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
+        """Re-draw the newest step's token from its stored logits with the current settings."""
+        entry = self.store.get(sid)
+        try:
+            params = parse_params(temperature, top_k, top_p, min_p, seed)
+            entry = self._need_session(sid)
+            if not entry.lock.acquire(blocking=False):
+                raise InputError("busy: playing — press Pause first")
+            try:
+                entry.preview = None
+                entry.session.resample(params)
+            finally:
+                entry.lock.release()
+            return self.views(entry, layer, head, "resampled the newest token")
+        except (InspectorError, ValueError) as exc:
+            return self.error_views(entry, exc)
+
+    def select(self, sid, position, layer, head):
+        """A chip was clicked (or the position box edited): redraw the position-dependent views."""
+        entry = self.store.get(sid)
+        if entry is None or entry.session is None or not entry.session.records:
+            return [gr.skip()] * len(VIEW_KEYS)
+        try:
+            entry.selected = None if position is None or int(position) < 0 else int(position)
+            return self.views(entry, layer, head)
+        except (InspectorError, ValueError) as exc:
+            return self.error_views(entry, exc)
+
+    def recompute(self, sid, show: bool):
+        """KV view toggle: time the newest step without the cache."""
+        entry = self.store.get(sid)
+        if not show or entry is None or entry.session is None or not entry.session.records:
+            return vk.recompute_html(0.0, None, 0), gr.skip()
+        try:
+            if not entry.lock.acquire(blocking=False):
+                raise InputError("busy: playing — press Pause first")
+            try:
+                s = entry.session
+                rec = s.records[-1]
+                entry.uncached_ms = uncached_forward_ms(s)
+            finally:
+                entry.lock.release()
+            return vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new), self.status(entry)
+        except (InspectorError, ValueError) as exc:
+            return gr.skip(), self.status(entry, str(exc), error=True)
+
+    def inventory_view(self, layer):
+        sel = None if layer in (None, "", "none") else int(layer)
+        return vi.inventory_html(self.inventory, self.loaded.config.tie_word_embeddings, sel)
+
+
+def uncached_forward_ms(session: Any) -> float:
+    """Wall time of the newest step recomputed over the whole sequence without the KV cache."""
+    _diff, ms = session.recompute_last_step()
+    return float(ms)

@@ -1,0 +1,193 @@
+"""End-to-end: the app with the real default model in headless Debian chromium.
+
+Prompt -> Prefill -> Step x3 -> sampling preview -> Play/Pause -> Reset, errors in the status line,
+two isolated browser contexts, the tensor inventory. A screenshot of each view goes to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() retries until then
+
+
+def generated(page: Page) -> int:
+    return int(page.locator("#token-count").get_attribute("data-generated"))
+
+
+def prompt_len(page: Page) -> int:
+    return int(page.locator("#token-count").get_attribute("data-prompt"))
+
+
+def open_tab(page: Page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def prefill(page: Page, prompt: str, max_new: int = 32) -> None:
+    page.locator("#prompt textarea").fill(prompt)
+    page.locator("#max-new-tokens input").fill(str(max_new))
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-phase")).to_have_text("prefill done", timeout=T)
+
+
+def step(page: Page, k: int, max_new: int = 32) -> None:
+    page.locator("#step-btn").click()
+    expect(page.locator("#status-phase")).to_have_text(f"decode step {k} (token {k + 1} of {max_new})", timeout=T)
+
+
+def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app_url)
+    # Step before Prefill: a message, not a crash
+    page.locator("#step-btn").click()
+    expect(page.locator("#status-message")).to_contain_text("press Prefill first", timeout=T)
+
+    prefill(page, "What is gravity?")
+    n = prompt_len(page)
+    assert n > 5 and generated(page) == 1
+    expect(page.locator(".ii-chip.ii-prompt")).to_have_count(n)
+    expect(page.locator(".ii-chip.ii-special").first).to_be_visible()  # <|im_start|> from the chat template
+    expect(page.locator("#status-ttft")).to_have_text(re.compile(r"^\d+ ms$"))
+    open_tab(page, "KV cache")
+    expect(page.locator("#kv-summary")).to_have_attribute("data-entries", str(n), timeout=T)
+    page.screenshot(path=str(ARTIFACTS / "ui_kv_prefill.png"), full_page=True)
+    open_tab(page, "Attention")
+    expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n))
+    page.screenshot(path=str(ARTIFACTS / "ui_attention_prefill.png"), full_page=True)
+
+    for k in (1, 2, 3):
+        step(page, k)
+        expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + k))  # row grows
+    assert generated(page) == 4
+    expect(page.locator(".ii-chip")).to_have_count(n + 4)
+    page.screenshot(path=str(ARTIFACTS / "ui_attention_decode.png"), full_page=True)
+    open_tab(page, "KV cache")
+    expect(page.locator("#kv-summary")).to_have_attribute("data-entries", str(n + 3))
+    page.screenshot(path=str(ARTIFACTS / "ui_kv_decode.png"), full_page=True)
+
+    # the sampling view's chosen token is the newest token in the text
+    open_tab(page, "Sampling")
+    newest = page.locator(".ii-chip.ii-gen").last.get_attribute("data-id")
+    expect(page.locator("#sampling-chosen")).to_have_attribute("data-id", newest)
+    expect(page.locator("#sampling-info")).to_have_attribute("data-preview", "0")
+    page.screenshot(path=str(ARTIFACTS / "ui_sampling.png"), full_page=True)
+
+    # a sampling slider moves: the distribution is redrawn from stored logits, no new token
+    box = page.locator("#temperature input[type=number]")
+    box.fill("1.5")
+    box.press("Tab")
+    expect(page.locator("#sampling-info")).to_have_attribute("data-preview", "1", timeout=T)
+    expect(page.locator("#sampling-info")).to_contain_text("temperature 1.5")
+    expect(page.locator("#sampling-bars")).to_contain_text("Preview")
+    assert generated(page) == 4
+    page.screenshot(path=str(ARTIFACTS / "ui_sampling_preview.png"), full_page=True)
+    box.fill("0")
+    box.press("Tab")
+    expect(page.locator("#sampling-info")).to_contain_text("temperature 0 ", timeout=T)
+
+    # keyboard: → steps (focus outside inputs)
+    page.locator("#model-header").click()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#status-phase")).to_have_text("decode step 4 (token 5 of 32)", timeout=T)
+
+    # clicking a token chip selects its position
+    open_tab(page, "Residual stream")
+    page.locator('.ii-chip[data-pos="3"]').click()
+    expect(page.locator("#position input")).to_have_value("3")
+    expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
+    expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
+    page.screenshot(path=str(ARTIFACTS / "ui_residual.png"), full_page=True)
+    page.locator('.ii-chip[data-pos="3"]').click()  # again: back to the newest position
+    expect(page.locator("#position input")).to_have_value("-1")
+
+    open_tab(page, "Timing")
+    expect(page.locator("#timing-chart")).to_contain_text("TTFT")
+    page.screenshot(path=str(ARTIFACTS / "ui_timing.png"), full_page=True)
+
+    # Play streams steps; Pause stops them
+    before = generated(page)
+    page.locator("#play-btn").click()
+    page.wait_for_function(f"Number(document.querySelector('#token-count').dataset.generated) >= {before + 2}",
+                           timeout=T)
+    page.locator("#pause-btn").click()
+    expect(page.locator("#status-message")).to_have_text("paused", timeout=T)
+    grown = generated(page)
+    assert grown >= before + 2
+    time.sleep(1.5)  # no timing assertion: only that nothing more arrives after the pause
+    assert generated(page) == grown
+    page.screenshot(path=str(ARTIFACTS / "ui_tokens_after_play.png"), full_page=True)
+
+    page.locator("#reset-btn").click()
+    expect(page.locator("#status-phase")).to_have_text("idle", timeout=T)
+    expect(page.locator(".ii-chip")).to_have_count(0)
+
+    # empty prompt -> clear error
+    page.locator("#prompt textarea").fill("   ")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-message")).to_contain_text("prompt is empty", timeout=T)
+
+
+def test_bad_settings_are_reported(page: Page, app_url):
+    page.goto(app_url)
+    page.locator("#prompt textarea").fill("Hello")
+    page.locator("#max-new-tokens input").fill("0")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-message")).to_contain_text("max new tokens must be > 0", timeout=T)
+    page.locator("#max-new-tokens input").fill("4")
+    page.locator("#seed input").fill("-3")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-message")).to_contain_text("seed must be >= 0", timeout=T)
+    page.locator("#seed input").fill("0")
+    page.locator("#top-p input[type=number]").fill("0")
+    page.locator("#top-p input[type=number]").press("Tab")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-message")).to_contain_text("top-p must be in (0, 1]", timeout=T)
+    page.locator("#top-p input[type=number]").fill("1")
+    page.locator("#top-p input[type=number]").press("Tab")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-phase")).to_have_text("prefill done", timeout=T)
+    page.locator("#play-btn").click()
+    page.locator("#play-btn").click()  # Play while playing: a message (or it already finished), never a crash
+    expect(page.locator("#status-phase")).to_have_text(re.compile("finished: (max tokens|EOS)"), timeout=T)
+
+
+def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
+    a, b = browser.new_context(), browser.new_context()
+    pa, pb = a.new_page(), b.new_page()
+    pa.goto(app_url)
+    pb.goto(app_url)
+    prefill(pa, "The capital of France is")
+    prefill(pb, "def fibonacci(n):")
+    ids_a = pa.locator(".ii-chip").evaluate_all("cs => cs.map(c => c.dataset.id)")
+    ids_b = pb.locator(".ii-chip").evaluate_all("cs => cs.map(c => c.dataset.id)")
+    assert ids_a != ids_b
+    step(pa, 1)
+    assert generated(pa) == 2 and generated(pb) == 1
+    pb.reload()
+    expect(pb.locator("#status-phase")).to_have_text("idle", timeout=T)  # a new page is a new session
+    assert generated(pa) == 2
+    a.close()
+    b.close()
+
+
+def test_inventory_lists_272_tensors(page: Page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app_url)
+    open_tab(page, "Tensor inventory")
+    expect(page.locator("#inventory-table tbody tr")).to_have_count(272, timeout=T)
+    expect(page.locator("#inventory-count")).to_have_text("272")
+    expect(page.locator("#inventory")).to_contain_text("tied")
+    page.locator('#inventory-table th[data-col="4"]').click()  # sort by bytes, ascending
+    page.locator('#inventory-table th[data-col="4"]').click()  # descending: the embedding first
+    expect(page.locator("#inventory-table tbody tr").first).to_contain_text("embed_tokens")
+    page.locator("#inv-layer input").click()
+    page.get_by_role("option", name="7", exact=True).click()
+    expect(page.locator("#inventory-table tr.ii-hit")).to_have_count(9, timeout=T)
+    page.screenshot(path=str(ARTIFACTS / "ui_inventory.png"), full_page=True)

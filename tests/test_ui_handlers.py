@@ -1,0 +1,132 @@
+"""Handlers and the session store without a browser, over a tiny model: caps, isolation, errors, play/pause."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from inspector.errors import InputError
+from inspector.ui.handlers import VIEW_KEYS, Handlers, parse_params
+from inspector.ui.sessions import Limits, SessionCapError, SessionStore
+from tests.viz_records import tiny_loaded  # noqa: F401
+
+SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
+
+
+def make(loaded, **limits):
+    from inspector.inventory import build_inventory
+    from inspector.session import Session
+
+    lim = Limits(**limits)
+    store = SessionStore(lambda: Session(loaded), lim)
+    inv = build_inventory(loaded)
+    return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
+
+
+def status(out) -> str:
+    return out[VIEW_KEYS.index("status")]
+
+
+def test_parse_params_messages():
+    assert parse_params(0.7, 5, 0.9, 0.05, 3).top_k == 5
+    for bad, msg in [((-1, 0, 1, 0, 0), "temperature"), ((0, 0, 0, 0, 0), "top-p"), ((0, 2.5, 1, 0, 0), "whole"),
+                     ((0, 0, 1, 1.0, 0), "min-p"), ((0, 0, 1, 0, None), "seed is empty"), (("x", 0, 1, 0, 0), "number"),
+                     ((0, 0, 1, 0, -2), "seed must be >= 0")]:
+        with pytest.raises(ValueError, match=msg):
+            parse_params(*bad)
+
+
+def test_prefill_step_and_errors_never_raise(tiny_loaded):
+    h, store = make(tiny_loaded)
+    out = h.step(None, *SAMPLING, 0, 0)
+    assert "press Prefill first" in status(out)
+    out = h.prefill(None, "", False, "", *SAMPLING, 4, 0, 0)
+    assert "prompt is empty" in status(out[1:])
+    sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 3, 1, 3)
+    assert 'data-phase="prefill done"' in status(views)
+    assert "ii-error" not in status(views)
+    assert "decode step 1 (token 2 of 3)" in status(h.step(sid, *SAMPLING, 1, 3))
+    assert "finished: max tokens" in status(h.step(sid, *SAMPLING, 1, 3))  # token 3 of 3
+    views = h.step(sid, *SAMPLING, 1, 3)
+    assert "ii-error" in status(views) and "press Prefill to start again" in status(views)
+    assert "ii-error" in status(h.prefill(sid, "x", False, "", *SAMPLING, "lots", 0, 0)[1:])
+    assert "ii-error" in status(h.step(sid, 5.0, 0, 1.5, 0, 0, 0, 0))
+
+
+def test_sessions_are_isolated_and_dropped(tiny_loaded):
+    h, store = make(tiny_loaded)
+    a = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    b = h.prefill(None, "Hello world", False, "", *SAMPLING, 8, 0, 0)[0]
+    assert a != b and len(store) == 2
+    h.step(a, *SAMPLING, 0, 0)
+    assert len(store.get(a).session.records) == 2 and len(store.get(b).session.records) == 1
+    store.drop(a)
+    assert store.get(a) is None and len(store) == 1
+
+
+def test_session_cap_gives_clear_message(tiny_loaded):
+    h, store = make(tiny_loaded, max_sessions=1)
+    h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
+    sid, *views = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
+    assert "INSPECTOR_MAX_SESSIONS" in status(views)
+    with pytest.raises(SessionCapError):
+        store.get_or_create(None)
+
+
+def test_expired_sessions_are_evicted(tiny_loaded):
+    h, store = make(tiny_loaded, max_sessions=1, session_ttl_s=0)
+    first = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
+    second = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
+    assert second != first and store.get(first) is None
+
+
+def test_max_new_tokens_capped_by_max_steps(tiny_loaded):
+    h, _ = make(tiny_loaded, max_steps=5)
+    views = h.prefill(None, "Hello", False, "", *SAMPLING, 6, 0, 0)[1:]
+    assert "INSPECTOR_MAX_STEPS" in status(views)
+
+
+def test_play_streams_until_pause(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 50, 0, 0)[0]
+    gen = h.play(sid, *SAMPLING, 0, 0)
+    first = next(gen)
+    assert "playing" in status(first)
+    again = list(h.play(sid, *SAMPLING, 0, 0))  # Play while playing
+    assert len(again) == 1 and "already playing" in status(again[0])
+    assert "busy" in status(h.step(sid, *SAMPLING, 0, 0))
+    next(gen)
+    h.pause(sid)
+    rest = list(gen)
+    assert "paused" in status(rest[-1])
+    n = len(store.get(sid).session.generated_ids)
+    assert 3 <= n < 50
+    assert "decode step" in status(h.step(sid, *SAMPLING, 0, 0))  # unlocked again
+
+
+def test_preview_resample_select_recompute(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    h.step(sid, *SAMPLING, 0, 0)
+    n = len(store.get(sid).session.generated_ids)
+    fig, info, st = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
+    assert 'data-preview="1"' in info and "temperature 1.5" in info
+    assert len(store.get(sid).session.generated_ids) == n  # no new token
+    views = h.resample(sid, 1.5, 3, 1.0, 0.0, 7, 0, 0)
+    chosen = store.get(sid).session.generated_ids[-1]
+    assert f'data-id="{chosen}"' in views[VIEW_KEYS.index("samp_info")]
+    views = h.select(sid, 2, 0, 1)
+    assert "Position 2 " in views[VIEW_KEYS.index("resid_pos")].layout.title.text
+    assert 'data-query="2"' in views[VIEW_KEYS.index("attn_info")]
+    html, _ = h.recompute(sid, True)
+    assert "Without it" in html
+    assert "ii-hit" in h.inventory_view("1")
+
+
+def test_reset_gives_blank_views(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "Hello", False, "", *SAMPLING, 8, 0, 0)[0]
+    views = h.reset(sid, 0, 0)
+    assert 'data-phase="idle"' in status(views) and "reset" in status(views)
+    assert not store.get(sid).session.records
