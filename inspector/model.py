@@ -110,18 +110,20 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, KV, S, d), S = cached + T
         S = k.shape[2]
-        # Each KV head serves n_rep consecutive query heads: (B, KV, S, d) -> (B, H, S, d).
-        k = k.repeat_interleave(self.n_rep, dim=1)
-        v = v.repeat_interleave(self.n_rep, dim=1)
-
-        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)  # (B, H, T, S)
+        # Each KV head serves n_rep consecutive query heads. Group the queries by KV head instead of
+        # copying K and V n_rep times: (B, H, T, d) -> (B, KV, n_rep*T, d), one matmul per KV head.
+        KV = self.n_kv_heads
+        qg = q.reshape(B, KV, self.n_rep * T, self.head_dim)  # (B, KV, n_rep*T, d)
+        scores = torch.matmul(qg, k.transpose(2, 3)) / math.sqrt(self.head_dim)  # (B, KV, n_rep*T, S)
+        scores = scores.view(B, self.n_heads, T, S)  # (B, H, T, S)
         # Query i sits at position S - T + i and may see keys 0 .. S - T + i.
         causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        scores = scores.masked_fill(~causal, float("-inf"))
+        scores = scores.masked_fill_(~causal, float("-inf"))  # in place: a long prompt keeps one (H, T, S) copy
         record(rec, p + "hook_attn_scores", scores)
         pattern = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, H, T, S)
         record(rec, p + "hook_pattern", pattern)
-        z = torch.matmul(pattern, v)  # (B, H, T, d)
+        z = torch.matmul(pattern.view(B, KV, self.n_rep * T, S), v)  # (B, KV, n_rep*T, d)
+        z = z.view(B, self.n_heads, T, self.head_dim)  # (B, H, T, d)
         z = z.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*d)
         record(rec, p + "hook_z", z)
         return self.o_proj(z)

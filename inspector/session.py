@@ -40,10 +40,14 @@ def _check(params: SamplingParams) -> None:
 
 
 class Session:
-    def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True) -> None:
+    def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True,
+                 lens: bool = True) -> None:
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
+        # False: record.logit_lens stays [] until `logit_lens(step)` fills it (the lens costs one
+        # (layers x vocab) matmul, about a third of a decode step on a small model).
+        self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
         eos = set(self.config.eos_token_ids)
@@ -62,6 +66,7 @@ class Session:
         self.finished: str | None = None  # None | "eos" | "max_tokens" | "context_full"
         self._logits: list[torch.Tensor] = []  # per record, (V,) fp32
         self._queries: list[torch.Tensor | None] = []  # per record, (layers, H, n_new, d)
+        self._lens_inputs: list[torch.Tensor | None] = []  # per record, (layers, D): last position's resid_post
         self._detok = Detokenizer(self.tokenizer)
 
     # ---- generation
@@ -123,7 +128,7 @@ class Session:
         step = step % len(self.records)
         if not 0 <= token_id < self.config.vocab_size:
             raise InputError(f"token id {token_id} is outside the vocabulary ({self.config.vocab_size})")
-        del self.records[step + 1:], self._logits[step + 1:], self._queries[step + 1:]
+        del self.records[step + 1:], self._logits[step + 1:], self._queries[step + 1:], self._lens_inputs[step + 1:]
         rec = self.records[step]
         self.cache.truncate(rec.start_pos + rec.n_new)
         self._sample_into(step, rec.sample.params, force=token_id)
@@ -191,12 +196,11 @@ class Session:
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:
-            norms = rec.norm_arrays()
-            lens = self._logit_lens(rec.lens_inputs(), logits)
-            queries = rec.queries()
+            norms, queries, lens_inputs = rec.norm_arrays(), rec.queries(), rec.lens_inputs()
+            lens = self._logit_lens(lens_inputs, logits) if self.lens else []
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
-            lens, queries = [], None
+            lens, queries, lens_inputs = [], None, None
         record = ForwardRecord(
             kind=kind, step=len(self.records), start_pos=start, token_ids=list(token_ids), cached=cached,
             **norms, logit_lens=lens, logits=logits.numpy().astype(np.float16), kv=self._kv_stats(),
@@ -206,7 +210,18 @@ class Session:
         self.records.append(record)
         self._logits.append(logits)
         self._queries.append(queries)
+        self._lens_inputs.append(lens_inputs)
         return record
+
+    def logit_lens(self, step: int) -> list[list[TopToken]]:
+        """The logit lens of a step (per layer, top-5), computed now if the session was made with lens=False."""
+        record = self._record_at(step)
+        if not record.logit_lens:
+            inputs = self._lens_inputs[step]
+            if inputs is None:
+                raise InputError("the logit lens was not recorded (the session runs with record=False)")
+            record.logit_lens = self._logit_lens(inputs, self._logits[step])
+        return record.logit_lens
 
     @torch.inference_mode()
     def _logit_lens(self, resid: torch.Tensor, logits: torch.Tensor) -> list[list[TopToken]]:

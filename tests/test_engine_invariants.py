@@ -155,3 +155,15 @@ def test_summary_recorder_keeps_no_square_maps(session):
     assert rec.queries().shape == (cfg.num_hidden_layers, cfg.num_attention_heads, P, cfg.head_dim)
     held = [t for t in vars(rec).values() if isinstance(t, torch.Tensor)]
     assert all(P not in t.shape[-2:] or t.shape[-1] != P for t in held)
+
+
+def test_lens_on_demand_equals_eager(session):
+    lazy = Session(session.loaded, lens=False)
+    lazy.prefill_ids(session.prompt_ids, GREEDY, max_new_tokens=50)
+    lazy.step(GREEDY)
+    assert lazy.records[1].logit_lens == []
+    assert lazy.generated_ids == session.generated_ids[:2]
+    for step in (0, 1):
+        got = lazy.logit_lens(step)
+        assert [[t.id for t in layer] for layer in got] == [[t.id for t in layer] for layer in session.records[step].logit_lens]
+        assert lazy.records[step].logit_lens is got
