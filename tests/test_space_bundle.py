@@ -129,11 +129,19 @@ def _imports(path: Path, package: str | None) -> list[tuple[str, list[str]]]:
 
 
 def _module_file(bundle: Path, dotted: str) -> Path | None:
+    """The file defining module `dotted` in the bundle (a package's __init__.py), else None."""
     base = bundle.joinpath(*dotted.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
     return None
+
+
+def test_every_package_folder_is_a_regular_package(bundle):
+    """setuptools' find_packages skips folders without __init__.py: `pip install .` would drop them."""
+    for folder in [bundle / "inspector", *(p for p in (bundle / "inspector").rglob("*") if p.is_dir())]:
+        if any(folder.glob("*.py")):
+            assert (folder / "__init__.py").is_file(), f"{folder.relative_to(bundle)} has no __init__.py"
 
 
 def _all_imports(bundle: Path) -> list[tuple[Path, str, list[str]]]:
