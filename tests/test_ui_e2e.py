@@ -161,8 +161,8 @@ def test_bad_settings_are_reported(page: Page, app_url):
 def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
     a, b = browser.new_context(), browser.new_context()
     pa, pb = a.new_page(), b.new_page()
-    pa.goto(app_url)
-    pb.goto(app_url)
+    pa.goto(app_url, timeout=T)
+    pb.goto(app_url, timeout=T)
     prefill(pa, "The capital of France is")
     prefill(pb, "def fibonacci(n):")
     ids_a = pa.locator(".ii-chip").evaluate_all("cs => cs.map(c => c.dataset.id)")

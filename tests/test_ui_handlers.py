@@ -113,11 +113,16 @@ def test_preview_resample_select_recompute(tiny_loaded):
     fig, info, st = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
     assert 'data-preview="1"' in info and "temperature 1.5" in info
     assert len(store.get(sid).session.generated_ids) == n  # no new token
+    views = h.show_tab("sampling")(sid, 0, 0)
+    assert 'data-preview="1"' in views[VIEW_KEYS.index("samp_info")]
     views = h.resample(sid, 1.5, 3, 1.0, 0.0, 7, 0, 0)
     chosen = store.get(sid).session.generated_ids[-1]
     assert f'data-id="{chosen}"' in views[VIEW_KEYS.index("samp_info")]
+    views = h.show_tab("residual")(sid, 0, 1)
+    assert views[VIEW_KEYS.index("attn_info")] is not None and not isinstance(views[VIEW_KEYS.index("attn_info")], str)
     views = h.select(sid, 2, 0, 1)
     assert "Position 2 " in views[VIEW_KEYS.index("resid_pos")].layout.title.text
+    views = h.show_tab("attention")(sid, 0, 1)  # only the open tab's views are drawn
     assert 'data-query="2"' in views[VIEW_KEYS.index("attn_info")]
     html, _ = h.recompute(sid, True)
     assert "Without it" in html

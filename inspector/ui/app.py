@@ -108,12 +108,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                      elem_id="position")
         with gr.Tabs():
-            with gr.Tab("Residual stream", elem_id="tab-residual"):
+            with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
                 gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
                 resid_heat = gr.Plot(elem_id="resid-heatmap", show_label=False)
                 resid_pos = gr.Plot(elem_id="resid-position", show_label=False)
                 lens = gr.HTML(elem_id="logit-lens-view")
-            with gr.Tab("Attention", elem_id="tab-attention"):
+            with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
                 gr.Markdown(va.CAPTION, elem_classes="ii-caption")
                 with gr.Row():
                     layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
@@ -122,7 +122,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 attn_info = gr.HTML(elem_id="attn-info")
                 attn_fig = gr.Plot(elem_id="attn-pattern", show_label=False)
                 attn_overview = gr.Plot(elem_id="attn-overview", show_label=False)
-            with gr.Tab("KV cache", elem_id="tab-kv"):
+            with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
                 gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
                 kv_summary = gr.HTML(elem_id="kv-summary-view")
                 with gr.Row():
@@ -131,17 +131,17 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 recompute = gr.Checkbox(False, label="show this step without the cache (recompute, timed)",
                                         elem_id="kv-recompute-toggle")
                 kv_recompute = gr.HTML(elem_id="kv-recompute-view")
-            with gr.Tab("Sampling", elem_id="tab-sampling"):
+            with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                 gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
                 samp_info = gr.HTML(elem_id="sampling-view")
                 samp_fig = gr.Plot(elem_id="sampling-bars", show_label=False)
                 resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
-            with gr.Tab("Tensor inventory", elem_id="tab-inventory"):
+            with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
                 gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
                 inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
                                         label="highlight layer", elem_id="inv-layer")
                 inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
-            with gr.Tab("Timing", elem_id="tab-timing"):
+            with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                 gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
                 timing_fig = gr.Plot(elem_id="timing-chart", show_label=False)
 
@@ -154,14 +154,14 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         sampling = [temperature, top_k, top_p, min_p, seed]
 
         prefill_btn.click(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
-                          api_visibility="undocumented", **FAST)
+                          api_name="ui_prefill", api_visibility="undocumented", **FAST)
         prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
-                      api_visibility="undocumented", **FAST)
-        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
-        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
-        pause_btn.click(h.pause, [sid], None, api_visibility="undocumented", queue=False)
-        reset_btn.click(h.reset, [sid, layer, head], views, api_visibility="undocumented", **FAST)
-        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_visibility="undocumented", **FAST)
+                      api_name="ui_prefill_submit", api_visibility="undocumented", **FAST)
+        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_name="ui_step", api_visibility="undocumented", **FAST)
+        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", api_visibility="undocumented", **FAST)
+        pause_btn.click(h.pause, [sid], None, api_name="ui_pause", api_visibility="undocumented", queue=False)
+        reset_btn.click(h.reset, [sid, layer, head], views, api_name="ui_reset", api_visibility="undocumented", **FAST)
+        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_name="ui_resample", api_visibility="undocumented", **FAST)
         gr.on([temperature.release, top_k.release, top_p.release, min_p.release, seed.submit, seed.blur],
               h.preview, [sid, *sampling], [samp_fig, samp_info, status], api_visibility="undocumented", trigger_mode="always_last",
               **FAST)
@@ -169,6 +169,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
               [sid, position, layer, head], views, api_visibility="undocumented", trigger_mode="always_last", **FAST)
         recompute.change(h.recompute, [sid, recompute], [kv_recompute, status], api_visibility="undocumented", **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], api_visibility="undocumented", **FAST)
+        for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
+                         ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
+            tab.select(h.show_tab(key), [sid, layer, head], views, api_visibility="undocumented",
+                       trigger_mode="always_last", **FAST)
         demo.load(lambda: h.blank_views(), None, views, api_visibility="undocumented", **FAST)
         api.register(h, sid, [prompt, chat, system, *sampling, max_new])
     return demo

@@ -135,33 +135,54 @@ class Handlers:
         return vs.sampling_bars(rec.sample), vs.sampling_info_html(rec.sample, rec.step)
 
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False) -> list:
-        """Every view for the session's current state."""
+        """Status, tokens and text always; the plots of the open tab only (the others are left as they are
+        and redrawn when their tab is opened): every step stays cheap however many views exist."""
         s = entry.session
         if s is None or not s.records:
             return self.blank_views(message, error)
         tok = self.loaded.tokenizer
         ids = list(s.prompt_ids) + list(s.generated_ids)
         pieces = s.token_pieces()
-        pos = self.selected_position(entry)
         rec = s.records[-1]
-        lens_pick = rec.sample.token_piece if rec.sample else None
-        attn_fig, attn_over, attn_info = self.attention_views(entry, layer, head)
-        samp_fig, samp_info = self.sampling_views(entry)
-        v = {
+        v: dict[str, Any] = {
             "status": self.status(entry, message, error),
             "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
                                            entry.selected),
             "text": vtok.generated_text_html(s.text, s.finished),
-            "resid_heat": vr.residual_heatmap(s.records, pieces, pos),
-            "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else ""),
-            "lens": vr.logit_lens_html(rec, lens_pick),
-            "attn_fig": attn_fig, "attn_overview": attn_over, "attn_info": attn_info,
-            "kv_bars": vk.layer_bars(rec.kv), "kv_growth": vk.growth_chart(s.records, self.weight_bytes),
-            "kv_summary": vk.summary_html(rec.kv, self.weight_bytes, str(self.loaded.dtype).replace("torch.", "")),
-            "kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new),
-            "samp_fig": samp_fig, "samp_info": samp_info, "timing_fig": vt.timing_chart(s.records),
         }
-        return [v[k] for k in VIEW_KEYS]
+        if entry.tab == "residual":
+            pos = self.selected_position(entry)
+            v["resid_heat"] = vr.residual_heatmap(s.records, pieces, pos)
+            v["resid_pos"] = vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")
+            v["lens"] = vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
+        elif entry.tab == "attention":
+            v["attn_fig"], v["attn_overview"], v["attn_info"] = self.attention_views(entry, layer, head)
+        elif entry.tab == "kv":
+            v["kv_bars"] = vk.layer_bars(rec.kv)
+            v["kv_growth"] = vk.growth_chart(s.records, self.weight_bytes)
+            v["kv_summary"] = vk.summary_html(rec.kv, self.weight_bytes, str(self.loaded.dtype).replace("torch.", ""))
+            v["kv_recompute"] = vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new)
+        elif entry.tab == "sampling":
+            v["samp_fig"], v["samp_info"] = self.sampling_views(entry)
+        elif entry.tab == "timing":
+            v["timing_fig"] = vt.timing_chart(s.records)
+        return [v.get(k, gr.skip()) for k in VIEW_KEYS]
+
+    def show_tab(self, tab: str):
+        """A view tab was opened: remember it and draw its views now."""
+        def handler(sid, layer, head):
+            entry = self.store.get(sid)
+            if entry is None:
+                return [gr.skip()] * len(VIEW_KEYS)
+            entry.tab = tab
+            if entry.session is None or not entry.session.records or entry.lock.locked():
+                return [gr.skip()] * len(VIEW_KEYS)  # playing: the next step draws it
+            try:
+                return self.views(entry, layer, head)
+            except (InspectorError, ValueError) as exc:
+                return self.error_views(entry, exc)
+        handler.__name__ = f"show_{tab}"
+        return handler
 
     def error_views(self, entry: Entry | None, exc: Exception) -> list:
         """Status line with the message; every other view left as it is."""
@@ -330,6 +351,8 @@ class Handlers:
             return [gr.skip()] * len(VIEW_KEYS)
         try:
             entry.selected = None if position is None or int(position) < 0 else int(position)
+            if entry.lock.locked():
+                return [gr.skip()] * len(VIEW_KEYS)  # playing: the next step draws the selection
             return self.views(entry, layer, head)
         except (InspectorError, ValueError) as exc:
             return self.error_views(entry, exc)

@@ -53,6 +53,7 @@ class Entry:
     last_used: float = field(default_factory=time.monotonic)
     uncached_ms: float | None = None  # the newest step re-run without cache (KV view toggle)
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
+    tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
 
 
 class SessionStore:

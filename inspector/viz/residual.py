@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord
-from inspector.viz.common import ATTN, CHOSEN, HEAT, MLP, PROMPT, base_layout, esc, position_ticks, show_piece
+from inspector.viz.common import ATTN, CHOSEN, HEAT, MLP, PROMPT, base_layout, esc, new_figure, position_ticks, show_piece
 
 CAPTION = ("Residual stream: the hidden vector each position carries through the layers. The heatmap is its "
            "size (L2 norm) after every layer; the chart shows, for the selected position, what attention and "
@@ -40,7 +40,7 @@ def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: 
     rest = z[:, 1:] if n_pos > 1 else z
     zmax = float(np.percentile(rest, 99)) if rest.size else 1.0
     clipped = bool((z > zmax).any())
-    fig = go.Figure(go.Heatmap(
+    fig = new_figure(dict(type="heatmap", 
         z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT, zmin=0.0, zmax=max(zmax, 1e-6),
         colorbar={"title": {"text": "‖x‖" + (" (clipped)" if clipped else "")}, "thickness": 12},
         customdata=np.array([labels] * n_layers),
@@ -48,8 +48,8 @@ def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: 
     ))
     if selected is not None and 0 <= selected < n_pos:
         fig.add_vline(x=selected, line={"color": CHOSEN, "width": 2})
-    fig.update_xaxes(title="position (token)", **position_ticks(labels), tickangle=-60)
-    fig.update_yaxes(title="layer (after block)", autorange=True)
+    fig.update_xaxes(title={"text": "position (token)"}, **position_ticks(labels), tickangle=-60)
+    fig.update_yaxes(title={"text": "layer (after block)"}, autorange=True)
     return base_layout(fig, f"Residual norm per layer × position ({n_layers} layers × {n_pos} positions)", height=360)
 
 
@@ -57,13 +57,13 @@ def position_chart(records: list[ForwardRecord], position: int, piece: str = "")
     """For one position: ‖resid‖ after each layer (line) and ‖attention out‖, ‖MLP out‖ added (bars)."""
     rec, col = locate(records, position)
     layers = list(range(rec.resid_post.shape[0]))
-    fig = go.Figure()
+    fig = new_figure()
     fig.add_bar(x=layers, y=rec.attn_out[:, col], name="attention added ‖attn_out‖", marker_color=ATTN)
     fig.add_bar(x=layers, y=rec.mlp_out[:, col], name="MLP added ‖mlp_out‖", marker_color=MLP)
     fig.add_scatter(x=layers, y=rec.resid_post[:, col], name="residual after layer ‖resid_post‖",
                     mode="lines+markers", line={"color": PROMPT, "width": 2})
-    fig.update_xaxes(title="layer")
-    fig.update_yaxes(title="L2 norm")
+    fig.update_xaxes(title={"text": "layer"})
+    fig.update_yaxes(title={"text": "L2 norm"})
     title = f"Position {position} {show_piece(piece, 12)!s}: residual and what each layer adds"
     return base_layout(fig, title, height=320, barmode="group",
                        legend={"orientation": "h", "y": -0.25})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.records import SampleRecord
-from inspector.viz.common import CHOSEN, GENERATED, REMOVED, base_layout, esc, show_piece
+from inspector.viz.common import CHOSEN, GENERATED, REMOVED, base_layout, esc, new_figure, show_piece
 
 CAPTION = ("Sampling: the logits of the newest position become probabilities (softmax); temperature sharpens "
            "or flattens them, top-k / top-p / min-p remove unlikely tokens (grey), the survivors are "
@@ -38,7 +38,7 @@ def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) 
     chosen = [c.id == sample.token_id for c in cands]
     hover = [f"id {c.id} · logit {c.logit:.2f}" + (f"<br>removed by {', '.join(removed_by(c))}" if removed_by(c) else "")
              for c in cands]
-    fig = go.Figure()
+    fig = new_figure()
     fig.add_bar(x=x, y=[c.prob_raw for c in cands], name="raw softmax", marker_color="#c7d2fe",
                 hovertext=hover)
     fig.add_bar(x=x, y=[c.prob_temperature for c in cands], name=f"after temperature {sample.params.temperature:g}",
@@ -55,8 +55,8 @@ def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) 
     for i, r in enumerate(removed):
         if r:
             fig.add_annotation(x=x[i], y=0, text="✕", showarrow=False, yshift=-4, font={"color": "#9ca3af"})
-    fig.update_yaxes(title="probability", range=[0, 1.18])
-    fig.update_xaxes(title="top candidates by raw logit (piece, id)", tickangle=0)
+    fig.update_yaxes(title={"text": "probability"}, range=[0, 1.18])
+    fig.update_xaxes(title={"text": "top candidates by raw logit (piece, id)"}, tickangle=0)
     what = "Preview (no model rerun)" if preview else "Sampling"
     title = f"{what}: picked {show_piece(sample.token_piece, 14)!s} (id {sample.token_id})"
     return base_layout(fig, title, height=360, barmode="group", legend={"orientation": "h", "y": -0.3})

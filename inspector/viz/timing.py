@@ -10,7 +10,7 @@ import statistics
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord
-from inspector.viz.common import GENERATED, PROMPT, base_layout
+from inspector.viz.common import GENERATED, PROMPT, base_layout, new_figure
 
 CAPTION = ("Timing: the prefill processes the whole prompt in one forward (time to first token, TTFT); each "
            "decode step runs one forward for one token (time per output token, TPOT).")
@@ -38,7 +38,7 @@ def timing_chart(records: list[ForwardRecord]) -> go.Figure:
     smp = [r.sample_ms for r in records]
     colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
     text = [f"{r.n_new} tok" if r.kind == "prefill" else "" for r in records]
-    fig = go.Figure()
+    fig = new_figure()
     fig.add_bar(x=steps, y=fwd, name="forward (+ tokenize)", marker_color=colors, text=text,
                 hovertemplate="step %{x}<br>forward %{y:.1f} ms<extra></extra>")
     fig.add_bar(x=steps, y=smp, name="sampling", marker_color="#f59e0b",
@@ -47,8 +47,8 @@ def timing_chart(records: list[ForwardRecord]) -> go.Figure:
     if st["median_tpot_ms"]:
         fig.add_hline(y=st["median_tpot_ms"], line={"dash": "dot", "color": GENERATED},
                       annotation_text=f"median TPOT {st['median_tpot_ms']:.1f} ms")
-    fig.update_xaxes(title="step (0 = prefill → TTFT; then decode steps → TPOT)")
-    fig.update_yaxes(title="ms")
+    fig.update_xaxes(title={"text": "step (0 = prefill → TTFT; then decode steps → TPOT)"})
+    fig.update_yaxes(title={"text": "ms"})
     ttft = f"TTFT {st['ttft_ms']:.0f} ms" if st["ttft_ms"] is not None else ""
     return base_layout(fig, f"Time per step: {ttft}", height=300, barmode="stack",
                        legend={"orientation": "h", "y": -0.3})

@@ -1,0 +1,157 @@
+"""UI benchmark (Playwright + Debian chromium, the real default model): prints a markdown table.
+
+- Step click-to-paint: click Step -> the status line shows the new step and two animation frames have
+  passed (every view is updated by the same event), median over N steps, with each view tab open in turn.
+  Peer in the same run: the engine's own step time (forward + sampling) from the records.
+- Play tokens/s with views on: tokens that reached the page / wall time; peer: engine tokens/s.
+- Cold start: `python app.py` process start -> page usable (Prefill button visible).
+
+Usage: python bench/ui.py [--steps 8] [--play-tokens 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+CLICK_TO_PAINT = """async (id) => {
+  const phase = () => document.querySelector('#status-phase').textContent;
+  const before = phase();
+  const t0 = performance.now();
+  document.getElementById(id).click();
+  while (phase() === before) await new Promise(r => setTimeout(r, 2));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return performance.now() - t0;
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chromium(p):
+    import shutil
+    path = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+    return p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+
+
+def cold_start(p) -> float:
+    """Seconds from `python app.py` to a usable page."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        browser = chromium(p)
+        page = browser.new_page()
+        while True:
+            try:
+                page.goto(f"http://127.0.0.1:{port}/", timeout=2000)
+                break
+            except Exception:
+                if proc.poll() is not None:
+                    raise RuntimeError("app.py exited") from None
+                time.sleep(0.1)
+        page.locator("#prefill-btn").wait_for(state="visible", timeout=120_000)
+        page.locator("#status-phase").wait_for(state="visible", timeout=120_000)
+        elapsed = time.perf_counter() - t0
+        browser.close()
+        return elapsed
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
+    ap.add_argument("--play-tokens", type=int, default=24)
+    args = ap.parse_args()
+
+    import torch
+    from playwright.sync_api import sync_playwright
+
+    from inspector.config import SamplingParams
+    from inspector.loader import load_model
+    from inspector.session import Session
+    from tests.ui_server import start_app
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    loaded = load_model()
+    # peer: the engine alone, same prompt, same process
+    s = Session(loaded)
+    s.prefill("What is gravity?", SamplingParams(), chat=True, max_new_tokens=64)
+    for _ in range(args.steps):
+        s.step(SamplingParams())
+    engine_ms = statistics.median(r.forward_ms + r.sample_ms for r in s.records[1:])
+
+    demo = start_app(loaded)
+    rows = []
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(demo.local_url)
+        page.locator("#prompt textarea").fill("What is gravity?")
+        page.locator("#max-new-tokens input").fill("200")
+        page.locator("#prefill-btn").click()
+        page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
+        per_tab = {}
+        for tab in ("Residual stream", "Attention", "KV cache", "Sampling", "Timing"):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(300)
+            per_tab[tab] = [page.evaluate(CLICK_TO_PAINT, "step-btn") for _ in range(args.steps)]
+        entry = next(iter(demo.store._entries.values()))
+        ui_engine_ms = statistics.median(r.forward_ms + r.sample_ms for r in entry.session.records[1:])
+        all_steps = [t for ts in per_tab.values() for t in ts]
+        step_med = statistics.median(all_steps)
+        for tab, ts in per_tab.items():
+            rows.append((f"Step click-to-paint, {tab} tab open (median of {len(ts)})", f"{statistics.median(ts):.0f} ms",
+                         f"{statistics.median(ts) / ui_engine_ms:.2f}× engine step"))
+        rows.append(("Step click-to-paint, all tabs (median)", f"{step_med:.0f} ms", "target ≤ 200 ms"))
+        rows.append(("engine step during the UI run (forward + sample, median)", f"{ui_engine_ms:.0f} ms", ""))
+        rows.append(("engine step alone (forward + sample, median)", f"{engine_ms:.0f} ms", "peer"))
+
+        # Play with views on (Attention tab open: the heaviest view)
+        page.get_by_role("tab", name="Attention").click()
+        start = int(page.locator("#token-count").get_attribute("data-generated"))
+        t0 = time.perf_counter()
+        page.locator("#play-btn").click()
+        page.wait_for_function(
+            f"Number(document.querySelector('#token-count').dataset.generated) >= {start + args.play_tokens}",
+            timeout=600_000, polling=20)
+        elapsed = time.perf_counter() - t0
+        got = int(page.locator("#token-count").get_attribute("data-generated")) - start
+        page.evaluate("document.getElementById('pause-btn').click()")  # as the space shortcut does
+        page.locator("#status-message", has_text="paused").wait_for(timeout=120_000)
+        play_tps = got / elapsed
+        rows.append((f"Play tokens/s with views on ({got} tokens)", f"{play_tps:.1f} tok/s",
+                     f"{play_tps * engine_ms / 1000:.2f}× engine alone; target ≥ 6"))
+        rows.append(("engine alone tokens/s", f"{1000 / engine_ms:.1f} tok/s", "peer"))
+        browser.close()
+        demo.close()
+        cold = cold_start(p)
+        rows.append(("Cold start (python app.py → page usable)", f"{cold:.1f} s", ""))
+
+    print("| measurement | value | note |\n|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
