@@ -79,7 +79,7 @@ def deploy_space(folder: str | Path, repo_id: str, *, token: str | None = None, 
         api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="space", token=token,
                           commit_message="Deploy Inference Inspector", delete_patterns=STALE_PATTERNS)
     except HFValidationError as exc:
-        raise SpaceDeployError(f"invalid Space id {repo_id!r} (expected 'owner/name'): {_first_line(exc)}") from None
+        raise SpaceDeployError(f"invalid Space id {repo_id!r} (expected owner/name): {_first_line(exc)}") from None
     except HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):

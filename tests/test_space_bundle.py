@@ -68,8 +68,8 @@ def test_gradio_pin_equals_sdk_version_and_satisfies_the_package(bundle):
     (spec,) = pin.specifier
     assert spec.operator == "==" and spec.version == str(meta["sdk_version"])
     # the pinned gradio also satisfies the package's own dependency range
-    deps = {normalise(Requirement(d).name): Requirement(d) for d in importlib.metadata.requires("inference-inspector")
-            if "extra ==" not in d}
+    deps = {normalise(Requirement(d).name): Requirement(d)
+            for d in importlib.metadata.requires("inference-inspector") if "extra ==" not in d}
     assert deps["gradio"].specifier.contains(spec.version)
 
 
@@ -212,9 +212,10 @@ def test_static_paths_the_code_names_are_in_the_bundle(bundle):
 # ---- the build step
 def _fake_root(tmp_path: Path) -> Path:
     root = tmp_path / "src"
-    for rel, text in {"inspector/__init__.py": "", "inspector/__pycache__/x.pyc": "junk", "app.py": "import inspector\n",
-                      "static/app.css": "body{}", "spaces/README.md": "---\nsdk: gradio\n---\n",
-                      "spaces/requirements.txt": "gradio==6.31.0\n", "tests/test_x.py": ""}.items():
+    layout = {"inspector/__init__.py": "", "inspector/__pycache__/x.pyc": "junk", "app.py": "import inspector\n",
+              "static/app.css": "body{}", "spaces/README.md": "---\nsdk: gradio\n---\n",
+              "spaces/requirements.txt": "gradio==6.31.0\n", "tests/test_x.py": ""}
+    for rel, text in layout.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root

@@ -135,7 +135,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             if hub.refuse_token:
                 return self._reply(401, {"error": "Invalid credentials in Authorization header"})
             hub.created = json.loads(body)
-            return self._reply(200, {"url": f"{hub.url}/spaces/{hub.created['organization']}/{hub.created['name']}"})
+            space = f"{hub.created['organization']}/{hub.created['name']}"
+            return self._reply(200, {"url": f"{hub.url}/spaces/{space}"})
         if self.path == "/api/validate-yaml":
             return self._reply(200, {"errors": [], "warnings": []})
         if "/preupload/" in self.path:
@@ -185,12 +186,15 @@ def assert_one_error_line(proc: subprocess.CompletedProcess, starts: str) -> Non
     assert len(lines) == 1 and lines[0].startswith(starts), proc.stderr
 
 
-def test_cli_deploy_uploads_the_built_bundle_to_the_hub(hub, tmp_path, bundle):
+def test_cli_deploy_uploads_the_built_bundle_to_the_hub(hub, tmp_path):
+    bundle = tmp_path / "expected"
+    build_bundle(bundle)  # built just before the CLI builds its own, from the same sources
     proc = cli(["space", "deploy", "someone/inspector"], tmp_path, HF_ENDPOINT=hub.url, HF_TOKEN="hf_fake")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == f"{hub.url}/spaces/someone/inspector"
     assert hub.created == {"name": "inspector", "organization": "someone", "type": "space", "sdk": "gradio"}
-    assert all(h.get("authorization") == "Bearer hf_fake" for m, p, h, _ in hub.requests if p.startswith("/api/spaces"))
+    space_calls = [headers for _, path, headers, _ in hub.requests if path.startswith("/api/spaces")]
+    assert space_calls and all(h.get("authorization") == "Bearer hf_fake" for h in space_calls)
     # the CLI built its own bundle in a temporary folder: same files, same bytes as a fresh build
     assert sorted(hub.committed) == bundle_files(bundle)
     for rel, data in hub.committed.items():
