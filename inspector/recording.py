@@ -4,6 +4,8 @@
 one when a step recomputes the whole sequence):
 - L2 norms of resid_pre / attn_out / resid_mid / mlp_out / resid_post per layer and position;
 - the post-RoPE queries per layer (attention rows are recomputed later from them and the cached keys);
+  forwards of `HALF_QUERIES_FROM` positions or more keep them in fp16 (a 2,048-token prompt on a
+  30-layer, 9-head model: 71 MB instead of 142; attention weights then agree to ~1e-3);
 - the last position's resid_post per layer (the logit lens input).
 Everything else (scores, patterns, MLP activations) is ignored, so recording costs a few small
 reductions per layer. Values stay torch tensors until `finish()` stacks them into numpy arrays once.
@@ -15,6 +17,7 @@ import numpy as np
 import torch
 
 NORM_POINTS = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")
+HALF_QUERIES_FROM = 512  # positions in one forward from which queries are stored in fp16
 
 
 class SummaryRecorder:
@@ -36,7 +39,8 @@ class SummaryRecorder:
         if point == "rot_q":
             q = value[0] if self.keep is None else value[0, :, -self.keep:]  # (H, n, d)
             if self.rot_q is None:  # one buffer, filled layer by layer: no stack-time copy of a long prompt
-                self.rot_q = q.new_empty((self.num_layers, *q.shape))
+                dtype = torch.float16 if q.shape[1] >= HALF_QUERIES_FROM and q.dtype == torch.float32 else q.dtype
+                self.rot_q = q.new_empty((self.num_layers, *q.shape), dtype=dtype)
             self.rot_q[layer].copy_(q)
             return
         x = value[0] if self.keep is None else value[0, -self.keep:]  # (n, D)
@@ -49,7 +53,7 @@ class SummaryRecorder:
         return {p: torch.stack(v).numpy().astype(np.float32) for p, v in self.norms.items()}
 
     def queries(self) -> torch.Tensor:
-        """(num_layers, H, n, d) post-RoPE queries in the model's dtype."""
+        """(num_layers, H, n, d) post-RoPE queries in the model's dtype (fp16 for long fp32 forwards)."""
         return self.rot_q
 
     def lens_inputs(self) -> torch.Tensor:

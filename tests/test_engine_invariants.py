@@ -167,3 +167,18 @@ def test_lens_on_demand_equals_eager(session):
         got = lazy.logit_lens(step)
         assert [[t.id for t in layer] for layer in got] == [[t.id for t in layer] for layer in session.records[step].logit_lens]
         assert lazy.records[step].logit_lens is got
+
+
+def test_long_forwards_keep_half_queries(session, monkeypatch):
+    from inspector import recording
+
+    monkeypatch.setattr(recording, "HALF_QUERIES_FROM", 8)
+    s = Session(session.loaded)
+    s.prefill_ids(session.prompt_ids, GREEDY, max_new_tokens=5)
+    s.step(GREEDY)
+    assert s._queries[0].dtype == torch.float16 and s._queries[1].dtype == torch.float32
+    assert s.generated_ids == session.generated_ids[:2]
+    for layer in range(s.config.num_hidden_layers):
+        pat = s.attention_pattern(0, layer, 1)
+        assert np.allclose(pat, session.attention_pattern(0, layer, 1), atol=2e-3)
+        assert np.allclose(pat.sum(-1), 1, atol=1e-5)

@@ -188,3 +188,30 @@ def test_bf16_session_runs(tiny_llama_dir):  # noqa: F811
     run(s, GREEDY, 3)
     assert s.cache.keys[0].dtype == torch.bfloat16 and s.records[-1].kv[0].nbytes == s.cache.layer_nbytes
     assert abs(s.attention_row(3, 1, 2).sum() - 1) < 1e-5
+
+
+def test_generate_iterator_matches_session(loaded):
+    from inspector import engine
+
+    s = run(Session(loaded, record=False), GREEDY, 7)
+    for use_cache in (True, False):
+        steps = list(engine.generate(loaded.model, s.prompt_ids, GREEDY, 8, use_cache=use_cache))
+        assert [st.token for st in steps] == s.generated_ids
+        assert [st.index for st in steps] == list(range(8))
+
+
+def test_records_are_small_and_deep_copyable(loaded):
+    import copy
+
+    s = run(Session(loaded), GREEDY, 2)
+    records = copy.deepcopy(s.records)
+    def no_tensors(obj):
+        if isinstance(obj, torch.Tensor):
+            return False
+        if isinstance(obj, (list, tuple)):
+            return all(no_tensors(x) for x in obj)
+        if hasattr(obj, "__dict__"):
+            return all(no_tensors(x) for x in vars(obj).values())
+        return True
+    assert all(no_tensors(r) for r in records)
+    assert records[1].logit_lens[0][0].id == s.records[1].logit_lens[0][0].id
