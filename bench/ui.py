@@ -107,6 +107,7 @@ def main() -> None:
         browser = chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(demo.local_url)
+        page.locator("#status-line").wait_for(timeout=120_000)
         page.locator("#prompt textarea").fill("What is gravity?")
         page.locator("#max-new-tokens input").fill("200")
         page.locator("#prefill-btn").click()

@@ -30,6 +30,12 @@ def open_tab(page: Page, name: str) -> None:
     page.get_by_role("tab", name=name).click()
 
 
+def goto(page: Page, url: str) -> None:
+    """Open the app and wait until it is live (the status line is drawn by the page-load event)."""
+    page.goto(url, timeout=T)
+    expect(page.locator("#status-line")).to_be_visible(timeout=T)
+
+
 def prefill(page: Page, prompt: str, max_new: int = 32) -> None:
     page.locator("#prompt textarea").fill(prompt)
     page.locator("#max-new-tokens input").fill(str(max_new))
@@ -44,7 +50,7 @@ def step(page: Page, k: int, max_new: int = 32) -> None:
 
 def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(app_url)
+    goto(page, app_url)
     # Step before Prefill: a message, not a crash
     page.locator("#step-btn").click()
     expect(page.locator("#status-message")).to_contain_text("press Prefill first", timeout=T)
@@ -70,6 +76,8 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     page.screenshot(path=str(ARTIFACTS / "ui_attention_decode.png"), full_page=True)
     open_tab(page, "KV cache")
     expect(page.locator("#kv-summary")).to_have_attribute("data-entries", str(n + 3))
+    page.locator("#kv-recompute-btn").click()  # the same step without the cache, timed
+    expect(page.locator("#kv-recompute")).to_contain_text(f"recompute all {n + 3} tokens", timeout=T)
     page.screenshot(path=str(ARTIFACTS / "ui_kv_decode.png"), full_page=True)
 
     # the sampling view's chosen token is the newest token in the text
@@ -135,7 +143,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
 
 
 def test_bad_settings_are_reported(page: Page, app_url):
-    page.goto(app_url)
+    goto(page, app_url)
     page.locator("#prompt textarea").fill("Hello")
     page.locator("#max-new-tokens input").fill("0")
     page.locator("#prefill-btn").click()
@@ -161,8 +169,8 @@ def test_bad_settings_are_reported(page: Page, app_url):
 def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
     a, b = browser.new_context(), browser.new_context()
     pa, pb = a.new_page(), b.new_page()
-    pa.goto(app_url, timeout=T)
-    pb.goto(app_url, timeout=T)
+    goto(pa, app_url)
+    goto(pb, app_url)
     prefill(pa, "The capital of France is")
     prefill(pb, "def fibonacci(n):")
     ids_a = pa.locator(".ii-chip").evaluate_all("cs => cs.map(c => c.dataset.id)")
@@ -179,7 +187,7 @@ def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
 
 def test_inventory_lists_272_tensors(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(app_url)
+    goto(page, app_url)
     open_tab(page, "Tensor inventory")
     expect(page.locator("#inventory-table tbody tr")).to_have_count(272, timeout=T)
     expect(page.locator("#inventory-count")).to_have_text("272")

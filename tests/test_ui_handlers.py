@@ -124,7 +124,7 @@ def test_preview_resample_select_recompute(tiny_loaded):
     assert "Position 2 " in views[VIEW_KEYS.index("resid_pos")].layout.title.text
     views = h.show_tab("attention")(sid, 0, 1)  # only the open tab's views are drawn
     assert 'data-query="2"' in views[VIEW_KEYS.index("attn_info")]
-    html, _ = h.recompute(sid, True)
+    html, _ = h.recompute(sid)
     assert "Without it" in html
     assert "ii-hit" in h.inventory_view("1")
 

@@ -82,6 +82,6 @@ def test_kv_layer_bars_and_growth(tiny_run):
 
 
 def test_recompute_caption():
-    assert "show without cache" in vk.recompute_html(5.0, None, 10)
+    assert "without the cache" in vk.recompute_html(5.0, None, 10)
     html = vk.recompute_html(5.0, 20.0, 10)
     assert "4.0× slower" in html and "10 tokens" in html

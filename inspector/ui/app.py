@@ -128,8 +128,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 with gr.Row():
                     kv_bars = gr.Plot(elem_id="kv-bars", show_label=False)
                     kv_growth = gr.Plot(elem_id="kv-growth", show_label=False)
-                recompute = gr.Checkbox(False, label="show this step without the cache (recompute, timed)",
-                                        elem_id="kv-recompute-toggle")
+                recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
+                                      elem_id="kv-recompute-btn")
                 kv_recompute = gr.HTML(elem_id="kv-recompute-view")
             with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                 gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
@@ -167,7 +167,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
               **FAST)
         gr.on([position.input, position.submit, layer.release, head.release], h.select,
               [sid, position, layer, head], views, api_visibility="undocumented", trigger_mode="always_last", **FAST)
-        recompute.change(h.recompute, [sid, recompute], [kv_recompute, status], api_visibility="undocumented", **FAST)
+        recompute.click(h.recompute, [sid], [kv_recompute, status], api_visibility="undocumented", **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], api_visibility="undocumented", **FAST)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:

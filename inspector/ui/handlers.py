@@ -357,11 +357,11 @@ class Handlers:
         except (InspectorError, ValueError) as exc:
             return self.error_views(entry, exc)
 
-    def recompute(self, sid, show: bool):
-        """KV view toggle: time the newest step without the cache."""
+    def recompute(self, sid):
+        """KV view button: time the newest step again without the cache."""
         entry = self.store.get(sid)
-        if not show or entry is None or entry.session is None or not entry.session.records:
-            return vk.recompute_html(0.0, None, 0), gr.skip()
+        if entry is None or entry.session is None or not entry.session.records:
+            return gr.skip(), self.status(entry, "nothing to recompute yet: press Prefill first", error=True)
         try:
             if not entry.lock.acquire(blocking=False):
                 raise InputError("busy: playing — press Pause first")

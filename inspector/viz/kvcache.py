@@ -94,8 +94,8 @@ def summary_html(kv: list[KVLayerStat], weight_bytes: int, dtype_name: str = "")
 def recompute_html(cached_ms: float, uncached_ms: float | None, n_tokens: int) -> str:
     """Same step with and without the cache: the cost the cache saves."""
     if uncached_ms is None:
-        return ('<div id="kv-recompute" class="ii-muted">Tick "show without cache" to re-run this step '
-                'over the whole sequence without the KV cache.</div>')
+        return ('<div id="kv-recompute" class="ii-muted">Press "Time this step without the cache" to re-run '
+                'this step over the whole sequence without the KV cache.</div>')
     ratio = uncached_ms / cached_ms if cached_ms else float("nan")
     return (f'<div id="kv-recompute" class="ii-kv">This step with the cache: <b>{cached_ms:.1f} ms</b> '
             f'(one new token). Without it (recompute all {n_tokens} tokens): <b>{uncached_ms:.1f} ms</b> '
