@@ -8,7 +8,7 @@ added (the model itself never advances it). A recorder, when given, is passed th
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -65,7 +65,8 @@ class Step:
 
 
 def generate(model: Transformer, prompt_ids: Sequence[int], params: SamplingParams, max_new_tokens: int,
-             eos_ids: Sequence[int] = (), *, use_cache: bool = True, rec_factory=None) -> Iterator[Step]:
+             eos_ids: Sequence[int] = (), *, use_cache: bool = True,
+             rec_factory: Callable[[], Recorder] | None = None) -> Iterator[Step]:
     """Prefill, then decode one token per step until EOS or `max_new_tokens`; yields each `Step`.
 
     `use_cache=False` recomputes the full sequence every step. `rec_factory()`, when given, makes a fresh
