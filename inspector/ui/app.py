@@ -157,22 +157,24 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                           api_name="ui_prefill", api_visibility="undocumented", **FAST)
         prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
                       api_name="ui_prefill_submit", api_visibility="undocumented", **FAST)
-        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_name="ui_step", api_visibility="undocumented", **FAST)
-        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", api_visibility="undocumented", **FAST)
+        hidden = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
+        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_name="ui_step", **hidden, **FAST)
+        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", **hidden, **FAST)
         pause_btn.click(h.pause, [sid], None, api_name="ui_pause", api_visibility="undocumented", queue=False)
-        reset_btn.click(h.reset, [sid, layer, head], views, api_name="ui_reset", api_visibility="undocumented", **FAST)
-        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_name="ui_resample", api_visibility="undocumented", **FAST)
+        reset_btn.click(h.reset, [sid, layer, head], views, api_name="ui_reset", **hidden, **FAST)
+        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_name="ui_resample", **hidden,
+                           **FAST)
+        latest = {"trigger_mode": "always_last", **hidden}  # a burst of moves: only the last one is drawn
+        # a sampling control moved: redraw the newest step's distribution from stored logits (no model)
         gr.on([temperature.release, top_k.release, top_p.release, min_p.release, seed.submit, seed.blur],
-              h.preview, [sid, *sampling], [samp_fig, samp_info, status], api_visibility="undocumented", trigger_mode="always_last",
-              **FAST)
+              h.preview, [sid, *sampling], [samp_fig, samp_info, status], **latest, **FAST)
         gr.on([position.input, position.submit, layer.release, head.release], h.select,
-              [sid, position, layer, head], views, api_visibility="undocumented", trigger_mode="always_last", **FAST)
+              [sid, position, layer, head], views, **latest, **FAST)
         recompute.click(h.recompute, [sid], [kv_recompute, status], api_visibility="undocumented", **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], api_visibility="undocumented", **FAST)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
-            tab.select(h.show_tab(key), [sid, layer, head], views, api_visibility="undocumented",
-                       trigger_mode="always_last", **FAST)
+            tab.select(h.show_tab(key), [sid, layer, head], views, **latest, **FAST)
         demo.load(lambda: h.blank_views(), None, views, api_visibility="undocumented", **FAST)
         api.register(h, sid, [prompt, chat, system, *sampling, max_new])
     return demo

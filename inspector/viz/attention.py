@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector.viz.common import CHOSEN, GENERATED, PROMPT, base_layout, esc, new_figure, position_ticks, show_piece
+from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, base_layout, esc, new_figure, position_ticks, show_piece
 
 CAPTION = ("Attention: how much each query position looks at each earlier (cached) position. In the prefill "
            "every prompt token attends to itself and all before it (causal triangle); in a decode step the "
@@ -31,7 +31,7 @@ def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, laye
     keys = _labels(pieces, n_k)
     queries = _labels(pieces, n_q, start_pos)
     fig = new_figure(dict(type="heatmap", 
-        z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)), colorscale="Blues",
+        z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)), colorscale=BLUES,
         zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
         hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
@@ -65,7 +65,7 @@ def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos:
     y = [f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)]
     keys = _labels(pieces, n_k)
     fig = new_figure(dict(type="heatmap", 
-        z=z, x=list(range(n_k)), colorscale="Blues", zmin=0, zmax=255,
+        z=z, x=list(range(n_k)), colorscale=BLUES, zmin=0, zmax=255,
         colorbar={"title": {"text": "weight×255"}, "thickness": 12},
         hovertemplate="row %{y}<br>key %{x}<br>weight %{z}/255<extra></extra>", y=list(range(len(y))),
     ))

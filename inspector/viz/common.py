@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 
 import plotly.graph_objects as go
+from plotly.colors import make_colorscale, sequential
 
 PROMPT = "#3b82f6"  # blue: prompt tokens / prefill
 GENERATED = "#10b981"  # green: generated tokens / decode
@@ -19,7 +20,10 @@ ATTN = "#6366f1"  # indigo: attention contribution
 MLP = "#eab308"  # amber: MLP contribution
 KV_K = "#0ea5e9"
 KV_V = "#14b8a6"
-HEAT = "Viridis"
+# Explicit colorscales: with validation off a name like "Blues" would reach plotly.js, whose "Blues"
+# runs the other way round (dark = low).
+HEAT = make_colorscale(sequential.Viridis)
+BLUES = make_colorscale(sequential.Blues)
 
 MAX_TICKS = 40  # position axes show at most this many labels
 
@@ -57,6 +61,10 @@ def base_layout(fig: go.Figure, title: str, height: int = 320, **kw: object) -> 
         # no named template: with validation off plotly would send the bare name, which plotly.js ignores;
         # plotly.js's own defaults are already white with light grids.
         colorway=[PROMPT, GENERATED, CHOSEN, ATTN, MLP, SPECIAL],
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        xaxis={"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db"},
+        yaxis={"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db"},
         height=height,
         margin={"l": 60, "r": 20, "t": 40, "b": 50},
         font={"size": 11},
