@@ -167,7 +167,7 @@ class Session:
     @property
     def ttft_ms(self) -> float:
         """Time to first token: tokenize + prefill forward + first sample."""
-        r = self.records[0]
+        r = self._record_at(0)
         return r.tokenize_ms + r.forward_ms + r.sample_ms
 
     @property
@@ -227,16 +227,13 @@ class Session:
     def _logit_lens(self, resid: torch.Tensor, logits: torch.Tensor) -> list[list[TopToken]]:
         """Top-5 of final norm + LM head on each layer's last residual; the last layer reuses the real logits."""
         lens_logits = torch.cat([self.model.unembed(resid[:-1]).float(), logits[None]])  # (layers, V)
-        log_probs = torch.log_softmax(lens_logits, dim=-1)
-        top = torch.topk(lens_logits, LENS_TOP, dim=-1)
-        out = []
-        for layer in range(lens_logits.shape[0]):
-            ids = top.indices[layer].tolist()
-            out.append([
-                TopToken(i, self.tokenizer.piece(i), float(v), math.exp(float(log_probs[layer, i])))
-                for i, v in zip(ids, top.values[layer].tolist())
-            ])
-        return out
+        top = torch.topk(lens_logits, LENS_TOP, dim=-1)  # (layers, 5)
+        probs = (top.values - torch.logsumexp(lens_logits, dim=-1, keepdim=True)).exp()  # softmax of the top 5
+        piece = self.tokenizer.piece
+        return [
+            [TopToken(i, piece(i), v, p) for i, v, p in zip(ids, vals, ps)]
+            for ids, vals, ps in zip(top.indices.tolist(), top.values.tolist(), probs.tolist())
+        ]
 
     def _kv_stats(self) -> list[KVLayerStat]:
         c, n_rep = self.cache, self.config.n_rep
