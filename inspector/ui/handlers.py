@@ -26,6 +26,8 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
 
+PLOT_INTERVAL_S = 0.25  # Play redraws the open tab's plots at most 4 times a second
+
 # Order of the view outputs every step handler returns (the app wires components in this order).
 VIEW_KEYS = ("status", "chips", "text", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
              "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
@@ -134,7 +136,8 @@ class Handlers:
             return empty_figure("no sample recorded"), ""
         return vs.sampling_bars(rec.sample), vs.sampling_info_html(rec.sample, rec.step)
 
-    def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False) -> list:
+    def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,
+              plots: bool = True) -> list:
         """Status, tokens and text always; the plots of the open tab only (the others are left as they are
         and redrawn when their tab is opened): every step stays cheap however many views exist."""
         s = entry.session
@@ -150,6 +153,8 @@ class Handlers:
                                            entry.selected),
             "text": vtok.generated_text_html(s.text, s.finished),
         }
+        if not plots:
+            return [v.get(k, gr.skip()) for k in VIEW_KEYS]
         if entry.tab == "residual":
             pos = self.selected_position(entry)
             v["resid_heat"] = vr.residual_heatmap(s.records, pieces, pos)
@@ -270,7 +275,11 @@ class Handlers:
             return self.error_views(entry, exc)
 
     def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
-        """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step."""
+        """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.
+
+        Status, tokens and text update on every step; the open tab's plots at most every PLOT_INTERVAL_S
+        (and always on the last step), so a browser that paints slower than the model steps never falls
+        behind and steals the CPU from the model."""
         entry = self.store.get(sid)
         try:
             params = parse_params(temperature, top_k, top_p, min_p, seed)
@@ -285,6 +294,7 @@ class Handlers:
         entry.pause.clear()
         entry.playing = True
         message = ""
+        drawn = 0.0
         try:
             while not entry.pause.is_set() and entry.session is not None and not entry.session.finished:
                 try:
@@ -292,7 +302,10 @@ class Handlers:
                 except InspectorError as exc:
                     message = str(exc)
                     break
-                yield self.views(entry, layer, head)
+                draw = time.monotonic() - drawn >= PLOT_INTERVAL_S
+                yield self.views(entry, layer, head, plots=draw)
+                if draw:
+                    drawn = time.monotonic()
         finally:
             entry.playing = False
             entry.lock.release()
