@@ -27,12 +27,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+# Waits on a MutationObserver, not a polling loop: a loop would take CPU from the server on 2 cores.
 CLICK_TO_PAINT = """async (id) => {
-  const phase = () => document.querySelector('#status-phase').textContent;
+  const status = document.querySelector('#status');
+  const phase = () => { const p = document.querySelector('#status-phase'); return p ? p.textContent : ''; };
   const before = phase();
+  const changed = new Promise(resolve => {
+    const obs = new MutationObserver(() => { if (phase() !== before) { obs.disconnect(); resolve(); } });
+    obs.observe(status, {subtree: true, childList: true, characterData: true});
+  });
   const t0 = performance.now();
   document.getElementById(id).click();
-  while (phase() === before) await new Promise(r => setTimeout(r, 2));
+  await changed;
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   return performance.now() - t0;
 }"""

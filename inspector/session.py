@@ -175,6 +175,14 @@ class Session:
         """Per decode step: forward + sample."""
         return [r.forward_ms + r.sample_ms for r in self.records[1:]]
 
+    @property
+    def retained_nbytes(self) -> int:
+        """Bytes this session holds beyond the model: the KV cache as allocated, the private fp32 logits,
+        queries and lens inputs, and the records' fp16 logits and norms (what a memory cap must bound)."""
+        private = [t for group in (self._logits, self._queries, self._lens_inputs) for t in group if t is not None]
+        records = sum(r.logits.nbytes + sum(getattr(r, p).nbytes for p in NORM_POINTS) for r in self.records)
+        return self.cache.allocated_nbytes + sum(t.numel() * t.element_size() for t in private) + records
+
     # ---- internals
     def _record_at(self, step: int) -> ForwardRecord:
         if not -len(self.records) <= step < len(self.records):

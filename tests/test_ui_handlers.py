@@ -6,9 +6,8 @@ import threading
 
 import pytest
 
-from inspector.errors import InputError
 from inspector.ui.handlers import VIEW_KEYS, Handlers, parse_params
-from inspector.ui.sessions import Limits, SessionCapError, SessionStore
+from inspector.ui.sessions import Limits, SessionCapError, SessionStore, new_ui_session
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
@@ -16,10 +15,9 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 
 def make(loaded, **limits):
     from inspector.inventory import build_inventory
-    from inspector.session import Session
 
     lim = Limits(**limits)
-    store = SessionStore(lambda: Session(loaded), lim)
+    store = SessionStore(lambda: new_ui_session(loaded), lim)
     inv = build_inventory(loaded)
     return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
 
@@ -135,3 +133,61 @@ def test_reset_gives_blank_views(tiny_loaded):
     views = h.reset(sid, 0, 0)
     assert 'data-phase="idle"' in status(views) and "reset" in status(views)
     assert not store.get(sid).session.records
+
+
+def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
+    probe, probe_store = make(tiny_loaded)
+    sid = probe.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    session = probe_store.get(sid).session
+    after_prefill = session.retained_nbytes
+    probe.step(sid, *SAMPLING, 0, 0)
+    per_step = session.retained_nbytes - after_prefill
+    assert per_step > 0 and 'id="status-memory"' in probe.status(probe_store.get(sid))
+
+    h, store = make(tiny_loaded, max_trace_mb=(after_prefill + 1.5 * per_step) / 2**20)
+    sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
+    assert "ii-error" not in status(views)
+    messages = [status(h.step(sid, *SAMPLING, 0, 0)) for _ in range(4)]
+    assert "ii-error" not in messages[0]
+    refused = [m for m in messages if "INSPECTOR_MAX_TRACE_MB" in m]
+    assert refused and "memory cap reached" in refused[0]
+    n_records = len(store.get(sid).session.records)
+    assert n_records == 1 + messages.index(refused[0])  # a refused step adds nothing
+
+    small, _ = make(tiny_loaded, max_trace_mb=after_prefill / 2 / 2**20)
+    views = small.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[1:]
+    assert "INSPECTOR_MAX_TRACE_MB" in status(views) and "shorter prompt" in status(views)
+
+
+def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    store.get(sid).tab = "timing"
+    h.step(sid, *SAMPLING, 0, 0)
+    records = store.get(sid).session.records
+    assert records[-1].logit_lens == []  # not paid for on a step whose lens nobody looks at
+    views = h.show_tab("residual")(sid, 0, 0)
+    assert len(records[-1].logit_lens) == tiny_loaded.config.num_hidden_layers
+    assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers  # header + layers
+
+
+def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monkeypatch):
+    """Gradio calls handlers from many worker threads; torch must see only the model thread."""
+    from inspector.session import Session
+
+    seen = []
+    real_step = Session.step
+
+    def spy(self, params):
+        seen.append(threading.current_thread().name)
+        return real_step(self, params)
+
+    monkeypatch.setattr(Session, "step", spy)
+    h, _ = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    callers = [threading.Thread(target=h.step, args=(sid, *SAMPLING, 0, 0), name=f"worker-{i}") for i in range(3)]
+    for t in callers:
+        t.start()
+        t.join()
+    list(h.play(sid, *SAMPLING, 0, 0))
+    assert len(seen) >= 4 and {name.split("_")[0] for name in seen} == {"inspector-model"}

@@ -18,7 +18,7 @@ import gradio as gr
 
 from inspector.ui import api
 from inspector.ui.handlers import VIEW_KEYS, Handlers
-from inspector.ui.sessions import SessionStore, limits_from_env
+from inspector.ui.sessions import SessionStore, limits_from_env, new_ui_session
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
@@ -60,10 +60,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
     """The whole page over one loaded model (loaded here when not given)."""
     if loaded is None:
         loaded = _load_default()
-    from inspector.session import Session
-
     limits = limits_from_env()
-    store = SessionStore(lambda: Session(loaded), limits)
+    store = SessionStore(lambda: new_ui_session(loaded), limits)
     entries, n_params, weight_bytes = model_facts(loaded)
     h = Handlers(loaded, store, limits, entries, weight_bytes)
     cfg = loaded.config

@@ -1,7 +1,8 @@
 """Event handlers: browser inputs -> the per-browser `Session` -> plot builders -> component values.
 
 Every handler catches `InspectorError` / `ValueError` and puts one clear line in the status line
-instead of raising, so bad input never breaks the page. No tensor math here: numbers come from the
+instead of raising, so bad input never breaks the page. Whatever touches tensors runs on the one model
+thread (`inspector.ui.model_thread`: several threads running torch ops slow every step down ~2x). No tensor math here: numbers come from the
 session's records and on-demand attention methods; figures come from `inspector.viz`.
 """
 
@@ -14,7 +15,9 @@ from typing import Any
 import gradio as gr
 
 from inspector.config import SamplingParams
+from inspector.ui.inputs import parse_params  # noqa: F401  (re-exported for callers of the handlers)
 from inspector.errors import InputError, InspectorError
+from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, Limits, SessionStore
 from inspector.viz import attention as va
 from inspector.viz import header as vh
@@ -26,34 +29,12 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
 
-PLOT_INTERVAL_S = 0.25  # Play redraws the open tab's plots at most 4 times a second
+PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second (tokens: every step)
 
 # Order of the view outputs every step handler returns (the app wires components in this order).
 VIEW_KEYS = ("status", "chips", "text", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
              "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
              "timing_fig")
-
-
-def parse_params(temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any) -> SamplingParams:
-    """Sampling controls -> validated SamplingParams; ValueError with a readable message otherwise."""
-    def num(name: str, v: Any, cast):
-        if v is None or (isinstance(v, str) and not v.strip()):
-            raise ValueError(f"{name} is empty: enter a number")
-        try:
-            out = cast(float(v))
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number, got {v!r}") from None
-        if cast is int and float(v) != int(float(v)):
-            raise ValueError(f"{name} must be a whole number, got {v!r}")
-        return out
-
-    params = SamplingParams(temperature=num("temperature", temperature, float), top_k=num("top-k", top_k, int),
-                            top_p=num("top-p", top_p, float), min_p=num("min-p", min_p, float),
-                            seed=num("seed", seed, int))
-    params.validate()
-    if params.seed < 0:
-        raise ValueError(f"seed must be >= 0, got {params.seed}")
-    return params
 
 
 class Handlers:
@@ -90,7 +71,8 @@ class Handlers:
         if s is None or not s.records:
             return vh.status_html("idle", vt.timing_stats([]), message, error)
         phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished, entry.playing)
-        return vh.status_html(phase, vt.timing_stats(s.records), message, error)
+        memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
+        return vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
 
     def attention_views(self, entry: Entry, layer: int, head: int) -> tuple:
         """Pattern (prefill) or row (decode) of the selected position's forward, overview, info."""
@@ -136,6 +118,7 @@ class Handlers:
             return empty_figure("no sample recorded"), ""
         return vs.sampling_bars(rec.sample), vs.sampling_info_html(rec.sample, rec.step)
 
+    @on_model_thread
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,
               plots: bool = True) -> list:
         """Status, tokens and text always; the plots of the open tab only (the others are left as they are
@@ -159,6 +142,7 @@ class Handlers:
             pos = self.selected_position(entry)
             v["resid_heat"] = vr.residual_heatmap(s.records, pieces, pos)
             v["resid_pos"] = vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")
+            s.logit_lens(rec.step)  # computed on demand (the session runs with lens=False), then kept
             v["lens"] = vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
         elif entry.tab == "attention":
             v["attn_fig"], v["attn_overview"], v["attn_info"] = self.attention_views(entry, layer, head)
@@ -195,6 +179,7 @@ class Handlers:
         return [self.status(entry, msg, error=True)] + [gr.skip()] * (len(VIEW_KEYS) - 1)
 
     # ---------- model events ----------
+    @on_model_thread
     def run_prefill(self, sid, prompt, chat, system, params: SamplingParams, max_new: Any) -> tuple[str, Entry]:
         """Start a new run for this browser session (raises InspectorError/ValueError)."""
         sid, entry = self.store.get_or_create(sid)
@@ -213,10 +198,15 @@ class Handlers:
                 self.store.reset_locked(entry)
                 raise InputError(f"the prompt is {n} tokens; this server allows {self.limits.max_prompt_tokens} "
                                  f"(INSPECTOR_MAX_PROMPT_TOKENS)")
+            if self._over_memory_cap(entry):
+                self.store.reset_locked(entry)
+                raise InputError(f"this prompt's KV cache and trace exceed the {self.limits.max_trace_mb} MB this "
+                                 f"server allows per session (INSPECTOR_MAX_TRACE_MB): try a shorter prompt")
         finally:
             entry.lock.release()
         return sid, entry
 
+    @on_model_thread
     def run_step(self, sid, params: SamplingParams) -> Entry:
         """One decode step for this browser session (raises InspectorError/ValueError)."""
         entry = self._need_session(sid)
@@ -255,15 +245,22 @@ class Handlers:
             raise InputError("nothing to step yet: press Prefill first")
         return entry
 
+    @on_model_thread
     def _one_step(self, entry: Entry, params: SamplingParams) -> None:
         s = entry.session
         if s.finished:
             raise InputError(f"generation finished ({s.finished}): press Prefill to start again")
         if len(s.generated_ids) >= entry.max_new_tokens:
             raise InputError("max new tokens reached")
+        if self._over_memory_cap(entry):
+            raise InputError(f"memory cap reached: this session holds its {self.limits.max_trace_mb} MB of KV cache "
+                             f"and trace (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
         entry.preview = None
         entry.uncached_ms = None
         s.step(params)
+
+    def _over_memory_cap(self, entry: Entry) -> bool:
+        return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
 
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
         """One decode step: feed the last sampled token, sample the next."""
@@ -325,6 +322,7 @@ class Handlers:
         return self.blank_views("reset: ready for a new prompt")
 
     # ---------- no-model events ----------
+    @on_model_thread
     def preview(self, sid, temperature, top_k, top_p, min_p, seed):
         """A sampling slider moved: redraw the newest step's distribution from its stored logits."""
         entry = self.store.get(sid)
@@ -340,6 +338,7 @@ class Handlers:
         except (InspectorError, ValueError) as exc:
             return gr.skip(), gr.skip(), self.status(entry, str(exc), error=True)
 
+    @on_model_thread
     def resample(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
         """Re-draw the newest step's token from its stored logits with the current settings."""
         entry = self.store.get(sid)
@@ -370,6 +369,7 @@ class Handlers:
         except (InspectorError, ValueError) as exc:
             return self.error_views(entry, exc)
 
+    @on_model_thread
     def recompute(self, sid):
         """KV view button: time the newest step again without the cache."""
         entry = self.store.get(sid)

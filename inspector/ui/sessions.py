@@ -2,7 +2,8 @@
 
 The browser's `gr.State` holds only a short id string; the `Session` (KV cache, records) lives here.
 Caps keep a shared host inside its memory: at most `max_sessions` live sessions (idle ones past the
-time-to-live are evicted first) and `max_steps` decode steps per session. `drop(id)` frees a session;
+time-to-live are evicted first), `max_steps` decode steps and `max_trace_mb` of KV cache + trace per
+session (the handlers enforce the last two). `drop(id)` frees a session;
 the app wires it to `gr.State(delete_callback=...)` and `demo.unload`.
 """
 
@@ -23,6 +24,7 @@ class Limits:
     max_steps: int = 256
     max_prompt_tokens: int = 1024
     session_ttl_s: int = 900
+    max_trace_mb: int = 320
 
 
 def limits_from_env() -> Limits:
@@ -33,7 +35,16 @@ def limits_from_env() -> Limits:
         return Limits()
     lim = app_limits()
     return Limits(max_sessions=lim.max_sessions, max_steps=lim.max_steps,
-                  max_prompt_tokens=lim.max_prompt_tokens, session_ttl_s=lim.session_ttl_s)
+                  max_prompt_tokens=lim.max_prompt_tokens, session_ttl_s=lim.session_ttl_s,
+                  max_trace_mb=lim.max_trace_mb)
+
+
+def new_ui_session(loaded: Any) -> Any:
+    """The engine session behind one browser session: full recorder, with the logit lens computed when the
+    Residual tab shows it (`Session.logit_lens(step)`) rather than on every step."""
+    from inspector.session import Session
+
+    return Session(loaded, lens=False)
 
 
 class SessionCapError(InputError):

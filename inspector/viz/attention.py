@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, base_layout, esc, new_figure, position_ticks, show_piece
+from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece
 
 CAPTION = ("Attention: how much each query position looks at each earlier (cached) position. In the prefill "
            "every prompt token attends to itself and all before it (causal triangle); in a decode step the "
@@ -30,15 +30,14 @@ def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, laye
     z[np.arange(n_k)[None, :] > q_pos] = np.nan  # causal mask: query i never sees key j > i
     keys = _labels(pieces, n_k)
     queries = _labels(pieces, n_q, start_pos)
-    fig = new_figure(dict(type="heatmap", 
-        z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)), colorscale=BLUES,
-        zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
-        hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
-    ))
-    fig.update_xaxes(title={"text": "key position (attended to)"}, **position_ticks(keys), tickangle=-60)
-    fig.update_yaxes(title={"text": "query position"}, autorange="reversed", **position_ticks(queries, start_pos))
+    heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)),
+                colorscale=BLUES, zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
+                hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>")
     title = f"Layer {layer} head {head} (KV head {kv_head}): {n_q} queries × {n_k} keys, causal"
-    return base_layout(fig, title, height=420)
+    return figure([heat], title, 420,
+                  xaxis={"title": {"text": "key position (attended to)"}, **position_ticks(keys), "tickangle": -60},
+                  yaxis={"title": {"text": "query position"}, "autorange": "reversed",
+                         **position_ticks(queries, start_pos)})
 
 
 def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, layer: int, head: int,
@@ -49,12 +48,13 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
     colors = [PROMPT if k < n_prompt else GENERATED for k in range(n_k)]
     top = int(np.argmax(row)) if n_k else 0
     colors[top] = CHOSEN
-    fig = new_figure(dict(type="bar", x=list(range(n_k)), y=row.astype(np.float32), marker={"color": colors},
-                           customdata=labels, hovertemplate="key %{customdata}<br>weight %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(title={"text": "key position in the KV cache"}, **position_ticks(labels), tickangle=-60)
-    fig.update_yaxes(title={"text": "attention weight"}, range=[0, max(1e-6, float(row.max(initial=0))) * 1.1])
+    bars = dict(type="bar", x=list(range(n_k)), y=row.astype(np.float32), marker={"color": colors},
+                customdata=labels, hovertemplate="key %{customdata}<br>weight %{y:.3f}<extra></extra>")
     title = f"Layer {layer} head {head} (KV head {kv_head}): query at position {query_pos} over {n_k} cached keys"
-    return base_layout(fig, title, height=360)
+    return figure([bars], title, 360,
+                  xaxis={"title": {"text": "key position in the KV cache"}, **position_ticks(labels), "tickangle": -60},
+                  yaxis={"title": {"text": "attention weight"},
+                         "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
 
 
 def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: int,
@@ -64,24 +64,21 @@ def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos:
     z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
     y = [f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)]
     keys = _labels(pieces, n_k)
-    fig = new_figure(dict(type="heatmap", 
-        z=z, x=list(range(n_k)), colorscale=BLUES, zmin=0, zmax=255,
-        colorbar={"title": {"text": "weight×255"}, "thickness": 12},
-        hovertemplate="row %{y}<br>key %{x}<br>weight %{z}/255<extra></extra>", y=list(range(len(y))),
-    ))
+    heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=list(range(len(y))), colorscale=BLUES, zmin=0,
+                zmax=255, colorbar={"title": {"text": "weight×255"}, "thickness": 12},
+                hovertemplate="row %{y}<br>key %{x}<br>weight %{z}/255<extra></extra>")
     ticks = [l * n_heads for l in range(n_layers)]
-    fig.update_yaxes(title={"text": "layer · head"}, tickmode="array", tickvals=ticks,
-                     ticktext=[f"L{l}" for l in range(n_layers)], autorange="reversed")
-    fig.update_xaxes(title={"text": "key position"}, **position_ticks(keys), tickangle=-60)
-    # thin separators between layers, set in one go (one add_hline per layer is quadratic in plotly)
-    shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": l * n_heads - 0.5, "y1": l * n_heads - 0.5,
-               "line": {"color": "#e5e7eb", "width": 0.5}} for l in range(1, n_layers)]
+    # thin separators between layers: ONE path shape (a shape per layer costs plotly.js ~1 ms each per redraw)
+    path = " ".join(f"M {-0.5},{l * n_heads - 0.5} H {n_k - 0.5}" for l in range(1, n_layers))
+    shapes = [{"type": "path", "path": path, "line": {"color": "#e5e7eb", "width": 0.5}}] if path else []
     if layer is not None and head is not None:
         shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": layer * n_heads + head - 0.5,
                        "y1": layer * n_heads + head + 0.5, "line": {"color": CHOSEN, "width": 2}})
-    fig.update_layout(shapes=shapes)
     title = f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head"
-    return base_layout(fig, title, height=max(360, min(900, n_layers * n_heads * 3 + 100)))
+    return figure([heat], title, max(360, min(900, n_layers * n_heads * 3 + 100)), shapes=shapes,
+                  xaxis={"title": {"text": "key position"}, **position_ticks(keys), "tickangle": -60},
+                  yaxis={"title": {"text": "layer · head"}, "tickmode": "array", "tickvals": ticks,
+                         "ticktext": [f"L{l}" for l in range(n_layers)], "autorange": "reversed"})
 
 
 def kv_groups_html(num_heads: int, num_kv_heads: int, groups: list[list[int]] | None = None,

@@ -48,30 +48,39 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def new_figure(*traces: dict) -> go.Figure:
-    """A figure without plotly's per-property validation (10-20x faster to build; every step redraws
-    all views). Traces are plain dicts with a `type`; use nested dicts, not magic underscores, in them."""
-    return go.Figure(data=list(traces), _validate=False)
+GRID = {"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db"}
 
 
-def base_layout(fig: go.Figure, title: str, height: int = 320, **kw: object) -> go.Figure:
-    """Apply the common compact layout; `title` stays readable as the figure's SVG title."""
-    fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+def figure(traces: list[dict], title: str, height: int = 320, *, xaxis: dict | None = None,
+           yaxis: dict | None = None, **layout: object) -> go.Figure:
+    """A figure built in one go from plain dicts (plotly.js names: nested dicts, no magic underscores).
+
+    No plotly validation and no `update_*`/`add_*` calls: those walk plotly's property tree and cost
+    3-15 ms each, while every decode step redraws a view; built this way a figure costs about 1 ms.
+    The compact common look (title readable as the figure's SVG title, white background, light grid)
+    comes from here; `layout` adds or overrides top-level keys (shapes, annotations, barmode, ...)."""
+    full = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
         # no named template: with validation off plotly would send the bare name, which plotly.js ignores;
         # plotly.js's own defaults are already white with light grids.
-        colorway=[PROMPT, GENERATED, CHOSEN, ATTN, MLP, SPECIAL],
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-        xaxis={"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db"},
-        yaxis={"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db"},
-        height=height,
-        margin={"l": 60, "r": 20, "t": 40, "b": 50},
-        font={"size": 11},
-        hoverlabel={"font": {"size": 12}},
-        **kw,
-    )
-    return fig
+        "colorway": [PROMPT, GENERATED, CHOSEN, ATTN, MLP, SPECIAL],
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "xaxis": {**GRID, **(xaxis or {})},
+        "yaxis": {**GRID, **(yaxis or {})},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "font": {"size": 11},
+        "hoverlabel": {"font": {"size": 12}},
+        **layout,
+    }
+    return go.Figure(data=traces, layout=full, _validate=False)
+
+
+def vline(x: float, color: str, width: float = 2, dash: str = "solid") -> dict:
+    """A vertical line shape across the whole plot height at data coordinate x."""
+    return {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+            "line": {"color": color, "width": width, "dash": dash}}
 
 
 def position_ticks(labels: list[str], start: int = 0) -> dict:
@@ -84,9 +93,6 @@ def position_ticks(labels: list[str], start: int = 0) -> dict:
 
 def empty_figure(message: str, height: int = 200) -> go.Figure:
     """A blank figure carrying a hint, shown before anything has run."""
-    fig = new_figure()
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font={"size": 14, "color": "#6b7280"})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return base_layout(fig, "", height=height)
+    hint = {"text": message, "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False,
+            "font": {"size": 14, "color": "#6b7280"}}
+    return figure([], "", height, xaxis={"visible": False}, yaxis={"visible": False}, annotations=[hint])

@@ -32,14 +32,21 @@ def phase_text(n_records: int, n_generated: int, max_new: int, finished: str | N
     return f"decode step {n_records - 1} (token {n_generated} of {max_new})" + (" · playing" if playing else "")
 
 
-def status_html(phase: str, stats: dict, message: str = "", error: bool = False) -> str:
-    """One line: phase, TTFT, last TPOT, tokens/s, and a message (errors in red)."""
+def status_html(phase: str, stats: dict, message: str = "", error: bool = False,
+                memory: tuple[int, int] | None = None) -> str:
+    """One line: phase, TTFT, last TPOT, tokens/s, the session's memory of its cap, and a message (errors in
+    red). `memory` = (bytes this session holds, cap in bytes)."""
     def ms(v):
         return f"{v:.0f} ms" if v is not None else "—"
 
     tok_s = f"{stats['tok_s']:.1f}" if stats.get("tok_s") else "—"
+    mem = ""
+    if memory is not None:
+        used, cap = memory
+        mem = (f' · <span id="status-memory" data-bytes="{used}" title="KV cache + recorded trace of this session,'
+               f' and the cap per session on this server">session {human_bytes(used)} of {human_bytes(cap)}</span>')
     msg = (f' · <span id="status-message" class="{"ii-error" if error else "ii-note"}">{esc(message)}</span>'
            if message else "")
     return (f'<div id="status-line" class="ii-status" data-phase="{esc(phase)}">'
             f'<b id="status-phase">{esc(phase)}</b> · TTFT <span id="status-ttft">{ms(stats.get("ttft_ms"))}</span>'
-            f' · last TPOT {ms(stats.get("last_tpot_ms"))} · {tok_s} tok/s{msg}</div>')
+            f' · last TPOT {ms(stats.get("last_tpot_ms"))} · {tok_s} tok/s{mem}{msg}</div>')

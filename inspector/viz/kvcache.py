@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord, KVLayerStat
-from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, base_layout, esc, human_bytes, new_figure
+from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, human_bytes, vline
 
 CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "
            "only computes the new token. The prefill fills one entry per prompt token at once; each decode "
@@ -42,14 +42,12 @@ def layer_bars(kv: list[KVLayerStat]) -> go.Figure:
     half = [s.nbytes / 2 for s in kv]  # K and V have the same shape
     hover = [f"layer {s.layer}<br>{s.length} entries (capacity {s.capacity})<br>K {tuple(s.k_shape)}"
              f"<br>V {tuple(s.v_shape)}" for s in kv]
-    fig = new_figure()
-    fig.add_bar(x=layers, y=half, name="K bytes", marker_color=KV_K, hovertext=hover, hoverinfo="text+y")
-    fig.add_bar(x=layers, y=half, name="V bytes", marker_color=KV_V, hovertext=hover, hoverinfo="text+y")
-    fig.update_xaxes(title={"text": "layer"})
-    fig.update_yaxes(title={"text": "bytes"})
+    traces = [dict(type="bar", x=layers, y=half, name=f"{kind} bytes", marker={"color": color}, hovertext=hover,
+                   hoverinfo="text+y") for kind, color in (("K", KV_K), ("V", KV_V))]
     n = kv[0].length if kv else 0
-    return base_layout(fig, f"KV cache per layer: {n} entries each, K and V", height=300, barmode="stack",
-                       legend={"orientation": "h", "y": -0.25})
+    return figure(traces, f"KV cache per layer: {n} entries each, K and V", 300, barmode="stack",
+                  legend={"orientation": "h", "y": -0.25}, xaxis={"title": {"text": "layer"}},
+                  yaxis={"title": {"text": "bytes"}})
 
 
 def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) -> go.Figure:
@@ -57,19 +55,18 @@ def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) 
     steps = [r.step for r in records]
     total = [sum(s.nbytes for s in r.kv) for r in records]
     colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
-    fig = new_figure(dict(type="scatter", x=steps, y=total, mode="lines+markers", marker={"color": colors, "size": 7},
-                               line={"color": "#9ca3af"}, name="KV cache bytes",
-                               hovertemplate="step %{x}<br>%{y:,} bytes<extra></extra>"))
-    fig.add_vline(x=0.5, line={"dash": "dash", "color": "#6b7280"})
-    fig.add_annotation(x=0, y=total[0] if total else 0, text="prefill", showarrow=True, ax=30, ay=-30)
+    line = dict(type="scatter", x=steps, y=total, mode="lines+markers", marker={"color": colors, "size": 7},
+                line={"color": "#9ca3af"}, name="KV cache bytes", hovertemplate="step %{x}<br>%{y:,} bytes<extra></extra>")
+    notes = [{"x": 0, "y": total[0] if total else 0, "text": "prefill", "showarrow": True, "ax": 30, "ay": -30}]
     if len(steps) > 1:
-        fig.add_annotation(x=steps[-1], y=total[-1], text="decode", showarrow=True, ax=-30, ay=-30)
-    fig.update_xaxes(title={"text": "step (0 = prefill, then one per decode step)"}, dtick=max(1, len(steps) // 20))
-    fig.update_yaxes(title={"text": "bytes"}, rangemode="tozero")
+        notes.append({"x": steps[-1], "y": total[-1], "text": "decode", "showarrow": True, "ax": -30, "ay": -30})
     title = "KV cache size over steps"
     if weight_bytes and total:
         title += f" (weights: {human_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
-    return base_layout(fig, title, height=300)
+    return figure([line], title, 300, shapes=[vline(0.5, "#6b7280", 1, "dash")], annotations=notes,
+                  xaxis={"title": {"text": "step (0 = prefill, then one per decode step)"},
+                         "dtick": max(1, len(steps) // 20)},
+                  yaxis={"title": {"text": "bytes"}, "rangemode": "tozero"})
 
 
 def summary_html(kv: list[KVLayerStat], weight_bytes: int, dtype_name: str = "") -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord
-from inspector.viz.common import ATTN, CHOSEN, HEAT, MLP, PROMPT, base_layout, esc, new_figure, position_ticks, show_piece
+from inspector.viz.common import ATTN, CHOSEN, HEAT, MLP, PROMPT, esc, figure, position_ticks, show_piece, vline
 
 CAPTION = ("Residual stream: the hidden vector each position carries through the layers. The heatmap is its "
            "size (L2 norm) after every layer; the chart shows, for the selected position, what attention and "
@@ -40,33 +40,30 @@ def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: 
     rest = z[:, 1:] if n_pos > 1 else z
     zmax = float(np.percentile(rest, 99)) if rest.size else 1.0
     clipped = bool((z > zmax).any())
-    fig = new_figure(dict(type="heatmap", 
-        z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT, zmin=0.0, zmax=max(zmax, 1e-6),
-        colorbar={"title": {"text": "‖x‖" + (" (clipped)" if clipped else "")}, "thickness": 12},
-        customdata=np.array([labels] * n_layers),
-        hovertemplate="layer %{y} · pos %{customdata}<br>norm %{z:.1f}<extra></extra>",
-    ))
-    if selected is not None and 0 <= selected < n_pos:
-        fig.add_vline(x=selected, line={"color": CHOSEN, "width": 2})
-    fig.update_xaxes(title={"text": "position (token)"}, **position_ticks(labels), tickangle=-60)
-    fig.update_yaxes(title={"text": "layer (after block)"}, autorange=True)
-    return base_layout(fig, f"Residual norm per layer × position ({n_layers} layers × {n_pos} positions)", height=360)
+    heat = dict(type="heatmap", z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT, zmin=0.0,
+                zmax=max(zmax, 1e-6), colorbar={"title": {"text": "‖x‖" + (" (clipped)" if clipped else "")},
+                                                "thickness": 12},
+                customdata=np.array([labels] * n_layers),
+                hovertemplate="layer %{y} · pos %{customdata}<br>norm %{z:.1f}<extra></extra>")
+    shapes = [vline(selected, CHOSEN)] if selected is not None and 0 <= selected < n_pos else []
+    return figure([heat], f"Residual norm per layer × position ({n_layers} layers × {n_pos} positions)", 360,
+                  shapes=shapes, xaxis={"title": {"text": "position (token)"}, **position_ticks(labels), "tickangle": -60},
+                  yaxis={"title": {"text": "layer (after block)"}, "autorange": True})
 
 
 def position_chart(records: list[ForwardRecord], position: int, piece: str = "") -> go.Figure:
     """For one position: ‖resid‖ after each layer (line) and ‖attention out‖, ‖MLP out‖ added (bars)."""
     rec, col = locate(records, position)
     layers = list(range(rec.resid_post.shape[0]))
-    fig = new_figure()
-    fig.add_bar(x=layers, y=rec.attn_out[:, col], name="attention added ‖attn_out‖", marker_color=ATTN)
-    fig.add_bar(x=layers, y=rec.mlp_out[:, col], name="MLP added ‖mlp_out‖", marker_color=MLP)
-    fig.add_scatter(x=layers, y=rec.resid_post[:, col], name="residual after layer ‖resid_post‖",
-                    mode="lines+markers", line={"color": PROMPT, "width": 2})
-    fig.update_xaxes(title={"text": "layer"})
-    fig.update_yaxes(title={"text": "L2 norm"})
+    traces = [
+        dict(type="bar", x=layers, y=rec.attn_out[:, col], name="attention added ‖attn_out‖", marker={"color": ATTN}),
+        dict(type="bar", x=layers, y=rec.mlp_out[:, col], name="MLP added ‖mlp_out‖", marker={"color": MLP}),
+        dict(type="scatter", x=layers, y=rec.resid_post[:, col], name="residual after layer ‖resid_post‖",
+             mode="lines+markers", line={"color": PROMPT, "width": 2}),
+    ]
     title = f"Position {position} {show_piece(piece, 12)!s}: residual and what each layer adds"
-    return base_layout(fig, title, height=320, barmode="group",
-                       legend={"orientation": "h", "y": -0.25})
+    return figure(traces, title, 320, barmode="group", legend={"orientation": "h", "y": -0.25},
+                  xaxis={"title": {"text": "layer"}}, yaxis={"title": {"text": "L2 norm"}})
 
 
 def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.records import SampleRecord
-from inspector.viz.common import CHOSEN, GENERATED, REMOVED, base_layout, esc, new_figure, show_piece
+from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_piece
 
 CAPTION = ("Sampling: the logits of the newest position become probabilities (softmax); temperature sharpens "
            "or flattens them, top-k / top-p / min-p remove unlikely tokens (grey), the survivors are "
@@ -38,34 +38,36 @@ def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) 
     chosen = [c.id == sample.token_id for c in cands]
     hover = [f"id {c.id} · logit {c.logit:.2f}" + (f"<br>removed by {', '.join(removed_by(c))}" if removed_by(c) else "")
              for c in cands]
-    fig = new_figure()
-    fig.add_bar(x=x, y=[c.prob_raw for c in cands], name="raw softmax", marker_color="#c7d2fe",
-                hovertext=hover)
-    fig.add_bar(x=x, y=[c.prob_temperature for c in cands], name=f"after temperature {sample.params.temperature:g}",
-                marker_color=["#e5e7eb" if r else "#818cf8" for r in removed], hovertext=hover)
-    fig.add_bar(x=x, y=[c.prob_final for c in cands], name="final (after filters, renormalised)",
-                marker={"color": [CHOSEN if ch else (REMOVED if r else GENERATED) for ch, r in zip(chosen, removed)],
-                        "line": {"color": ["#000" if ch else "rgba(0,0,0,0)" for ch in chosen], "width": 2}},
-                hovertext=hover)
+    traces = [
+        dict(type="bar", x=x, y=[c.prob_raw for c in cands], name="raw softmax", marker={"color": "#c7d2fe"},
+             hovertext=hover),
+        dict(type="bar", x=x, y=[c.prob_temperature for c in cands],
+             name=f"after temperature {sample.params.temperature:g}",
+             marker={"color": ["#e5e7eb" if r else "#818cf8" for r in removed]}, hovertext=hover),
+        dict(type="bar", x=x, y=[c.prob_final for c in cands], name="final (after filters, renormalised)",
+             marker={"color": [CHOSEN if ch else (REMOVED if r else GENERATED) for ch, r in zip(chosen, removed)],
+                     "line": {"color": ["#000" if ch else "rgba(0,0,0,0)" for ch in chosen], "width": 2}},
+             hovertext=hover),
+    ]
+    notes = []
     if any(chosen):
         i = chosen.index(True)
-        fig.add_annotation(x=x[i], y=max(cands[i].prob_final, cands[i].prob_raw), yshift=4, ay=-18, ax=28,
-                           text="would pick" if preview else "chosen", showarrow=True, arrowcolor=CHOSEN,
-                           font={"color": CHOSEN, "size": 12})
-    for i, r in enumerate(removed):
-        if r:
-            fig.add_annotation(x=x[i], y=0, text="✕", showarrow=False, yshift=-4, font={"color": "#9ca3af"})
-    fig.update_yaxes(title={"text": "probability"}, range=[0, 1.18])
-    fig.update_xaxes(title={"text": "top candidates by raw logit (piece, id)"}, tickangle=0)
+        notes.append({"x": x[i], "y": max(cands[i].prob_final, cands[i].prob_raw), "yshift": 4, "ay": -18, "ax": 28,
+                      "text": "would pick" if preview else "chosen", "showarrow": True, "arrowcolor": CHOSEN,
+                      "font": {"color": CHOSEN, "size": 12}})
+    notes += [{"x": x[i], "y": 0, "text": "✕", "showarrow": False, "yshift": -4, "font": {"color": "#9ca3af"}}
+              for i, r in enumerate(removed) if r]
     what = "Preview (no model rerun)" if preview else "Sampling"
     title = f"{what}: picked {show_piece(sample.token_piece, 14)!s} (id {sample.token_id})"
-    return base_layout(fig, title, height=360, barmode="group", legend={"orientation": "h", "y": -0.3})
+    return figure(traces, title, 360, barmode="group", legend={"orientation": "h", "y": -0.3}, annotations=notes,
+                  xaxis={"title": {"text": "top candidates by raw logit (piece, id)"}, "tickangle": 0},
+                  yaxis={"title": {"text": "probability"}, "range": [0, 1.18]})
 
 
 def sampling_info_html(sample: SampleRecord, step: int, preview_of: int | None = None) -> str:
     """Entropy, survivors, params, and the chosen (or would-be) token with stable data-id."""
     p = sample.params
-    what = (f"With these settings, the same seed would pick" if preview_of is not None
+    what = ("With these settings, the same seed would pick" if preview_of is not None
             else f"Step {step} chose")
     diff = ""
     if preview_of is not None and preview_of != sample.token_id:

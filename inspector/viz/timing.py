@@ -10,7 +10,7 @@ import statistics
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord
-from inspector.viz.common import GENERATED, PROMPT, base_layout, new_figure
+from inspector.viz.common import GENERATED, PROMPT, figure
 
 CAPTION = ("Timing: the prefill processes the whole prompt in one forward (time to first token, TTFT); each "
            "decode step runs one forward for one token (time per output token, TPOT).")
@@ -38,17 +38,22 @@ def timing_chart(records: list[ForwardRecord]) -> go.Figure:
     smp = [r.sample_ms for r in records]
     colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
     text = [f"{r.n_new} tok" if r.kind == "prefill" else "" for r in records]
-    fig = new_figure()
-    fig.add_bar(x=steps, y=fwd, name="forward (+ tokenize)", marker_color=colors, text=text,
-                hovertemplate="step %{x}<br>forward %{y:.1f} ms<extra></extra>")
-    fig.add_bar(x=steps, y=smp, name="sampling", marker_color="#f59e0b",
-                hovertemplate="step %{x}<br>sampling %{y:.2f} ms<extra></extra>")
+    traces = [
+        dict(type="bar", x=steps, y=fwd, name="forward (+ tokenize)", marker={"color": colors}, text=text,
+             hovertemplate="step %{x}<br>forward %{y:.1f} ms<extra></extra>"),
+        dict(type="bar", x=steps, y=smp, name="sampling", marker={"color": "#f59e0b"},
+             hovertemplate="step %{x}<br>sampling %{y:.2f} ms<extra></extra>"),
+    ]
     st = timing_stats(records)
+    shapes, notes = [], []
     if st["median_tpot_ms"]:
-        fig.add_hline(y=st["median_tpot_ms"], line={"dash": "dot", "color": GENERATED},
-                      annotation_text=f"median TPOT {st['median_tpot_ms']:.1f} ms")
-    fig.update_xaxes(title={"text": "step (0 = prefill → TTFT; then decode steps → TPOT)"})
-    fig.update_yaxes(title={"text": "ms"})
+        y = st["median_tpot_ms"]
+        shapes.append({"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": y, "y1": y,
+                       "line": {"dash": "dot", "color": GENERATED}})
+        notes.append({"xref": "paper", "yref": "y", "x": 1, "y": y, "xanchor": "right", "yanchor": "bottom",
+                      "text": f"median TPOT {y:.1f} ms", "showarrow": False})
     ttft = f"TTFT {st['ttft_ms']:.0f} ms" if st["ttft_ms"] is not None else ""
-    return base_layout(fig, f"Time per step: {ttft}", height=300, barmode="stack",
-                       legend={"orientation": "h", "y": -0.3})
+    return figure(traces, f"Time per step: {ttft}", 300, barmode="stack", legend={"orientation": "h", "y": -0.3},
+                  shapes=shapes, annotations=notes,
+                  xaxis={"title": {"text": "step (0 = prefill → TTFT; then decode steps → TPOT)"}},
+                  yaxis={"title": {"text": "ms"}})
