@@ -13,6 +13,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
@@ -44,7 +47,8 @@ print(json.dumps({"import_torch_s": t_import, "load_s": t_load, "rss_after_load_
 
 
 def child(which: str, env: dict[str, str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, env=env, check=True)
+    proc = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, env=env, check=True,
+                          cwd=ROOT)  # `-c` puts the cwd on sys.path: runs from a checkout without `pip install -e .`
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

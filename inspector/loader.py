@@ -73,6 +73,7 @@ def read_config(directory: Path, name: str) -> ModelConfig:
 
 def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
     """Load a Llama-family model from any supported source, ready for inference."""
+    from inspector.memory import release_large_frees
     from inspector.model import Transformer  # the engine's model; imported late to keep this module light
     from inspector.sources import resolve
     from inspector.tokenizer import Tokenizer
@@ -80,6 +81,7 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
 
     if dtype not in _DTYPE_NAMES:
         raise ModelLoadError(f"unsupported dtype {dtype} (supported: float32, float16, bfloat16)")
+    release_large_frees()  # long prompts' transient buffers go back to the OS instead of pinning the heap
     where = resolve(source)
     config = read_config(where.directory, where.name)
     tokenizer = Tokenizer.from_dir(where.directory)

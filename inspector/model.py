@@ -24,6 +24,9 @@ from inspector.kv_cache import KVCache
 from inspector.trace import Recorder
 
 
+ATTN_CHUNK = 512  # queries per attention block; longer forwards record scores/pattern once per block
+
+
 def record(rec: Recorder | None, name: str, value: torch.Tensor) -> None:
     if rec is not None:
         rec(name, value)
@@ -109,24 +112,37 @@ class Attention(nn.Module):
         record(rec, p + "hook_rot_k", k)
         if cache is not None:
             k, v = cache.update(self.layer, k, v)  # (B, KV, S, d), S = cached + T
-        S = k.shape[2]
+        # Long forwards (a prompt) attend in blocks of ATTN_CHUNK queries: the (H, T, S) scores of a
+        # 2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block's queries
+        # see no key past its last position, so it reads only the keys up to there.
+        first = k.shape[2] - T  # position of this forward's first query
+        blocks = [self._attend(q[:, :, t0:t0 + ATTN_CHUNK], k[:, :, :first + t0 + ATTN_CHUNK],
+                               v[:, :, :first + t0 + ATTN_CHUNK], first + t0, rec)
+                  for t0 in range(0, T, ATTN_CHUNK)]
+        z = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)  # (B, H, T, d)
+        z = z.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*d)
+        record(rec, p + "hook_z", z)
+        return self.o_proj(z)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first_pos: int,
+                rec: Recorder | None) -> torch.Tensor:
+        """Queries (B, H, T, d) at positions first_pos.. over keys/values (B, KV, S, d) of positions 0..S-1,
+        S = first_pos + T -> (B, H, T, d)."""
+        B, _, T, d = q.shape
+        S, KV, p = k.shape[2], self.n_kv_heads, f"blocks.{self.layer}.attn."
         # Each KV head serves n_rep consecutive query heads. Group the queries by KV head instead of
         # copying K and V n_rep times: (B, H, T, d) -> (B, KV, n_rep*T, d), one matmul per KV head.
-        KV = self.n_kv_heads
-        qg = q.reshape(B, KV, self.n_rep * T, self.head_dim)  # (B, KV, n_rep*T, d)
-        scores = torch.matmul(qg, k.transpose(2, 3)) / math.sqrt(self.head_dim)  # (B, KV, n_rep*T, S)
+        qg = q.reshape(B, KV, self.n_rep * T, d)  # (B, KV, n_rep*T, d)
+        scores = torch.matmul(qg, k.transpose(2, 3)) / math.sqrt(d)  # (B, KV, n_rep*T, S)
         scores = scores.view(B, self.n_heads, T, S)  # (B, H, T, S)
-        # Query i sits at position S - T + i and may see keys 0 .. S - T + i.
-        causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        scores = scores.masked_fill_(~causal, float("-inf"))  # in place: a long prompt keeps one (H, T, S) copy
+        # Query i sits at position first_pos + i and may see keys 0 .. first_pos + i.
+        causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_pos)
+        scores = scores.masked_fill_(~causal, float("-inf"))  # in place: one (H, T, S) copy, not two
         record(rec, p + "hook_attn_scores", scores)
         pattern = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, H, T, S)
         record(rec, p + "hook_pattern", pattern)
         z = torch.matmul(pattern.view(B, KV, self.n_rep * T, S), v)  # (B, KV, n_rep*T, d)
-        z = z.view(B, self.n_heads, T, self.head_dim)  # (B, H, T, d)
-        z = z.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*d)
-        record(rec, p + "hook_z", z)
-        return self.o_proj(z)
+        return z.view(B, self.n_heads, T, d)  # (B, H, T, d)
 
 
 class MLP(nn.Module):

@@ -27,8 +27,10 @@ BLOCK_HOOKS = (
     "attn.hook_v",  # (B, KV, T, d) new values
     "attn.hook_rot_q",  # (B, H, T, d) queries after RoPE
     "attn.hook_rot_k",  # (B, KV, T, d) new keys after RoPE (what the KV cache stores)
-    "attn.hook_attn_scores",  # (B, H, T, S) scaled, masked scores
-    "attn.hook_pattern",  # (B, H, T, S) softmax of the scores (rows sum to 1)
+    # (B, H, T, S) scaled, masked scores; a forward of more than model.ATTN_CHUNK positions records them
+    # once per block of that many queries, over the keys the block can see
+    "attn.hook_attn_scores",
+    "attn.hook_pattern",  # (B, H, T, S) softmax of the scores (rows sum to 1); blocks as the scores
     "attn.hook_z",  # (B, T, H*d) weighted sum of values, before o_proj
     "hook_attn_out",  # (B, T, D) what attention adds to the residual stream
     "hook_resid_mid",  # (B, T, D) resid_pre + attn_out

@@ -45,6 +45,25 @@ def test_logits_match_transformers_at_every_position(case):
     assert (cached - expected[0, 23:39]).abs().max().item() < 1e-5
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 16])
+def test_blocked_attention_of_long_forwards_matches_transformers(chunk, monkeypatch):
+    """Forwards longer than ATTN_CHUNK attend block by block (each block over the keys it can see): the
+    logits must not change, also for a forward that starts after cached positions."""
+    import inspector.model
+
+    monkeypatch.setattr(inspector.model, "ATTN_CHUNK", chunk)
+    hf, ours, cfg = hf_pair("llama", num_key_value_heads=2)
+    ids = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = hf(ids).logits  # (1, 40, V)
+        assert (ours(ids) - expected).abs().max().item() < 1e-5
+        cache = engine.new_cache(ours)
+        ours(ids[:, :9], cache)
+        cache.advance(9)
+        rest = ours(ids[:, 9:], cache)  # 31 new queries after 9 cached positions, in blocks
+    assert (rest - expected[:, 9:]).abs().max().item() < 1e-5
+
+
 def test_config_flags_reach_the_model():
     """The cases above really exercise what they claim (biases present, rope scaled, heads grouped)."""
     _, ours, cfg = hf_pair("qwen2", num_key_value_heads=2)

@@ -1,9 +1,10 @@
 """Event handlers: browser inputs -> the per-browser `Session` -> plot builders -> component values.
 
 Every handler catches `InspectorError` / `ValueError` and puts one clear line in the status line
-instead of raising, so bad input never breaks the page. Whatever touches tensors runs on the one model
-thread (`inspector.ui.model_thread`: several threads running torch ops slow every step down ~2x). No tensor math here: numbers come from the
-session's records and on-demand attention methods; figures come from `inspector.viz`.
+instead of raising, so bad input never breaks the page. No tensor math here: numbers come from the
+session's records and on-demand attention methods; figures come from `inspector.viz`. Whatever calls into
+the session's tensors runs on the one model thread (`inspector.ui.model_thread`: torch ops from several
+threads slow every step down about 2x).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 import gradio as gr
 
 from inspector.config import SamplingParams
-from inspector.ui.inputs import parse_params  # noqa: F401  (re-exported for callers of the handlers)
 from inspector.errors import InputError, InspectorError
+from inspector.ui.inputs import parse_params
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, Limits, SessionStore
 from inspector.viz import attention as va
@@ -253,8 +254,8 @@ class Handlers:
         if len(s.generated_ids) >= entry.max_new_tokens:
             raise InputError("max new tokens reached")
         if self._over_memory_cap(entry):
-            raise InputError(f"memory cap reached: this session holds its {self.limits.max_trace_mb} MB of KV cache "
-                             f"and trace (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
+            raise InputError(f"memory cap reached: this session's KV cache and trace fill the {self.limits.max_trace_mb} "
+                             f"MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
         entry.preview = None
         entry.uncached_ms = None
         s.step(params)
