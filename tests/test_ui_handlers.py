@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from inspector.ui.handlers import VIEW_KEYS, Handlers, parse_params
+from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, parse_params
 from inspector.ui.sessions import Limits, SessionCapError, SessionStore, new_ui_session
 from tests.viz_records import tiny_loaded  # noqa: F401
 
@@ -20,6 +20,12 @@ def make(loaded, **limits):
     store = SessionStore(lambda: new_ui_session(loaded), lim)
     inv = build_inventory(loaded)
     return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
+
+
+def step(h, *args) -> list:
+    """The Step button's first update (status, tokens, text; plots skipped), its plots update drained."""
+    updates = list(h.step(*args))
+    return updates[0]
 
 
 def status(out) -> str:
@@ -37,19 +43,19 @@ def test_parse_params_messages():
 
 def test_prefill_step_and_errors_never_raise(tiny_loaded):
     h, store = make(tiny_loaded)
-    out = h.step(None, *SAMPLING, 0, 0)
+    out = step(h, None, *SAMPLING, 0, 0)
     assert "press Prefill first" in status(out)
     out = h.prefill(None, "", False, "", *SAMPLING, 4, 0, 0)
     assert "prompt is empty" in status(out[1:])
     sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 3, 1, 3)
     assert 'data-phase="prefill done"' in status(views)
     assert "ii-error" not in status(views)
-    assert "decode step 1 (token 2 of 3)" in status(h.step(sid, *SAMPLING, 1, 3))
-    assert "finished: max tokens" in status(h.step(sid, *SAMPLING, 1, 3))  # token 3 of 3
-    views = h.step(sid, *SAMPLING, 1, 3)
+    assert "decode step 1 (token 2 of 3)" in status(step(h, sid, *SAMPLING, 1, 3))
+    assert "finished: max tokens" in status(step(h, sid, *SAMPLING, 1, 3))  # token 3 of 3
+    views = step(h, sid, *SAMPLING, 1, 3)
     assert "ii-error" in status(views) and "press Prefill to start again" in status(views)
     assert "ii-error" in status(h.prefill(sid, "x", False, "", *SAMPLING, "lots", 0, 0)[1:])
-    assert "ii-error" in status(h.step(sid, 5.0, 0, 1.5, 0, 0, 0, 0))
+    assert "ii-error" in status(step(h, sid, 5.0, 0, 1.5, 0, 0, 0, 0))
 
 
 def test_sessions_are_isolated_and_dropped(tiny_loaded):
@@ -57,7 +63,7 @@ def test_sessions_are_isolated_and_dropped(tiny_loaded):
     a = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     b = h.prefill(None, "Hello world", False, "", *SAMPLING, 8, 0, 0)[0]
     assert a != b and len(store) == 2
-    h.step(a, *SAMPLING, 0, 0)
+    step(h, a, *SAMPLING, 0, 0)
     assert len(store.get(a).session.records) == 2 and len(store.get(b).session.records) == 1
     store.drop(a)
     assert store.get(a) is None and len(store) == 1
@@ -93,20 +99,20 @@ def test_play_streams_until_pause(tiny_loaded):
     assert "playing" in status(first)
     again = list(h.play(sid, *SAMPLING, 0, 0))  # Play while playing
     assert len(again) == 1 and "already playing" in status(again[0])
-    assert "busy" in status(h.step(sid, *SAMPLING, 0, 0))
+    assert "busy" in status(step(h, sid, *SAMPLING, 0, 0))
     next(gen)
     h.pause(sid)
     rest = list(gen)
     assert "paused" in status(rest[-1])
     n = len(store.get(sid).session.generated_ids)
     assert 3 <= n < 50
-    assert "decode step" in status(h.step(sid, *SAMPLING, 0, 0))  # unlocked again
+    assert "decode step" in status(step(h, sid, *SAMPLING, 0, 0))  # unlocked again
 
 
 def test_preview_resample_select_recompute(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    h.step(sid, *SAMPLING, 0, 0)
+    step(h, sid, *SAMPLING, 0, 0)
     n = len(store.get(sid).session.generated_ids)
     fig, info, st = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
     assert 'data-preview="1"' in info and "temperature 1.5" in info
@@ -140,14 +146,14 @@ def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
     sid = probe.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     session = probe_store.get(sid).session
     after_prefill = session.retained_nbytes
-    probe.step(sid, *SAMPLING, 0, 0)
+    step(probe, sid, *SAMPLING, 0, 0)
     per_step = session.retained_nbytes - after_prefill
     assert per_step > 0 and 'id="status-memory"' in probe.status(probe_store.get(sid))
 
     h, store = make(tiny_loaded, max_trace_mb=(after_prefill + 1.5 * per_step) / 2**20)
     sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
     assert "ii-error" not in status(views)
-    messages = [status(h.step(sid, *SAMPLING, 0, 0)) for _ in range(4)]
+    messages = [status(step(h, sid, *SAMPLING, 0, 0)) for _ in range(4)]
     assert "ii-error" not in messages[0]
     refused = [m for m in messages if "INSPECTOR_MAX_TRACE_MB" in m]
     assert refused and "memory cap reached" in refused[0]
@@ -163,7 +169,7 @@ def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     store.get(sid).tab = "timing"
-    h.step(sid, *SAMPLING, 0, 0)
+    step(h, sid, *SAMPLING, 0, 0)
     records = store.get(sid).session.records
     assert records[-1].logit_lens == []  # not paid for on a step whose lens nobody looks at
     views = h.show_tab("residual")(sid, 0, 0)
@@ -185,9 +191,27 @@ def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monke
     monkeypatch.setattr(Session, "step", spy)
     h, _ = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    callers = [threading.Thread(target=h.step, args=(sid, *SAMPLING, 0, 0), name=f"worker-{i}") for i in range(3)]
+    callers = [threading.Thread(target=step, args=(h, sid, *SAMPLING, 0, 0), name=f"worker-{i}") for i in range(3)]
     for t in callers:
         t.start()
         t.join()
     list(h.play(sid, *SAMPLING, 0, 0))
     assert len(seen) >= 4 and {name.split("_")[0] for name in seen} == {"inspector-model"}
+
+
+def test_step_shows_the_token_first_then_redraws_the_open_tab(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    store.get(sid).tab = "kv"
+    tokens, plots_update = list(h.step(sid, *SAMPLING, 0, 0))
+    assert "decode step 1" in tokens[0] and isinstance(tokens[1], str) and isinstance(tokens[2], str)
+    assert not any(isinstance(v, str) for v in tokens[len(TOKEN_KEYS):])  # plots wait for the 2nd update
+    assert not any(isinstance(v, str) for v in plots_update[:len(TOKEN_KEYS)])
+    plots = plots_update[len(TOKEN_KEYS):]
+    assert len(plots) == len(PLOT_KEYS) + 1
+    kv = plots[PLOT_KEYS.index("kv_bars")]
+    n = len(store.get(sid).session.prompt_ids) + 1
+    assert f"{n} entries each" in kv.layout.title.text  # the KV view of the new step
+    assert not isinstance(plots[PLOT_KEYS.index("timing_fig")], type(kv))  # closed tabs are skipped
+    assert 'data-step="1" data-tab="kv"' in plots[-1]
+    assert not any(isinstance(v, (str, type(kv))) for v in h.redraw(None, 0, 0))  # no session: nothing drawn

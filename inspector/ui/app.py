@@ -142,6 +142,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
             with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                 gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
                 timing_fig = gr.Plot(elem_id="timing-chart", show_label=False)
+        drawn = gr.HTML(elem_id="views-drawn")  # hidden (app.css): which step the plots show
 
         comp = {"status": status, "chips": chips, "text": text, "resid_heat": resid_heat, "resid_pos": resid_pos,
                 "lens": lens, "attn_fig": attn_fig, "attn_overview": attn_overview, "attn_info": attn_info,
@@ -156,7 +157,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
                       api_name="ui_prefill_submit", api_visibility="undocumented", **FAST)
         hidden = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
-        step_btn.click(h.step, [sid, *sampling, layer, head], views, api_name="ui_step", **hidden, **FAST)
+        # Step streams two updates: the token first (status, chips, text), then the open tab's plots
+        step_btn.click(h.step, [sid, *sampling, layer, head], [*views, drawn], api_name="ui_step", **hidden, **FAST)
         play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", **hidden, **FAST)
         pause_btn.click(h.pause, [sid], None, api_name="ui_pause", api_visibility="undocumented", queue=False)
         reset_btn.click(h.reset, [sid, layer, head], views, api_name="ui_reset", **hidden, **FAST)

