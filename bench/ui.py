@@ -1,7 +1,7 @@
 """UI benchmark (Playwright + Debian chromium, the real default model): prints a markdown table.
 
 - Step click-to-paint: click Step -> the new token is painted (status line, chips, text: the first event),
-  and -> the open tab's plots are painted too (the chained redraw event marks the step it drew), two
+  and -> the open tab's plots are painted too (the second update marks the step it drew in #views-drawn), two
   animation frames after each; median over N steps, with each view tab open in turn.
   Peer in the same run: the engine's own step time (forward + sampling) from the records.
 - Play tokens/s with views on: tokens that reached the page / wall time; peer: engine tokens/s.
