@@ -19,21 +19,14 @@ from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inspector-model")
-_model_thread = threading.local()  # .inside is True on the model thread
-
-
-def _mark() -> None:
-    _model_thread.inside = True
-
-
-_EXECUTOR.submit(_mark).result()
+THREAD_NAME = "inspector-model"
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)  # its thread starts on first use
 
 
 def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call `fn(*args, **kwargs)` on the model thread and return its result (exceptions propagate).
     Called from the model thread itself, it just calls `fn` (no deadlock on nested calls)."""
-    if getattr(_model_thread, "inside", False):
+    if threading.current_thread().name.startswith(THREAD_NAME):
         return fn(*args, **kwargs)
     return _EXECUTOR.submit(fn, *args, **kwargs).result()
 
