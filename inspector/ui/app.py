@@ -18,6 +18,7 @@ import gradio as gr
 
 from inspector.ui import api
 from inspector.ui.handlers import VIEW_KEYS, Handlers
+from inspector.ui.plotly_view import PlotlyView
 from inspector.ui.sessions import SessionStore, limits_from_env, new_ui_session
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
@@ -108,8 +109,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
                 gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
-                resid_heat = gr.Plot(elem_id="resid-heatmap", show_label=False)
-                resid_pos = gr.Plot(elem_id="resid-position", show_label=False)
+                resid_heat = PlotlyView("resid-heatmap")
+                resid_pos = PlotlyView("resid-position")
                 lens = gr.HTML(elem_id="logit-lens-view")
             with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
                 gr.Markdown(va.CAPTION, elem_classes="ii-caption")
@@ -118,21 +119,21 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
                                      elem_id="attn-head")
                 attn_info = gr.HTML(elem_id="attn-info")
-                attn_fig = gr.Plot(elem_id="attn-pattern", show_label=False)
-                attn_overview = gr.Plot(elem_id="attn-overview", show_label=False)
+                attn_fig = PlotlyView("attn-pattern")
+                attn_overview = PlotlyView("attn-overview")
             with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
                 gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
                 kv_summary = gr.HTML(elem_id="kv-summary-view")
                 with gr.Row():
-                    kv_bars = gr.Plot(elem_id="kv-bars", show_label=False)
-                    kv_growth = gr.Plot(elem_id="kv-growth", show_label=False)
+                    kv_bars = PlotlyView("kv-bars")
+                    kv_growth = PlotlyView("kv-growth")
                 recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
                                       elem_id="kv-recompute-btn")
                 kv_recompute = gr.HTML(elem_id="kv-recompute-view")
             with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                 gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
                 samp_info = gr.HTML(elem_id="sampling-view")
-                samp_fig = gr.Plot(elem_id="sampling-bars", show_label=False)
+                samp_fig = PlotlyView("sampling-bars")
                 resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
             with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
                 gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
@@ -141,7 +142,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
             with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                 gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
-                timing_fig = gr.Plot(elem_id="timing-chart", show_label=False)
+                timing_fig = PlotlyView("timing-chart")
         drawn = gr.HTML(elem_id="views-drawn")  # hidden (app.css): which step the plots show
 
         comp = {"status": status, "chips": chips, "text": text, "resid_heat": resid_heat, "resid_pos": resid_pos,
