@@ -68,9 +68,15 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n))
     page.screenshot(path=str(ARTIFACTS / "ui_attention_prefill.png"), full_page=True)
 
+    # plots are redrawn in place: the same plotly div across steps (PlotlyView), its content new each step
+    overview = page.locator("#attn-overview .js-plotly-plot")
+    expect(overview).to_have_count(1)
+    overview.evaluate("el => { el.dataset.mark = 'kept'; }")
     for k in (1, 2, 3):
         step(page, k)
         expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + k))  # row grows
+        expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n + k - 1}", timeout=T)
+    expect(overview).to_have_attribute("data-mark", "kept")
     assert generated(page) == 4
     expect(page.locator(".ii-chip")).to_have_count(n + 4)
     page.screenshot(path=str(ARTIFACTS / "ui_attention_decode.png"), full_page=True)
