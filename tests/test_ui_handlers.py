@@ -215,3 +215,53 @@ def test_step_shows_the_token_first_then_redraws_the_open_tab(tiny_loaded):
     assert not isinstance(plots[PLOT_KEYS.index("timing_fig")], type(kv))  # closed tabs are skipped
     assert 'data-step="1" data-tab="kv"' in plots[-1]
     assert len(list(h.step(None, *SAMPLING, 0, 0))) == 1  # no session: one update, the message
+
+
+def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
+    """Decode runs with `decode_threads()` torch threads (one fewer than torch has, or the env value); the
+    model thread's count is restored afterwards, so prefill still gets every thread."""
+    import torch
+
+    from inspector.session import Session
+    from inspector.ui import model_thread
+
+    counts = {}
+    real_step, real_prefill = Session.step, Session.prefill
+
+    def spy_step(self, params):
+        counts.setdefault("step", []).append(torch.get_num_threads())
+        return real_step(self, params)
+
+    def spy_prefill(self, *args, **kwargs):
+        counts.setdefault("prefill", []).append(torch.get_num_threads())
+        return real_prefill(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "step", spy_step)
+    monkeypatch.setattr(Session, "prefill", spy_prefill)
+    full = model_thread.run(torch.get_num_threads)
+    monkeypatch.setenv("INSPECTOR_DECODE_THREADS", "3" if full != 3 else "2")
+    h, _ = make(tiny_loaded)
+    assert h.decode_threads == (3 if full != 3 else 2)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    step(h, sid, *SAMPLING, 0, 0)
+    list(h.play(sid, *SAMPLING, 0, 0))
+    h.prefill(sid, "Again", False, "", *SAMPLING, 8, 0, 0)
+    assert set(counts["step"]) == {h.decode_threads} and len(counts["step"]) >= 2
+    assert counts["prefill"] == [full, full]
+    assert model_thread.run(torch.get_num_threads) == full
+
+
+def test_decode_threads_default_and_bad_values(monkeypatch):
+    import torch
+
+    from inspector.errors import InputError
+    from inspector.ui.model_thread import decode_threads
+
+    monkeypatch.delenv("INSPECTOR_DECODE_THREADS", raising=False)
+    assert decode_threads() == max(1, torch.get_num_threads() - 1)
+    monkeypatch.setenv("INSPECTOR_DECODE_THREADS", "1")
+    assert decode_threads() == 1
+    for bad in ("0", "-2", "two"):
+        monkeypatch.setenv("INSPECTOR_DECODE_THREADS", bad)
+        with pytest.raises(InputError, match="INSPECTOR_DECODE_THREADS must be a positive integer"):
+            decode_threads()

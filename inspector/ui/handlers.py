@@ -18,7 +18,7 @@ import gradio as gr
 from inspector.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
-from inspector.ui.model_thread import on_model_thread
+from inspector.ui.model_thread import decode_threads, intra_op_threads, on_model_thread
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry
 from inspector.viz import inventory as vi
@@ -31,6 +31,10 @@ PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a s
 
 class Handlers(Views):
     """The app's event handlers (rendering inherited from `Views`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.decode_threads = decode_threads()  # read here, before the model thread changes its count
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -126,7 +130,8 @@ class Handlers(Views):
                              f"MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
         entry.preview = None
         entry.uncached_ms = None
-        s.step(params)
+        with intra_op_threads(self.decode_threads):
+            s.step(params)
 
     def _over_memory_cap(self, entry: Entry) -> bool:
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
