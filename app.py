@@ -1,16 +1,19 @@
 """Start the Inference Inspector web app: `python app.py` (Hugging Face Spaces runs this file too).
 
 Loads the model once (`inspector.app_model.load_app_model()`), builds the page and launches it on
-127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise. Analytics off.
+127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise. Analytics off. A bad
+model source or INSPECTOR_* setting prints one line and exits 1.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+from inspector.errors import InspectorError  # noqa: E402
 from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
 
 
@@ -24,7 +27,10 @@ def load() -> object:
 
 
 def main() -> None:
-    demo = build_app(load())
+    try:
+        demo = build_app(load())
+    except InspectorError as exc:  # a bad INSPECTOR_* setting or model source: one line, no traceback
+        sys.exit(f"error: {exc}")
     demo.queue(default_concurrency_limit=None)
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),

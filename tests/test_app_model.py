@@ -87,3 +87,23 @@ def test_limits_reject_bad_values_in_one_line(monkeypatch, value):
     with pytest.raises(InputError, match=r"^INSPECTOR_MAX_SESSIONS must be a positive integer, got ") as info:
         app_limits()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("var, value, message", [
+    ("INSPECTOR_MODEL", "/nonexistent/model-dir", "error: model source not found: /nonexistent/model-dir"),
+    ("INSPECTOR_MAX_SESSIONS", "many", "error: INSPECTOR_MAX_SESSIONS must be a positive integer, got 'many'"),
+])
+def test_app_py_reports_a_bad_setting_in_one_line(var, value, message):
+    """`python app.py` with a wrong model path or cap: one line on stderr, exit 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, var: value, "GRADIO_SERVER_PORT": "1"}  # port 1: it must never get as far as launching
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message)
+    assert "Traceback" not in proc.stderr + proc.stdout
