@@ -43,6 +43,9 @@ def test_overview_is_one_uint8_heatmap(tiny_run):
     assert z.dtype == np.uint8 and z.shape == (cfg.num_hidden_layers * cfg.num_attention_heads, rows.shape[2])
     assert fig.data[0].zmin == 0 and fig.data[0].zmax == 255
     assert len(fig.layout.shapes) >= 1
+    rows_named = list(fig.data[0].y)  # hover names each row: layer, query head, the KV head it reads
+    assert len(rows_named) == z.shape[0] and rows_named[2] == "L0·H2·kv1"  # tiny model: 2 query heads per KV head
+    assert rows_named[-1] == f"L{cfg.num_hidden_layers - 1}·H{cfg.num_attention_heads - 1}·kv{cfg.num_key_value_heads - 1}"
 
 
 def test_kv_groups_show_shared_heads(tiny_loaded):

@@ -64,10 +64,11 @@ def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos:
     z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
     y = [f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)]
     keys = _labels(pieces, n_k)
-    heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=list(range(len(y))), colorscale=BLUES, zmin=0,
+    # rows are categories named layer·head·KV head, so hover names them; shapes still use row numbers
+    heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=y, colorscale=BLUES, zmin=0,
                 zmax=255, colorbar={"title": {"text": "weight×255"}, "thickness": 12},
-                hovertemplate="row %{y}<br>key %{x}<br>weight %{z}/255<extra></extra>")
-    ticks = [l * n_heads for l in range(n_layers)]
+                hovertemplate="%{y} → key %{x}<br>weight %{z}/255<extra></extra>")
+    ticks = [l * n_heads for l in range(0, n_layers, max(1, -(-n_layers // 10)))]  # at most ~10 layer labels
     # thin separators between layers: ONE path shape (a shape per layer costs plotly.js ~1 ms each per redraw)
     path = " ".join(f"M {-0.5},{l * n_heads - 0.5} H {n_k - 0.5}" for l in range(1, n_layers))
     shapes = [{"type": "path", "path": path, "line": {"color": "#e5e7eb", "width": 0.5}}] if path else []
@@ -77,8 +78,9 @@ def overview_heatmap(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos:
     title = f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head"
     return figure([heat], title, max(360, min(900, n_layers * n_heads * 3 + 100)), shapes=shapes,
                   xaxis={"title": {"text": "key position"}, **position_ticks(keys), "tickangle": -60},
-                  yaxis={"title": {"text": "layer · head"}, "tickmode": "array", "tickvals": ticks,
-                         "ticktext": [f"L{l}" for l in range(n_layers)], "autorange": "reversed"})
+                  yaxis={"title": {"text": "layer · head"}, "type": "category", "tickmode": "array",
+                         "tickvals": [y[t] for t in ticks], "ticktext": [f"L{t // n_heads}" for t in ticks],
+                         "autorange": "reversed"})
 
 
 def kv_groups_html(num_heads: int, num_kv_heads: int, groups: list[list[int]] | None = None,
