@@ -265,3 +265,21 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
         monkeypatch.setenv("INSPECTOR_DECODE_THREADS", bad)
         with pytest.raises(InputError, match="INSPECTOR_DECODE_THREADS must be a positive integer"):
             decode_threads()
+
+
+def test_step_on_the_residual_tab_sends_the_logit_lens_after_the_plots(tiny_loaded):
+    """The lens (an LM-head matmul per layer) is computed while the page draws the plots: a third update."""
+    h, store = make(tiny_loaded)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    store.get(sid).tab = "residual"
+    tokens, plots, lens = list(h.step(sid, *SAMPLING, 0, 0))
+    lens_at = VIEW_KEYS.index("lens")
+    import plotly.graph_objects as go
+
+    assert isinstance(plots[VIEW_KEYS.index("resid_heat")], go.Figure)
+    assert isinstance(plots[VIEW_KEYS.index("resid_pos")], go.Figure)
+    assert not isinstance(plots[lens_at], str) and not isinstance(plots[-1], str)  # no lens, no marker yet
+    assert [i for i, v in enumerate(lens) if isinstance(v, str)] == [lens_at, len(VIEW_KEYS)]  # lens + marker only
+    assert lens[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
+    assert 'data-step="1" data-tab="residual"' in lens[-1]
+    assert not isinstance(tokens[lens_at], str)

@@ -18,7 +18,7 @@ import gradio as gr
 from inspector.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
-from inspector.ui.model_thread import decode_threads, intra_op_threads, on_model_thread
+from inspector.ui.model_thread import intra_op_threads, on_model_thread
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry
 from inspector.viz import inventory as vi
@@ -31,10 +31,6 @@ PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a s
 
 class Handlers(Views):
     """The app's event handlers (rendering inherited from `Views`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.decode_threads = decode_threads()  # read here, before the model thread changes its count
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -137,11 +133,13 @@ class Handlers(Views):
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
 
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
-        """The Step button: one decode step (feed the last sampled token, sample the next), streamed as two
+        """The Step button: one decode step (feed the last sampled token, sample the next), streamed as
         updates of VIEW_KEYS + the drawn marker: first the status, tokens and text, so the new token shows
-        without waiting for any plot; then the open tab's plots. One event, so the plots need no second
-        round trip from the browser (measured: token ~200 ms, all views ~410 ms, vs ~424 ms for both as one
-        update and ~480 ms with a chained second event)."""
+        without waiting for any plot; then the open tab's plots; on the Residual tab, last, the logit lens
+        table, computed while the page draws the plots (it was ~50 ms of that tab's step). One event, so
+        the plots need no second round trip from the browser (measured: token ~200 ms, all views ~410 ms,
+        vs ~424 ms for both as one update and ~480 ms with a chained second event). The drawn marker comes
+        with the last update."""
         entry = self.store.get(sid)
         try:
             entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
@@ -149,12 +147,15 @@ class Handlers(Views):
             yield self.error_views(entry, exc) + [gr.skip()]
             return
         yield self.views(entry, layer, head, plots=False) + [gr.skip()]
+        lens_later = entry.tab == "residual"
         try:
-            views = self.views(entry, layer, head)
+            views = self.views(entry, layer, head, lens=not lens_later)
+            marker = gr.skip() if lens_later else self.drawn_marker(entry)
+            yield [gr.skip()] * len(TOKEN_KEYS) + views[len(TOKEN_KEYS):] + [marker]
+            if lens_later:
+                yield self.only("lens", self.lens_view(entry)) + [self.drawn_marker(entry)]
         except (InspectorError, ValueError) as exc:
             yield self.error_views(entry, exc) + [gr.skip()]
-            return
-        yield [gr.skip()] * len(TOKEN_KEYS) + views[len(TOKEN_KEYS):] + [self.drawn_marker(entry)]
 
     def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
         """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.
