@@ -15,6 +15,7 @@ closed tab) is re-laid out when it first gets a size.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ draw();
 """
 
 
+@cache  # once per process: every PlotlyView shares the one static path and script tag
 def serve_plotly_js() -> str:
     """Let Gradio serve the bundled plotly.min.js; returns the `<head>` tag that loads it (page-relative)."""
     if not PLOTLY_JS.is_file():
