@@ -162,7 +162,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
                       api_name="ui_prefill_submit", api_visibility="undocumented", **fast)
         hidden = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
-        # Step streams two updates: the token first (status, chips, text), then the open tab's plots
+        # Step streams its updates: the token first (status, chips, text), then the open tab's plots (and on
+        # the Residual tab the logit lens last); the hidden `drawn` marker comes with the last one
         step_btn.click(h.step, [sid, *sampling, layer, head], [*views, drawn], api_name="ui_step", **hidden, **fast)
         play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", **hidden, **fast)
         pause_btn.click(h.pause, [sid], None, api_name="ui_pause", api_visibility="undocumented", queue=False)
