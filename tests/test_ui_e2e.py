@@ -191,6 +191,26 @@ def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
     b.close()
 
 
+def plot_fills_its_box(page: Page, elem_id: str, min_width: int) -> None:
+    """The plotly figure in #elem_id is laid out at the width its div is shown at."""
+    page.wait_for_function(f"(() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
+                           f" return d && d.clientWidth > {min_width} && d._fullLayout.width === d.clientWidth; }})()",
+                           timeout=T)
+
+
+def test_plots_fit_their_box_when_a_closed_tab_opens_and_the_window_resizes(page: Page, app_url):
+    """Before any prefill, opening a tab redraws nothing: its hint figure, drawn while the tab was closed, is
+    laid out again once shown; and again when the window gets narrower."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    goto(page, app_url)
+    open_tab(page, "Timing")
+    expect(page.locator("#timing-chart")).to_contain_text("Type a prompt")
+    plot_fills_its_box(page, "timing-chart", 1000)
+    page.set_viewport_size({"width": 900, "height": 1000})
+    plot_fills_its_box(page, "timing-chart", 500)
+    assert page.evaluate("document.querySelector('#timing-chart .js-plotly-plot').clientWidth") < 900
+
+
 def test_inventory_lists_272_tensors(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1000})
     goto(page, app_url)
