@@ -153,10 +153,10 @@ def main() -> None:
         rows.append(("Step click-to-paint, all tabs (median): new token / all views", f"{all_tok:.0f} / {all_full:.0f} ms",
                      "target ≤ 200 ms"))
         rows.append(("engine step during the UI run (forward + sample, median)", f"{ui_engine_ms:.0f} ms", ""))
-        rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)", f"{engine_ms:.0f} ms",
-                     "peer"))
-        rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes", f"{alone[app_threads]:.0f} ms",
-                     "peer"))
+        rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
+                     f"{engine_ms:.0f} ms", "peer"))
+        rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
+                     f"{alone[app_threads]:.0f} ms", "peer"))
 
         # Play with views on: the heaviest tab (Attention) and a light one (Timing)
         for tab in ("Attention", "Timing"):

@@ -68,7 +68,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n))
     page.screenshot(path=str(ARTIFACTS / "ui_attention_prefill.png"), full_page=True)
 
-    # plots are redrawn in place: the same plotly div across steps (PlotlyView), its content new each step
+    # plots are redrawn in place: the same plotly div across steps (inspector.ui.bundle), its content new each step
     overview = page.locator("#attn-overview .js-plotly-plot")
     expect(overview).to_have_count(1)
     overview.evaluate("el => { el.dataset.mark = 'kept'; }")

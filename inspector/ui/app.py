@@ -3,7 +3,8 @@
 Handlers live in `inspector.ui.handlers`, figures in `inspector.viz`. The browser's `gr.State` holds
 only a session id; the per-session engine state lives in a `SessionStore` and is freed when the State
 is deleted (time-to-live) or the page unloads. Theme, CSS and JS go to `launch()` (Gradio 6): use
-`launch_kwargs()`.
+`launch_kwargs()`. The views are `ViewSlot`s that Gradio never updates: every view event has one output,
+the `ViewBundle` of the views it changed (`inspector.ui.bundle`).
 
 Named API endpoints for scripts (gradio_client): `prefill` and `step`, each returning a dict with
 `text`, `prompt_ids`, `generated_ids`, `pieces`, `phase`, `finished`, `ttft_ms`, `last_tpot_ms`.
@@ -18,7 +19,7 @@ import gradio as gr
 
 from inspector.ui import api
 from inspector.ui.handlers import VIEW_KEYS, Handlers
-from inspector.ui.plotly_view import PlotlyView
+from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.sessions import SessionStore, limits_from_env, new_ui_session
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
@@ -100,40 +101,40 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     pause_btn = gr.Button("Pause", elem_id="pause-btn")
                     reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn")
             with gr.Column(scale=3, min_width=400):
-                status = gr.HTML(elem_id="status")
+                ViewSlot("status", "status")
                 gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
-                chips = gr.HTML(elem_id="tokens")
-                text = gr.HTML(elem_id="text")
+                ViewSlot("chips", "tokens")
+                ViewSlot("text", "text")
                 position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                      elem_id="position")
         with gr.Tabs():
             with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
                 gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
-                resid_heat = PlotlyView("resid-heatmap")
-                resid_pos = PlotlyView("resid-position")
-                lens = gr.HTML(elem_id="logit-lens-view")
+                ViewSlot("resid_heat", "resid-heatmap", plot=True)
+                ViewSlot("resid_pos", "resid-position", plot=True)
+                ViewSlot("lens", "logit-lens-view")
             with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
                 gr.Markdown(va.CAPTION, elem_classes="ii-caption")
                 with gr.Row():
                     layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
                     head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
                                      elem_id="attn-head")
-                attn_info = gr.HTML(elem_id="attn-info")
-                attn_fig = PlotlyView("attn-pattern")
-                attn_overview = PlotlyView("attn-overview")
+                ViewSlot("attn_info", "attn-info")
+                ViewSlot("attn_fig", "attn-pattern", plot=True)
+                ViewSlot("attn_overview", "attn-overview", plot=True)
             with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
                 gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
-                kv_summary = gr.HTML(elem_id="kv-summary-view")
+                ViewSlot("kv_summary", "kv-summary-view")
                 with gr.Row():
-                    kv_bars = PlotlyView("kv-bars")
-                    kv_growth = PlotlyView("kv-growth")
+                    ViewSlot("kv_bars", "kv-bars", plot=True)
+                    ViewSlot("kv_growth", "kv-growth", plot=True)
                 recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
                                       elem_id="kv-recompute-btn")
-                kv_recompute = gr.HTML(elem_id="kv-recompute-view")
+                ViewSlot("kv_recompute", "kv-recompute-view")
             with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                 gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
-                samp_info = gr.HTML(elem_id="sampling-view")
-                samp_fig = PlotlyView("sampling-bars")
+                ViewSlot("samp_info", "sampling-view")
+                ViewSlot("samp_fig", "sampling-bars", plot=True)
                 resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
             with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
                 gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
@@ -142,46 +143,42 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
             with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                 gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
-                timing_fig = PlotlyView("timing-chart")
-        drawn = gr.HTML(elem_id="views-drawn")  # hidden (app.css): which step the plots show
-        # Gradio runs a per-frame timer for every output that is waiting on an event, shown or not: with all
-        # views as outputs that kept the browser busy through each model step (measured: ~60 ms of a 160 ms
-        # step, which the 2-thread engine feels at once on 2 cores). Only the hidden marker waits instead.
-        fast = {**FAST, "show_progress_on": [drawn]}
-
-        comp = {"status": status, "chips": chips, "text": text, "resid_heat": resid_heat, "resid_pos": resid_pos,
-                "lens": lens, "attn_fig": attn_fig, "attn_overview": attn_overview, "attn_info": attn_info,
-                "kv_bars": kv_bars, "kv_growth": kv_growth, "kv_summary": kv_summary,
-                "kv_recompute": kv_recompute, "samp_fig": samp_fig, "samp_info": samp_info,
-                "timing_fig": timing_fig}
-        views = [comp[k] for k in VIEW_KEYS]
+                ViewSlot("timing_fig", "timing-chart", plot=True)
+        ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
+        # Every view event has ONE output, the bundle of the views it changed (inspector.ui.bundle: Gradio's
+        # cost per update grows with the number of outputs, skipped ones too).
+        bundle = ViewBundle()
         sampling = [temperature, top_k, top_p, min_p, seed]
-
-        prefill_btn.click(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
-                          api_name="ui_prefill", api_visibility="undocumented", **fast)
-        prompt.submit(h.prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, *views],
-                      api_name="ui_prefill_submit", api_visibility="undocumented", **fast)
         hidden = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
+
+        prefill = bundled(h.prefill, VIEW_KEYS, lead=1)  # outputs: the session id, then the views
+        prefill_btn.click(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
+                          api_name="ui_prefill", **hidden, **FAST)
+        prompt.submit(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
+                      api_name="ui_prefill_submit", **hidden, **FAST)
         # Step streams its updates: the token first (status, chips, text), then the open tab's plots (and on
         # the Residual tab the logit lens last); the hidden `drawn` marker comes with the last one
-        step_btn.click(h.step, [sid, *sampling, layer, head], [*views, drawn], api_name="ui_step", **hidden, **fast)
-        play_btn.click(h.play, [sid, *sampling, layer, head], views, api_name="ui_play", **hidden, **fast)
-        pause_btn.click(h.pause, [sid], None, api_name="ui_pause", api_visibility="undocumented", queue=False)
-        reset_btn.click(h.reset, [sid, layer, head], views, api_name="ui_reset", **hidden, **fast)
-        resample_btn.click(h.resample, [sid, *sampling, layer, head], views, api_name="ui_resample", **hidden,
-                           **fast)
+        step_btn.click(bundled(h.step, (*VIEW_KEYS, "drawn")), [sid, *sampling, layer, head], [bundle],
+                       api_name="ui_step", **hidden, **FAST)
+        play_btn.click(bundled(h.play, VIEW_KEYS), [sid, *sampling, layer, head], [bundle], api_name="ui_play",
+                       **hidden, **FAST)
+        pause_btn.click(h.pause, [sid], None, api_name="ui_pause", queue=False, **hidden)
+        reset_btn.click(bundled(h.reset, VIEW_KEYS), [sid, layer, head], [bundle], api_name="ui_reset", **hidden,
+                        **FAST)
+        resample_btn.click(bundled(h.resample, VIEW_KEYS), [sid, *sampling, layer, head], [bundle],
+                           api_name="ui_resample", **hidden, **FAST)
         latest = {"trigger_mode": "always_last", **hidden}  # a burst of moves: only the last one is drawn
         # a sampling control moved: redraw the newest step's distribution from stored logits (no model)
         gr.on([temperature.release, top_k.release, top_p.release, min_p.release, seed.submit, seed.blur],
-              h.preview, [sid, *sampling], [samp_fig, samp_info, status], **latest, **fast)
-        gr.on([position.input, position.submit, layer.release, head.release], h.select,
-              [sid, position, layer, head], views, **latest, **fast)
-        recompute.click(h.recompute, [sid], [kv_recompute, status], api_visibility="undocumented", **fast)
-        inv_layer.change(h.inventory_view, [inv_layer], [inventory], api_visibility="undocumented", **fast)
+              bundled(h.preview, ("samp_fig", "samp_info", "status")), [sid, *sampling], [bundle], **latest, **FAST)
+        gr.on([position.input, position.submit, layer.release, head.release], bundled(h.select, VIEW_KEYS),
+              [sid, position, layer, head], [bundle], **latest, **FAST)
+        recompute.click(bundled(h.recompute, ("kv_recompute", "status")), [sid], [bundle], **hidden, **FAST)
+        inv_layer.change(h.inventory_view, [inv_layer], [inventory], **hidden, **FAST)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
-            tab.select(h.show_tab(key), [sid, layer, head], views, **latest, **fast)
-        demo.load(lambda: h.blank_views(), None, views, api_visibility="undocumented", **fast)
+            tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)
+        demo.load(bundled(h.blank_views, VIEW_KEYS), None, [bundle], **hidden, **FAST)
         api.register(h, sid, [prompt, chat, system, *sampling, max_new])
     return demo
 

@@ -1,0 +1,170 @@
+"""Every view update of an event travels as ONE Gradio output, applied in the browser to the view slots.
+
+The views (status line, token chips, text, each tab's plots and HTML) are `ViewSlot`s: components whose
+HTML template is one empty element that Gradio never updates. Events output a single `ViewBundle`; its
+value is a JSON object {view key: new value} holding only the views that changed. The bundle's script puts
+each value into its slot: `Plotly.react` on a plot slot's kept div, `innerHTML` for an HTML slot. A slot
+mounted later (the first time its tab opens) draws the last value the page received for it.
+
+Why: Gradio's cost per update grows with the number of outputs, even skipped ones. Measured on the 2-core
+dev machine (throwaway app, click to paint): an event streaming two updates to 17 outputs 106 ms; the
+same to one output 67 ms. Step streams two or three updates and every view used to be an output.
+
+Plots are redrawn in place (`Plotly.react` on the same div), never rebuilt: Gradio 6's `gr.Plot` re-mounts
+its figure on every value (`newPlot` into an empty div, then `Plots.resize`); measured click to paint, a
+270x120 heatmap 147 ms with `gr.Plot` against 89 ms redrawn in place. plotly.js is the copy inside the
+installed `plotly` package (the version its figure JSON is written for), served by Gradio as a static
+file: the page makes no external request.
+
+Handlers keep returning lists aligned with `VIEW_KEYS` (`gr.skip()` for a view left as it is);
+`bundled()` adapts them for the wiring.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from functools import cache, wraps
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import plotly
+import plotly.graph_objects as go
+
+PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+
+PLOT_CONFIG = {"displaylogo": False, "displayModeBar": "hover", "responsive": False}
+
+# The bundle's script (`element`, `props`, `watch` are given by gr.HTML). `window.iiViews` keeps the latest
+# value per key, so a slot mounted later can draw itself (`window.iiShowView`).
+APPLY_JS = """
+const views = window.iiViews = window.iiViews || {};
+const config = %s;
+const show = (key) => {
+  const slot = document.querySelector(`.ii-slot[data-view="${key}"]`);
+  if (!slot) return;
+  const value = views[key];
+  if (slot.classList.contains('ii-plot')) {
+    if (value && value.data) window.Plotly.react(slot, value.data, value.layout || {}, config);
+    else window.Plotly.purge(slot);
+  } else {
+    slot.innerHTML = value || '';
+  }
+};
+window.iiShowView = show;
+// HTML views change at once; plots are drawn after the next paint, so the new token (status, chips, text)
+// is on screen first even when the plots' update arrives in the same task. A draw shows the latest value.
+// The hidden `drawn` marker (which step the plots show) changes with the plots it marks.
+const pending = new Set();
+const drawPlots = () => { const keys = [...pending]; pending.clear(); keys.forEach(show); };
+const apply = () => {
+  if (!props.value) return;
+  const update = JSON.parse(props.value);
+  for (const key of Object.keys(update)) {
+    views[key] = update[key];
+    const slot = document.querySelector(`.ii-slot[data-view="${key}"]`);
+    if (slot && (slot.classList.contains('ii-plot') || (key === 'drawn' && pending.size))) {
+      if (!pending.size) requestAnimationFrame(() => setTimeout(drawPlots, 0));
+      pending.add(key);
+    } else {
+      show(key);
+    }
+  }
+};
+watch('value', apply);
+apply();
+""" % json.dumps(PLOT_CONFIG)
+
+# A slot's script: draw what the page already received for it; a plot is laid out again whenever its div
+# changes width (a tab opened, the window resized: plotly does not notice by itself).
+SLOT_JS = """
+const slot = element.querySelector('.ii-slot');
+if (window.iiShowView) window.iiShowView(slot.dataset.view);
+if (slot.classList.contains('ii-plot')) {
+  new ResizeObserver(() => {
+    const shown = slot._fullLayout && slot.clientWidth;
+    if (shown && slot.clientWidth !== slot._fullLayout.width) window.Plotly.Plots.resize(slot);
+  }).observe(slot);
+}
+"""
+
+
+@cache  # once per process: every plot slot shares the one static path and script tag
+def serve_plotly_js() -> str:
+    """Let Gradio serve the bundled plotly.min.js; returns the `<head>` tag that loads it (page-relative)."""
+    if not PLOTLY_JS.is_file():
+        raise FileNotFoundError(f"plotly.js not found at {PLOTLY_JS}: reinstall the plotly package")
+    gr.set_static_paths([PLOTLY_JS])
+    return f'<script src="gradio_api/file={PLOTLY_JS.as_posix()}"></script>'
+
+
+class ViewSlot(gr.HTML):
+    """Where one view is shown; filled by the `ViewBundle`, never by Gradio. `plot=True`: a plotly div."""
+
+    def __init__(self, key: str, elem_id: str, plot: bool = False, **kwargs: Any) -> None:
+        classes = "ii-slot ii-plot" if plot else "ii-slot"
+        super().__init__(value=None, html_template=f'<div class="{classes}" data-view="{key}"></div>',
+                         js_on_load=SLOT_JS, head=serve_plotly_js() if plot else None,
+                         apply_default_css=not plot, padding=not plot, elem_id=elem_id,
+                         elem_classes="ii-plot-view" if plot else None, **kwargs)
+
+
+class ViewBundle(gr.HTML):
+    """The one output of every view event: {view key: value} as JSON, applied by its script."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(value=None, html_template="", js_on_load=APPLY_JS, head=serve_plotly_js(),
+                         elem_id="view-bundle", padding=False, container=False, **kwargs)
+
+    def postprocess(self, value: dict | str | None) -> str | None:
+        """{key: figure | HTML string} -> one JSON object; figures go as plotly JSON (numpy as base64)."""
+        if value is None or isinstance(value, str):
+            return value
+        return encode(value)
+
+
+def encode(views: dict[str, Any]) -> str:
+    """The bundle's JSON text; each figure is serialized once by plotly (no dict round trip)."""
+    parts = []
+    for key, value in views.items():
+        if isinstance(value, go.Figure):
+            text = value.to_json(validate=False)
+        elif isinstance(value, dict):  # a figure as a plain dict
+            text = go.Figure(value, _validate=False).to_json(validate=False)
+        else:
+            text = json.dumps(value)
+        parts.append(f"{json.dumps(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+def is_skip(value: Any) -> bool:
+    return isinstance(value, dict) and value == {"__type__": "update"}
+
+
+def pack(keys: Sequence[str], values: Sequence[Any]) -> dict | Any:
+    """Values aligned with `keys` -> {key: value} without the skipped ones; `gr.skip()` when nothing changed."""
+    changed = {k: v for k, v in zip(keys, values) if not is_skip(v)}
+    return changed if changed else gr.skip()
+
+
+def bundled(fn: Callable, keys: Sequence[str], lead: int = 0) -> Callable:
+    """Wrap a handler whose outputs are `lead` ordinary outputs, then one value per key, into one whose
+    outputs are those `lead` outputs and the bundle (a generator stays a generator: Gradio streams it)."""
+    def convert(out: Any) -> Any:
+        out = list(out) if isinstance(out, (list, tuple)) else [out]
+        packed = pack(keys, out[lead:])
+        return [*out[:lead], packed] if lead else packed
+
+    if inspect.isgeneratorfunction(fn):
+        @wraps(fn)
+        def stream(*args: Any) -> Any:
+            for out in fn(*args):
+                yield convert(out)
+        return stream
+
+    @wraps(fn)
+    def call(*args: Any) -> Any:
+        return convert(fn(*args))
+    return call
