@@ -138,9 +138,9 @@ class Handlers(Views):
         without waiting for any plot; then the open tab's plots; on the Residual tab, last, the logit lens
         table, computed while the page draws the plots (it was ~50 ms of that tab's step). One event, so
         the plots need no second round trip from the browser (an earlier measurement: ~480 ms with a chained
-        second event vs ~410 ms). Measured against one combined update (bench/ui.py, same machine): token
-        188 vs 260 ms, all views 299 vs 281 ms, so the token is shown first. The drawn marker comes with the
-        last update."""
+        second event vs ~410 ms). Measured against one combined update (bench/ui.py, same machine, when every
+        view was its own output): token 188 vs 260 ms, all views 299 vs 281 ms, so the token is shown first.
+        The drawn marker comes with the last update."""
         entry = self.store.get(sid)
         try:
             entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
