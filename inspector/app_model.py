@@ -72,19 +72,21 @@ class AppLimits:
     max_trace_mb: int = 320  # KV cache + trace one session may hold; a step beyond it is refused
 
 
+def positive_int_env(var: str) -> int | None:
+    """The environment variable `var` as a positive integer; None when unset or blank; InputError otherwise."""
+    raw = os.environ.get(var)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{var} must be a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise InputError(f"{var} must be a positive integer, got {raw!r}")
+    return value
+
+
 def app_limits() -> AppLimits:
     """The caps, with `INSPECTOR_MAX_SESSIONS`, ... overriding the defaults. InputError on a bad value."""
-    values: dict[str, int] = {}
-    for name in AppLimits.__dataclass_fields__:
-        var = f"INSPECTOR_{name.upper()}"
-        raw = os.environ.get(var)
-        if raw is None or raw.strip() == "":
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise InputError(f"{var} must be a positive integer, got {raw!r}") from None
-        if value <= 0:
-            raise InputError(f"{var} must be a positive integer, got {raw!r}")
-        values[name] = value
-    return AppLimits(**values)
+    values = {name: positive_int_env(f"INSPECTOR_{name.upper()}") for name in AppLimits.__dataclass_fields__}
+    return AppLimits(**{name: value for name, value in values.items() if value is not None})

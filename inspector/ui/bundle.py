@@ -140,7 +140,8 @@ def encode(views: dict[str, Any]) -> str:
 
 
 def is_skip(value: Any) -> bool:
-    return isinstance(value, dict) and value == {"__type__": "update"}
+    """True for `gr.skip()` (a view left as it is)."""
+    return isinstance(value, dict) and value == gr.skip()
 
 
 def pack(keys: Sequence[str], values: Sequence[Any]) -> dict | Any:

@@ -21,7 +21,6 @@ matmuls) keeps every thread.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from inspector.errors import InputError
+from inspector.app_model import positive_int_env
 
 T = TypeVar("T")
 
@@ -58,16 +57,8 @@ def on_model_thread(fn: Callable[..., T]) -> Callable[..., T]:
 def decode_threads() -> int:
     """Intra-op threads for a decode step: `INSPECTOR_DECODE_THREADS`, else torch's count less one (>= 1).
     Call it before the model thread has changed its count (the app does, when it builds its handlers)."""
-    raw = os.environ.get("INSPECTOR_DECODE_THREADS", "").strip()
-    if not raw:
-        return max(1, torch.get_num_threads() - 1)
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise InputError(f"INSPECTOR_DECODE_THREADS must be a positive integer, got {raw!r}")
-    return n
+    n = positive_int_env("INSPECTOR_DECODE_THREADS")
+    return n if n is not None else max(1, torch.get_num_threads() - 1)
 
 
 @contextmanager
