@@ -15,7 +15,7 @@ parallel region whose threads wait for the slowest; on 2 cores, anything else th
 page's rendering when the browser is local, Gradio encoding and sending the previous step, another
 user's request) stalls every region. Measured (SmolLM2-135M, context ~60, 2 cores): idle, 1 thread 86 ms
 vs 2 threads 60 ms; with a 40%-busy neighbour 93 vs 127 ms; with a busy one 88 vs 591 ms; in the app with
-the browser on the same machine 90 vs 103 ms a step, and Play 8.1-8.4 vs 6.5 tokens/s. Prefill (large
+the browser on the same machine (before the view bundle) 90 vs 103 ms a step, and Play 8.1-8.4 vs 6.5 tokens/s. Prefill (large
 matmuls) keeps every thread.
 """
 
