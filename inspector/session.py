@@ -9,6 +9,13 @@ and the cached keys; no T x T map is ever stored).
 
 Seed rule: the token at position p is drawn with `generator_for(params.seed, p)`, so `preview_sample`
 with the same params predicts exactly what `step` or `resample` picks.
+
+Run-ahead: a decode step's forward only feeds the last sampled token, which is known as soon as it is
+drawn, and its logits do not depend on the sampling settings. `forward_ahead()` runs that forward early
+(while a person looks at the last token) and keeps it pending, outside `records`; the next `step()`
+commits it and only samples. The pending forward has written one position past the committed end of the
+cache; everything that changes the last token (resample, branch, a new prefill) drops it and rewinds
+the cache, so what a session shows and returns is the same with or without running ahead.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,6 +45,16 @@ def _check(params: SamplingParams) -> None:
         params.validate()
     except ValueError as exc:
         raise InputError(str(exc)) from None
+
+
+@dataclass
+class _Forward:
+    """One forward's record and the private tensors kept beside it."""
+
+    record: ForwardRecord
+    logits: torch.Tensor  # (V,) fp32
+    queries: torch.Tensor | None  # (layers, H, n_new, d)
+    lens_inputs: torch.Tensor | None  # (layers, D)
 
 
 class Session:
@@ -67,6 +85,7 @@ class Session:
         self._logits: list[torch.Tensor] = []  # per record, (V,) fp32
         self._queries: list[torch.Tensor | None] = []  # per record, (layers, H, n_new, d)
         self._lens_inputs: list[torch.Tensor | None] = []  # per record, (layers, D): last position's resid_post
+        self._ahead: _Forward | None = None  # the next decode forward, run early (see forward_ahead)
         self._detok = Detokenizer(self.tokenizer)
 
     # ---- generation
@@ -99,7 +118,7 @@ class Session:
         self._reset()
         self.max_new_tokens = max_new_tokens
         self.prompt_ids = list(ids)
-        rec = self._forward("prefill", list(ids), cached=True)
+        rec = self._commit(self._forward("prefill", list(ids), cached=True))
         rec.tokenize_ms = tokenize_ms
         self._sample_into(0, params)
         return rec
@@ -112,9 +131,37 @@ class Session:
             raise InputError("nothing to continue: run prefill first")
         if self.finished:
             raise InputError(f"generation has finished ({self.finished}); branch, resample or prefill again")
-        rec = self._forward("decode", [self.generated_ids[-1]], cached=not self.recompute)
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            ahead = self._forward("decode", [self.generated_ids[-1]], cached=not self.recompute)
+        rec = self._commit(ahead)
         self._sample_into(len(self.records) - 1, params)
         return rec
+
+    def forward_ahead(self) -> bool:
+        """Run the next step's forward now and keep it for `step()` (see the module docstring). False when
+        there is nothing to run: not prefilled, finished, already ahead, or a recompute session."""
+        if not self.records or self.finished or self._ahead is not None or self.recompute:
+            return False
+        self._ahead = self._forward("decode", [self.generated_ids[-1]], cached=True)
+        return True
+
+    @property
+    def is_ahead(self) -> bool:
+        """True while a forward run by `forward_ahead()` waits for the next `step()`."""
+        return self._ahead is not None
+
+    def _drop_ahead(self) -> None:
+        """Forget a pending forward (its token is about to change) and rewind the cache to the records."""
+        if self._ahead is not None:
+            self._ahead = None
+            self.cache.truncate(self._end)
+
+    @property
+    def _end(self) -> int:
+        """Positions committed by the records (the cache may hold one more while a forward is pending)."""
+        rec = self.records[-1]
+        return rec.start_pos + rec.n_new
 
     def play(self, params: SamplingParams) -> Iterator[ForwardRecord]:
         """Step until EOS, max_new_tokens or the context end (sets `finished`)."""
@@ -125,6 +172,7 @@ class Session:
         """Force `token_id` as the token sampled at `step` (0 = the prefill's sample), drop what followed
         (truncating the KV cache), and continue from there."""
         self._record_at(step)
+        self._drop_ahead()
         step = step % len(self.records)
         if not 0 <= token_id < self.config.vocab_size:
             raise InputError(f"token id {token_id} is outside the vocabulary ({self.config.vocab_size})")
@@ -148,6 +196,7 @@ class Session:
         _check(params)
         if not self.records:
             raise InputError("nothing to resample: run prefill first")
+        self._drop_ahead()
         self._sample_into(len(self.records) - 1, params)
         self.records[-1].extra.pop("forced", None)
         return self.records[-1]
@@ -178,8 +227,12 @@ class Session:
     @property
     def retained_nbytes(self) -> int:
         """Bytes this session holds beyond the model: the KV cache as allocated, the private fp32 logits,
-        queries and lens inputs, and the records' fp16 logits and norms (what a memory cap must bound)."""
-        private = [t for group in (self._logits, self._queries, self._lens_inputs) for t in group if t is not None]
+        queries and lens inputs (a pending forward's too), and the records' fp16 logits and norms (what a
+        memory cap must bound)."""
+        groups = [self._logits, self._queries, self._lens_inputs]
+        if self._ahead is not None:
+            groups.append([self._ahead.logits, self._ahead.queries, self._ahead.lens_inputs])
+        private = [t for group in groups for t in group if t is not None]
         records = sum(r.logits.nbytes + sum(getattr(r, p).nbytes for p in NORM_POINTS) for r in self.records)
         return self.cache.allocated_nbytes + sum(t.numel() * t.element_size() for t in private) + records
 
@@ -189,8 +242,8 @@ class Session:
             raise InputError(f"no step {step}: this generation has steps 0..{len(self.records) - 1}")
         return self.records[step]
 
-    def _forward(self, kind: str, token_ids: list[int], cached: bool) -> ForwardRecord:
-        """Run one forward (cached, or the full sequence when not), store its record, logits and queries."""
+    def _forward(self, kind: str, token_ids: list[int], cached: bool) -> _Forward:
+        """Run one forward (cached, or the full sequence when not): its record, logits and queries."""
         start = self.cache.length
         L = self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
@@ -215,11 +268,15 @@ class Session:
             forward_ms=forward_ms,
         )
         record.extra["record_ms"] = (time.perf_counter() - t1) * 1e3
-        self.records.append(record)
-        self._logits.append(logits)
-        self._queries.append(queries)
-        self._lens_inputs.append(lens_inputs)
-        return record
+        return _Forward(record, logits, queries, lens_inputs)
+
+    def _commit(self, forward: _Forward) -> ForwardRecord:
+        """Append a forward to the records."""
+        self.records.append(forward.record)
+        self._logits.append(forward.logits)
+        self._queries.append(forward.queries)
+        self._lens_inputs.append(forward.lens_inputs)
+        return forward.record
 
     def logit_lens(self, step: int) -> list[list[TopToken]]:
         """The logit lens of a step (per layer, top-5), computed now if the session was made with lens=False."""

@@ -92,6 +92,7 @@ def test_limits_reject_bad_values_in_one_line(monkeypatch, value):
 @pytest.mark.parametrize("var, value, message", [
     ("INSPECTOR_MODEL", "/nonexistent/model-dir", "error: model source not found: /nonexistent/model-dir"),
     ("INSPECTOR_MAX_SESSIONS", "many", "error: INSPECTOR_MAX_SESSIONS must be a positive integer, got 'many'"),
+    ("INSPECTOR_RUN_AHEAD", "yes", "error: INSPECTOR_RUN_AHEAD must be 0 or 1, got 'yes'"),
 ])
 def test_app_py_reports_a_bad_setting_in_one_line(var, value, message):
     """`python app.py` with a wrong model path or cap: one line on stderr, exit 1, no traceback."""

@@ -236,8 +236,15 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
         counts.setdefault("prefill", []).append(torch.get_num_threads())
         return real_prefill(self, *args, **kwargs)
 
+    real_ahead = Session.forward_ahead
+
+    def spy_ahead(self):
+        counts.setdefault("ahead", []).append(torch.get_num_threads())
+        return real_ahead(self)
+
     monkeypatch.setattr(Session, "step", spy_step)
     monkeypatch.setattr(Session, "prefill", spy_prefill)
+    monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
     full = model_thread.run(torch.get_num_threads)
     monkeypatch.setenv("INSPECTOR_DECODE_THREADS", "3" if full != 3 else "2")
     h, _ = make(tiny_loaded)
@@ -246,7 +253,9 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
     step(h, sid, *SAMPLING, 0, 0)
     list(h.play(sid, *SAMPLING, 0, 0))
     h.prefill(sid, "Again", False, "", *SAMPLING, 8, 0, 0)
+    model_thread.run(lambda: None)  # the queued forwards ahead have run
     assert set(counts["step"]) == {h.decode_threads} and len(counts["step"]) >= 2
+    assert set(counts["ahead"]) == {h.decode_threads} and len(counts["ahead"]) >= 3
     assert counts["prefill"] == [full, full]
     assert model_thread.run(torch.get_num_threads) == full
 
@@ -283,3 +292,64 @@ def test_step_on_the_residual_tab_sends_the_logit_lens_after_the_plots(tiny_load
     assert lens[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
     assert 'data-step="1" data-tab="residual"' in lens[-1]
     assert not isinstance(tokens[lens_at], str)
+
+
+def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
+    """Prefill, Step, Resample and the end of Play queue the next decode forward on the model thread; the
+    next Step commits it instead of running its own; the tokens equal those of an app that does not run
+    ahead (INSPECTOR_RUN_AHEAD=0)."""
+    from inspector.session import Session
+    from inspector.ui import model_thread
+
+    forwards = []
+    real_forward = Session._forward
+
+    def spy_forward(self, kind, token_ids, cached):
+        forwards.append((kind, threading.current_thread().name))
+        return real_forward(self, kind, token_ids, cached)
+
+    monkeypatch.setattr(Session, "_forward", spy_forward)
+    sampled = (1.2, 0, 1.0, 0.0, 5)
+
+    def session_after(h, sid):
+        model_thread.run(lambda: None)  # wait for what the handlers queued
+        return h.store.get(sid).session
+
+    texts = {}
+    for run_ahead in ("1", "0"):
+        monkeypatch.setenv("INSPECTOR_RUN_AHEAD", run_ahead)
+        h, _ = make(tiny_loaded)
+        assert h.run_ahead is (run_ahead == "1")
+        forwards.clear()
+        sid = h.prefill(None, "The quick brown fox", False, "", *sampled, 12, 0, 0)[0]
+        assert session_after(h, sid).is_ahead is h.run_ahead
+        for _ in range(3):
+            list(h.step(sid, *sampled, 0, 0))
+            assert session_after(h, sid).is_ahead is h.run_ahead
+        h.resample(sid, 2.0, 0, 1.0, 0.0, 9, 0, 0)
+        assert session_after(h, sid).is_ahead is h.run_ahead
+        list(h.step(sid, *sampled, 0, 0))
+        list(h.play(sid, *sampled, 0, 0))
+        s = session_after(h, sid)
+        assert s.finished == "max_tokens" and not s.is_ahead
+        texts[run_ahead] = (s.generated_ids, [r.token_ids for r in s.records])
+        decodes = [name for kind, name in forwards if kind == "decode"]
+        # every forward ran on the model thread, one per step; running ahead adds the one dropped by resample
+        assert len(decodes) == len(s.records) - 1 + (1 if h.run_ahead else 0)
+        assert all(name.startswith(model_thread.THREAD_NAME) for name in decodes)
+    assert texts["1"] == texts["0"]
+
+
+def test_run_ahead_setting(monkeypatch):
+    from inspector.errors import InputError
+    from inspector.ui.model_thread import run_ahead_enabled
+
+    for raw, on in ((None, True), ("", True), ("1", True), ("0", False)):
+        if raw is None:
+            monkeypatch.delenv("INSPECTOR_RUN_AHEAD", raising=False)
+        else:
+            monkeypatch.setenv("INSPECTOR_RUN_AHEAD", raw)
+        assert run_ahead_enabled() is on
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "yes")
+    with pytest.raises(InputError, match="INSPECTOR_RUN_AHEAD must be 0 or 1"):
+        run_ahead_enabled()

@@ -18,7 +18,7 @@ import gradio as gr
 from inspector.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
-from inspector.ui.model_thread import intra_op_threads, on_model_thread
+from inspector.ui.model_thread import intra_op_threads, on_model_thread, run_ahead_enabled, submit
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry
 from inspector.viz import inventory as vi
@@ -31,6 +31,23 @@ PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a s
 
 class Handlers(Views):
     """The app's event handlers (rendering inherited from `Views`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.run_ahead = run_ahead_enabled()  # run each next decode forward before Step is pressed
+
+    def queue_forward_ahead(self, entry: Entry | None) -> None:
+        """Once a token's views are built, queue the next step's forward on the model thread
+        (`Session.forward_ahead`): the next Step then only samples and draws. Never waits for it."""
+        if self.run_ahead and entry is not None:
+            submit(self._forward_ahead, entry)
+
+    def _forward_ahead(self, entry: Entry) -> None:
+        s = entry.session
+        if s is None or entry.lock.locked() or self._over_memory_cap(entry):
+            return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
+        with intra_op_threads(self.decode_threads):
+            s.forward_ahead()
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -93,7 +110,9 @@ class Handlers(Views):
         try:
             params = parse_params(temperature, top_k, top_p, min_p, seed)
             sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
-            return [sid] + self.views(entry, layer, head)
+            views = self.views(entry, layer, head)
+            self.queue_forward_ahead(entry)
+            return [sid] + views
         except (InspectorError, ValueError) as exc:
             return [sid] + self.error_views(entry, exc)
 
@@ -152,9 +171,13 @@ class Handlers(Views):
         try:
             views = self.views(entry, layer, head, lens=not lens_later)
             marker = gr.skip() if lens_later else self.drawn_marker(entry)
+            if not lens_later:
+                self.queue_forward_ahead(entry)
             yield [gr.skip()] * len(TOKEN_KEYS) + views[len(TOKEN_KEYS):] + [marker]
             if lens_later:
-                yield self.only("lens", self.lens_view(entry)) + [self.drawn_marker(entry)]
+                lens = self.lens_view(entry)
+                self.queue_forward_ahead(entry)
+                yield self.only("lens", lens) + [self.drawn_marker(entry)]
         except (InspectorError, ValueError) as exc:
             yield self.error_views(entry, exc) + [gr.skip()]
 
@@ -194,7 +217,9 @@ class Handlers(Views):
             entry.playing = False
             entry.lock.release()
         if entry.session is not None:
-            yield self.views(entry, layer, head, message or ("paused" if entry.pause.is_set() else ""))
+            views = self.views(entry, layer, head, message or ("paused" if entry.pause.is_set() else ""))
+            self.queue_forward_ahead(entry)
+            yield views
 
     def pause(self, sid) -> None:
         """Ask a running Play to stop after the current step (own handler: never queued behind Play)."""
@@ -239,7 +264,9 @@ class Handlers(Views):
                 entry.session.resample(params)
             finally:
                 entry.lock.release()
-            return self.views(entry, layer, head, "resampled the newest token")
+            views = self.views(entry, layer, head, "resampled the newest token")
+            self.queue_forward_ahead(entry)
+            return views
         except (InspectorError, ValueError) as exc:
             return self.error_views(entry, exc)
 

@@ -17,13 +17,18 @@ user's request) stalls every region. Measured (SmolLM2-135M, context ~60, 2 core
 vs 2 threads 60 ms; with a 40%-busy neighbour 93 vs 127 ms; with a busy one 88 vs 591 ms; in the app with
 the browser on the same machine (before the view bundle) 90 vs 103 ms a step, and Play 8.1-8.4 vs 6.5 tokens/s. Prefill (large
 matmuls) keeps every thread.
+
+`submit()` queues work without waiting for it: the handlers run each next decode forward ahead this way
+(`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
+(`run_ahead_enabled()`). Queued on the same thread, it always finishes before a later Step's own call.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import wraps
 from typing import Any, Callable, TypeVar
@@ -31,6 +36,7 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from inspector.app_model import positive_int_env
+from inspector.errors import InputError
 
 T = TypeVar("T")
 
@@ -46,6 +52,11 @@ def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return _EXECUTOR.submit(fn, *args, **kwargs).result()
 
 
+def submit(fn: Callable[..., T], *args: Any) -> Future:
+    """Queue `fn(*args)` on the model thread and return at once; its result or exception stays in the Future."""
+    return _EXECUTOR.submit(fn, *args)
+
+
 def on_model_thread(fn: Callable[..., T]) -> Callable[..., T]:
     """Decorator: the function always runs on the model thread."""
     @wraps(fn)
@@ -59,6 +70,14 @@ def decode_threads() -> int:
     Call it before the model thread has changed its count (the app does, when it builds its handlers)."""
     n = positive_int_env("INSPECTOR_DECODE_THREADS")
     return n if n is not None else max(1, torch.get_num_threads() - 1)
+
+
+def run_ahead_enabled() -> bool:
+    """`INSPECTOR_RUN_AHEAD`: 1 or unset runs each next decode forward ahead; 0 runs it when Step is pressed."""
+    raw = (os.environ.get("INSPECTOR_RUN_AHEAD") or "").strip()
+    if raw not in ("", "0", "1"):
+        raise InputError(f"INSPECTOR_RUN_AHEAD must be 0 or 1, got {raw!r}")
+    return raw != "0"
 
 
 @contextmanager
