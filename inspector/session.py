@@ -138,12 +138,17 @@ class Session:
         self._sample_into(len(self.records) - 1, params)
         return rec
 
-    def forward_ahead(self) -> bool:
-        """Run the next step's forward now and keep it for `step()` (see the module docstring). False when
-        there is nothing to run: not prefilled, finished, already ahead, or a recompute session."""
-        if not self.records or self.finished or self._ahead is not None or self.recompute:
-            return False
-        self._ahead = self._forward("decode", [self.generated_ids[-1]], cached=True)
+    def forward_ahead(self, lens: bool = False) -> bool:
+        """Run the next step's forward now and keep it for `step()` (see the module docstring); `lens=True`
+        computes its logit lens too (also for a forward already pending). True when a forward is pending
+        afterwards; False when there is nothing to run: not prefilled, finished, or a recompute session."""
+        if self._ahead is None:
+            if not self.records or self.finished or self.recompute:
+                return False
+            self._ahead = self._forward("decode", [self.generated_ids[-1]], cached=True)
+        ahead = self._ahead
+        if lens and ahead.lens_inputs is not None and not ahead.record.logit_lens:
+            ahead.record.logit_lens = self._logit_lens(ahead.lens_inputs, ahead.logits)
         return True
 
     @property

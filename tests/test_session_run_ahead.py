@@ -22,7 +22,7 @@ def loaded(tiny_llama_dir):  # noqa: F811
 
 
 def started(loaded, params=SAMPLED) -> Session:
-    s = Session(loaded)
+    s = Session(loaded, lens=False)  # as the app: the lens only when asked for
     s.prefill(PROMPT, params, max_new_tokens=1000)
     return s
 
@@ -45,14 +45,16 @@ def assert_same(a: Session, b: Session) -> None:
 
 def test_steps_run_ahead_equal_plain_steps(loaded):
     plain, ahead = started(loaded), started(loaded)
-    for _ in range(6):
-        assert ahead.forward_ahead() and ahead.is_ahead
+    for k in range(1, 7):
+        assert ahead.forward_ahead(lens=k % 2 == 0) and ahead.is_ahead
         # the pending forward has written one position but shows nothing yet
         assert len(ahead.records) == len(plain.records) and ahead.cache.length == plain.cache.length + 1
         plain.step(SAMPLED)
         ahead.step(SAMPLED)
         assert not ahead.is_ahead
         assert_same(plain, ahead)
+        assert bool(ahead.records[k].logit_lens) is (k % 2 == 0)  # the lens ran ahead when asked
+        assert ahead.logit_lens(k) == plain.logit_lens(k)
 
 
 def test_resample_and_branch_drop_the_pending_forward(loaded):
@@ -82,7 +84,9 @@ def test_resample_and_branch_drop_the_pending_forward(loaded):
 def test_nothing_to_run_ahead(loaded):
     assert not Session(loaded).forward_ahead()  # not prefilled
     s = started(loaded)
-    assert s.forward_ahead() and not s.forward_ahead()  # one pending forward at most
+    assert s.forward_ahead() and s.is_ahead
+    pending = s.retained_nbytes
+    assert s.forward_ahead() and s.retained_nbytes == pending  # one pending forward at most
     recompute = Session(loaded, recompute=True)
     recompute.prefill(PROMPT, SAMPLED)
     assert not recompute.forward_ahead()

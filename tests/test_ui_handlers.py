@@ -238,9 +238,9 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
 
     real_ahead = Session.forward_ahead
 
-    def spy_ahead(self):
+    def spy_ahead(self, **kwargs):
         counts.setdefault("ahead", []).append(torch.get_num_threads())
-        return real_ahead(self)
+        return real_ahead(self, **kwargs)
 
     monkeypatch.setattr(Session, "step", spy_step)
     monkeypatch.setattr(Session, "prefill", spy_prefill)
@@ -276,22 +276,37 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
             decode_threads()
 
 
-def test_step_on_the_residual_tab_sends_the_logit_lens_after_the_plots(tiny_loaded):
-    """The lens (an LM-head matmul per layer) is computed while the page draws the plots: a third update."""
-    h, store = make(tiny_loaded)
-    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    store.get(sid).tab = "residual"
-    tokens, plots, lens = list(h.step(sid, *SAMPLING, 0, 0))
-    lens_at = VIEW_KEYS.index("lens")
+def test_step_on_the_residual_tab_sends_the_logit_lens_after_the_plots_unless_it_ran_ahead(tiny_loaded, monkeypatch):
+    """The lens (an LM-head matmul per layer) runs ahead with the forward when the Residual tab is open;
+    when it did not (no run-ahead, or the tab was opened after it), it is computed while the page draws
+    the plots and sent as a third update."""
     import plotly.graph_objects as go
 
-    assert isinstance(plots[VIEW_KEYS.index("resid_heat")], go.Figure)
-    assert isinstance(plots[VIEW_KEYS.index("resid_pos")], go.Figure)
-    assert not isinstance(plots[lens_at], str) and not isinstance(plots[-1], str)  # no lens, no marker yet
-    assert [i for i, v in enumerate(lens) if isinstance(v, str)] == [lens_at, len(VIEW_KEYS)]  # lens + marker only
-    assert lens[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
-    assert 'data-step="1" data-tab="residual"' in lens[-1]
-    assert not isinstance(tokens[lens_at], str)
+    from inspector.ui import model_thread
+
+    lens_at = VIEW_KEYS.index("lens")
+    for run_ahead in ("0", "1"):
+        monkeypatch.setenv("INSPECTOR_RUN_AHEAD", run_ahead)
+        h, store = make(tiny_loaded)
+        sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+        store.get(sid).tab = "attention"
+        model_thread.run(lambda: None)  # prefill's forward ahead ran on the Attention tab: no lens
+        store.get(sid).tab = "residual"
+        steps = [list(h.step(sid, *SAMPLING, 0, 0)) for _ in range(2)]
+        ahead = run_ahead == "1"
+        for k, updates in enumerate(steps, start=1):
+            lens_ran_ahead = ahead and k == 2  # step 1's forward ran ahead while the Attention tab was open
+            assert len(updates) == (2 if lens_ran_ahead else 3)
+            tokens, plots, *rest = updates
+            assert isinstance(plots[VIEW_KEYS.index("resid_heat")], go.Figure)
+            assert isinstance(plots[VIEW_KEYS.index("resid_pos")], go.Figure)
+            assert not isinstance(tokens[lens_at], str)
+            lens = plots if lens_ran_ahead else rest[0]
+            if not lens_ran_ahead:
+                assert not isinstance(plots[lens_at], str) and not isinstance(plots[-1], str)  # no lens, no marker
+                assert [i for i, v in enumerate(lens) if isinstance(v, str)] == [lens_at, len(VIEW_KEYS)]
+            assert lens[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
+            assert f'data-step="{k}" data-tab="residual"' in lens[-1]
 
 
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
