@@ -4,8 +4,11 @@
   and -> the open tab's views are painted too (the last update marks the step it drew in #views-drawn), two
   animation frames after each; median over N rounds, each round opening every view tab in turn and stepping
   once (interleaved, so a slow spell on a shared machine hits every tab alike).
-  Peer in the same run: the engine's own step time (forward + sampling) from the records, alone in this
-  process with all torch threads and with the app's decode thread count (`inspector.ui.model_thread`).
+  The app runs each next decode forward ahead, while the page shows the last token (`Session.forward_ahead`),
+  so a Step click only samples and draws. Peers in the same run: the same clicks on an app that runs the
+  forward when Step is clicked (INSPECTOR_RUN_AHEAD=0), and the engine's own step time (forward +
+  sampling) from the records, alone in this process with all torch threads and with the app's decode
+  thread count (`inspector.ui.model_thread`).
 - Play tokens/s with views on: tokens that reached the page / wall time; peer: engine tokens/s.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).
 
@@ -96,6 +99,31 @@ def cold_start(p) -> float:
         proc.wait(timeout=30)
 
 
+def open_page(p, demo):
+    """A browser on the app with a prefilled prompt: (browser, page)."""
+    browser = chromium(p)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(demo.local_url)
+    page.locator("#status-line").wait_for(timeout=120_000)
+    page.locator("#prompt textarea").fill("What is gravity?")
+    page.locator("#max-new-tokens input").fill("200")
+    page.locator("#prefill-btn").click()
+    page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
+    return browser, page
+
+
+def step_clicks(page, steps: int) -> dict[str, list]:
+    """{tab: [[ms to the new token, ms to all views], ...]}: `steps` rounds, each opening every tab in turn
+    and clicking Step once."""
+    per_tab = {tab: [] for tab in ("Residual stream", "Attention", "KV cache", "Sampling", "Timing")}
+    for _ in range(steps):
+        for tab, times in per_tab.items():
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(500)  # the tab's own redraw (its select event) settles first
+            times.append(page.evaluate(CLICK_TO_PAINT, "step-btn"))
+    return per_tab
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
@@ -125,34 +153,35 @@ def main() -> None:
         alone[n] = statistics.median(r.forward_ms + r.sample_ms for r in s.records[1:])
     engine_ms = alone[all_threads]
 
-    demo = start_app(loaded)
     rows = []
     with sync_playwright() as p:
-        browser = chromium(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(demo.local_url)
-        page.locator("#status-line").wait_for(timeout=120_000)
-        page.locator("#prompt textarea").fill("What is gravity?")
-        page.locator("#max-new-tokens input").fill("200")
-        page.locator("#prefill-btn").click()
-        page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
-        per_tab = {tab: [] for tab in ("Residual stream", "Attention", "KV cache", "Sampling", "Timing")}
-        for _ in range(args.steps):
-            for tab, times in per_tab.items():
-                page.get_by_role("tab", name=tab).click()
-                page.wait_for_timeout(500)  # the tab's own redraw (its select event) settles first
-                times.append(page.evaluate(CLICK_TO_PAINT, "step-btn"))
-        entry = next(iter(demo.store._entries.values()))
-        ui_engine_ms = statistics.median(r.forward_ms + r.sample_ms for r in entry.session.records[1:])
-        for tab, ts in per_tab.items():
-            tok, full = statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)
+        # First the peer: the same clicks when Step runs its own forward (INSPECTOR_RUN_AHEAD=0); then the
+        # app as it ships (each next forward run ahead), whose page goes on to the Play measurements.
+        measured = {}
+        for run_ahead in ("0", "1"):
+            os.environ["INSPECTOR_RUN_AHEAD"] = run_ahead
+            demo = start_app(loaded)
+            browser, page = open_page(p, demo)
+            per_tab = step_clicks(page, args.steps)
+            entry = next(iter(demo.store._entries.values()))
+            measured[run_ahead] = (per_tab, statistics.median(r.forward_ms + r.sample_ms
+                                                              for r in entry.session.records[1:]))
+            if run_ahead == "0":
+                browser.close()
+                demo.close()
+        os.environ.pop("INSPECTOR_RUN_AHEAD")
+        def medians(ts: list) -> str:
+            return f"{statistics.median(t[0] for t in ts):.0f} / {statistics.median(t[1] for t in ts):.0f} ms"
+
+        for tab, ts in measured["1"][0].items():
             rows.append((f"Step click-to-paint, {tab} tab open (median of {len(ts)}): new token / all views",
-                         f"{tok:.0f} / {full:.0f} ms", f"{full / ui_engine_ms:.2f}× engine step"))
-        all_tok = statistics.median(t[0] for ts in per_tab.values() for t in ts)
-        all_full = statistics.median(t[1] for ts in per_tab.values() for t in ts)
-        rows.append(("Step click-to-paint, all tabs (median): new token / all views", f"{all_tok:.0f} / {all_full:.0f} ms",
-                     "target ≤ 200 ms"))
-        rows.append(("engine step during the UI run (forward + sample, median)", f"{ui_engine_ms:.0f} ms", ""))
+                         medians(ts), f"peer, no run-ahead: {medians(measured['0'][0][tab])}"))
+        for run_ahead, what, note in (("1", "next forward run ahead (as shipped)", "target ≤ 200 ms"),
+                                      ("0", "Step runs its own forward (INSPECTOR_RUN_AHEAD=0)", "peer")):
+            per_tab, engine = measured[run_ahead]
+            rows.append((f"Step click-to-paint, all tabs (median), {what}: new token / all views",
+                         medians([t for ts in per_tab.values() for t in ts]), note))
+            rows.append((f"engine step in the app, {what} (forward + sample, median)", f"{engine:.0f} ms", ""))
         rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
                      f"{engine_ms:.0f} ms", "peer"))
         rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
