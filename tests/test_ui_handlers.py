@@ -23,9 +23,8 @@ def make(loaded, **limits):
 
 
 def step(h, *args) -> list:
-    """The Step button's first update (status, tokens, text; plots skipped), its plots update drained."""
-    updates = list(h.step(*args))
-    return updates[0]
+    """The Step button's update (VIEW_KEYS + the drawn marker)."""
+    return h.step(*args)
 
 
 def status(out) -> str:
@@ -199,23 +198,21 @@ def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monke
     assert len(seen) >= 4 and {name.split("_")[0] for name in seen} == {"inspector-model"}
 
 
-def test_step_shows_the_token_first_then_redraws_the_open_tab(tiny_loaded):
+def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     store.get(sid).tab = "kv"
-    tokens, plots_update = list(h.step(sid, *SAMPLING, 0, 0))
-    assert "decode step 1" in tokens[0] and isinstance(tokens[1], str) and isinstance(tokens[2], str)
-    assert not any(isinstance(v, str) for v in tokens[len(TOKEN_KEYS):])  # plots wait for the 2nd update
-    assert not any(isinstance(v, str) for v in plots_update[:len(TOKEN_KEYS)])
-    plots = plots_update[len(TOKEN_KEYS):]
-    assert len(plots) == len(PLOT_KEYS) + 1
+    out = h.step(sid, *SAMPLING, 0, 0)
+    assert len(out) == len(VIEW_KEYS) + 1
+    assert "decode step 1" in out[0] and isinstance(out[1], str) and isinstance(out[2], str)
+    plots = out[len(TOKEN_KEYS):]
     kv = plots[PLOT_KEYS.index("kv_bars")]
     n = len(store.get(sid).session.prompt_ids) + 1
     assert f"{n} entries each" in kv.layout.title.text  # the KV view of the new step
     assert not isinstance(plots[PLOT_KEYS.index("timing_fig")], type(kv))  # closed tabs are skipped
     assert 'data-step="1" data-tab="kv"' in plots[-1]
-    assert len(list(h.step(None, *SAMPLING, 0, 0))) == 1  # no session: one update, the message
-
+    out = h.step(None, *SAMPLING, 0, 0)  # no session: the message, nothing else
+    assert "press Prefill first" in out[0] and not any(isinstance(v, str) for v in out[1:])
 
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
     """Decode runs with `decode_threads()` torch threads (one fewer than torch has, or the env value); the
@@ -276,38 +273,38 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
             decode_threads()
 
 
-def test_step_on_the_residual_tab_sends_the_logit_lens_after_the_plots_unless_it_ran_ahead(tiny_loaded, monkeypatch):
-    """The lens (an LM-head matmul per layer) runs ahead with the forward when the Residual tab is open;
-    when it did not (no run-ahead, or the tab was opened after it), it is computed while the page draws
-    the plots and sent as a third update."""
-    import plotly.graph_objects as go
-
+def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loaded, monkeypatch):
+    """On the Residual tab the lens (an LM-head matmul per layer) runs ahead with the next forward, also
+    for a forward already pending when the tab is opened; Step shows it either way."""
+    from inspector.session import Session
     from inspector.ui import model_thread
 
+    asked = []
+    real_ahead = Session.forward_ahead
+
+    def spy_ahead(self, lens=False):
+        asked.append(lens)
+        return real_ahead(self, lens=lens)
+
+    monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
     lens_at = VIEW_KEYS.index("lens")
     for run_ahead in ("0", "1"):
         monkeypatch.setenv("INSPECTOR_RUN_AHEAD", run_ahead)
+        asked.clear()
         h, store = make(tiny_loaded)
-        sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-        store.get(sid).tab = "attention"
-        model_thread.run(lambda: None)  # prefill's forward ahead ran on the Attention tab: no lens
-        store.get(sid).tab = "residual"
-        steps = [list(h.step(sid, *SAMPLING, 0, 0)) for _ in range(2)]
-        ahead = run_ahead == "1"
-        for k, updates in enumerate(steps, start=1):
-            lens_ran_ahead = ahead and k == 2  # step 1's forward ran ahead while the Attention tab was open
-            assert len(updates) == (2 if lens_ran_ahead else 3)
-            tokens, plots, *rest = updates
-            assert isinstance(plots[VIEW_KEYS.index("resid_heat")], go.Figure)
-            assert isinstance(plots[VIEW_KEYS.index("resid_pos")], go.Figure)
-            assert not isinstance(tokens[lens_at], str)
-            lens = plots if lens_ran_ahead else rest[0]
-            if not lens_ran_ahead:
-                assert not isinstance(plots[lens_at], str) and not isinstance(plots[-1], str)  # no lens, no marker
-                assert [i for i, v in enumerate(lens) if isinstance(v, str)] == [lens_at, len(VIEW_KEYS)]
-            assert lens[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
-            assert f'data-step="{k}" data-tab="residual"' in lens[-1]
-
+        sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]  # Residual tab
+        model_thread.run(lambda: None)
+        h.show_tab("attention")(sid, 0, 0)
+        h.step(sid, *SAMPLING, 0, 0)  # step 1; step 2's forward runs ahead without the lens
+        model_thread.run(lambda: None)
+        h.show_tab("residual")(sid, 0, 0)  # ... and gets its lens now
+        model_thread.run(lambda: None)
+        for k in (2, 3):
+            out = h.step(sid, *SAMPLING, 0, 0)
+            model_thread.run(lambda: None)
+            assert out[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
+            assert f'data-step="{k}" data-tab="residual"' in out[-1]
+        assert asked == ([True, False, False, True, True, True] if run_ahead == "1" else [])
 
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
     """Prefill, Step, Resample and the end of Play queue the next decode forward on the model thread; the
@@ -339,11 +336,11 @@ def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, 
         sid = h.prefill(None, "The quick brown fox", False, "", *sampled, 12, 0, 0)[0]
         assert session_after(h, sid).is_ahead is h.run_ahead
         for _ in range(3):
-            list(h.step(sid, *sampled, 0, 0))
+            h.step(sid, *sampled, 0, 0)
             assert session_after(h, sid).is_ahead is h.run_ahead
         h.resample(sid, 2.0, 0, 1.0, 0.0, 9, 0, 0)
         assert session_after(h, sid).is_ahead is h.run_ahead
-        list(h.step(sid, *sampled, 0, 0))
+        h.step(sid, *sampled, 0, 0)
         list(h.play(sid, *sampled, 0, 0))
         s = session_after(h, sid)
         assert s.finished == "max_tokens" and not s.is_ahead

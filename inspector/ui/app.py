@@ -156,10 +156,9 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                           api_name="ui_prefill", **hidden, **FAST)
         prompt.submit(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
                       api_name="ui_prefill_submit", **hidden, **FAST)
-        # Step streams its updates: the token first (status, chips, text), then the open tab's plots (and on
-        # the Residual tab the logit lens last); the hidden `drawn` marker comes with the last one
+        # Step: one update (token, open tab's views, the hidden `drawn` marker), not queued (Handlers.step)
         step_btn.click(bundled(h.step, (*VIEW_KEYS, "drawn")), [sid, *sampling, layer, head], [bundle],
-                       api_name="ui_step", **hidden, **FAST)
+                       api_name="ui_step", queue=False, **hidden, show_progress="hidden")
         play_btn.click(bundled(h.play, VIEW_KEYS), [sid, *sampling, layer, head], [bundle], api_name="ui_play",
                        **hidden, **FAST)
         pause_btn.click(h.pause, [sid], None, api_name="ui_pause", queue=False, **hidden)

@@ -153,37 +153,26 @@ class Handlers(Views):
     def _over_memory_cap(self, entry: Entry) -> bool:
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
 
-    def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
-        """The Step button: one decode step (feed the last sampled token, sample the next), streamed as
-        updates of VIEW_KEYS + the drawn marker: first the status, tokens and text, so the new token shows
-        without waiting for any plot; then the open tab's plots. Usually the forward (and, on the Residual
-        tab, its logit lens) already ran ahead (`queue_forward_ahead`), so this only samples and draws.
-        When the lens did not run ahead (the tab was opened after it), it comes last, computed while the
-        page draws the plots. One event, so the plots need no second round trip from the browser (~480 ms
-        with a chained second event vs ~410 ms, measured before run-ahead). With the forward run ahead, one
-        combined update gave the same all-views time (bench/ui.py A/B, median over tabs: 219, 189 vs 217,
-        182 ms) but painted the new token later (199, 179 vs 101, 96 ms). The drawn marker comes with the
-        last update."""
+    def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> list:
+        """The Step button: one decode step (feed the last sampled token, sample the next) -> one update of
+        VIEW_KEYS + the drawn marker: status, tokens, text and the open tab's views. Usually the forward
+        (and, on the Residual tab, its logit lens) already ran ahead (`queue_forward_ahead`), so this only
+        samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
+        script paints the token before it draws the plots). Measured with bench/ui.py, median over tabs,
+        all views: streamed through the queue (token, then plots) 206 and 345 ms, one unqueued update 190
+        and 187 ms (runs alternated). Before run-ahead, streaming the token first was worth it: the plots
+        waited for the forward."""
         entry = self.store.get(sid)
         try:
             entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
         except (InspectorError, ValueError) as exc:
-            yield self.error_views(entry, exc) + [gr.skip()]
-            return
-        yield self.views(entry, layer, head, plots=False) + [gr.skip()]
-        lens_later = entry.tab == "residual" and not entry.session.records[-1].logit_lens  # not run ahead
+            return self.error_views(entry, exc) + [gr.skip()]
         try:
-            views = self.views(entry, layer, head, lens=not lens_later)
-            marker = gr.skip() if lens_later else self.drawn_marker(entry)
-            if not lens_later:
-                self.queue_forward_ahead(entry)
-            yield [gr.skip()] * len(TOKEN_KEYS) + views[len(TOKEN_KEYS):] + [marker]
-            if lens_later:
-                lens = self.lens_view(entry)
-                self.queue_forward_ahead(entry)
-                yield self.only("lens", lens) + [self.drawn_marker(entry)]
+            views = self.views(entry, layer, head) + [self.drawn_marker(entry)]
         except (InspectorError, ValueError) as exc:
-            yield self.error_views(entry, exc) + [gr.skip()]
+            views = self.error_views(entry, exc) + [gr.skip()]
+        self.queue_forward_ahead(entry)
+        return views
 
     def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
         """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.

@@ -116,25 +116,21 @@ class Views:
 
     @on_model_thread
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,
-              plots: bool = True, lens: bool = True) -> list:
+              plots: bool = True) -> list:
         """Status, tokens and text always; the plots of the open tab only (the others are left as they are
-        and redrawn when their tab is opened): every step stays cheap however many views exist.
-        `lens=False` leaves the logit lens table for a later `lens_view()`."""
+        and redrawn when their tab is opened): every step stays cheap however many views exist."""
         with intra_op_threads(self.decode_threads):
-            return self._views(entry, layer, head, message, error, plots, lens)
+            return self._views(entry, layer, head, message, error, plots)
 
-    @on_model_thread
     def lens_view(self, entry: Entry) -> str:
         """The newest step's logit lens table; the lens (an LM-head matmul per layer, ~30-50 ms for
-        SmolLM2 on one core) is computed on first request, then kept in the record."""
+        SmolLM2 on one core) is computed on first request (unless it ran ahead), then kept in the record."""
         s = entry.session
         rec = s.records[-1]
-        with intra_op_threads(self.decode_threads):
-            s.logit_lens(rec.step)
+        s.logit_lens(rec.step)
         return vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
 
-    def _views(self, entry: Entry, layer: int, head: int, message: str, error: bool, plots: bool,
-               lens: bool) -> list:
+    def _views(self, entry: Entry, layer: int, head: int, message: str, error: bool, plots: bool) -> list:
         s = entry.session
         if s is None or not s.records:
             return self.blank_views(message, error)
@@ -154,8 +150,7 @@ class Views:
             pos = self.selected_position(entry)
             v["resid_heat"] = vr.residual_heatmap(s.records, pieces, pos)
             v["resid_pos"] = vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")
-            if lens:
-                v["lens"] = self.lens_view(entry)
+            v["lens"] = self.lens_view(entry)
         elif entry.tab == "attention":
             v["attn_fig"], v["attn_overview"], v["attn_info"] = self.attention_views(entry, layer, head)
         elif entry.tab == "kv":
@@ -168,11 +163,6 @@ class Views:
         elif entry.tab == "timing":
             v["timing_fig"] = vt.timing_chart(s.records)
         return [v.get(k, gr.skip()) for k in VIEW_KEYS]
-
-    @staticmethod
-    def only(key: str, value: Any) -> list:
-        """An update of VIEW_KEYS that sets one view and leaves every other as it is."""
-        return [value if k == key else gr.skip() for k in VIEW_KEYS]
 
     def error_views(self, entry: Entry | None, exc: Exception) -> list:
         """Status line with the message; every other view left as it is."""
