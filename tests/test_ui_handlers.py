@@ -214,6 +214,7 @@ def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
     out = h.step(None, *SAMPLING, 0, 0)  # no session: the message, nothing else
     assert "press Prefill first" in out[0] and not any(isinstance(v, str) for v in out[1:])
 
+
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
     """Decode runs with `decode_threads()` torch threads (one fewer than torch has, or the env value); the
     model thread's count is restored afterwards, so prefill still gets every thread."""
@@ -306,6 +307,7 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
             assert f'data-step="{k}" data-tab="residual"' in out[-1]
         assert asked == ([True, False, False, True, True, True] if run_ahead == "1" else [])
 
+
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
     """Prefill, Step, Resample and the end of Play queue the next decode forward on the model thread; the
     next Step commits it instead of running its own; the tokens equal those of an app that does not run
@@ -365,3 +367,21 @@ def test_run_ahead_setting(monkeypatch):
     monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "yes")
     with pytest.raises(InputError, match="INSPECTOR_RUN_AHEAD must be 0 or 1"):
         run_ahead_enabled()
+
+
+def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, monkeypatch, caplog):
+    from inspector.session import Session
+    from inspector.ui import model_thread
+
+    def broken(self, lens=False):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "1")
+    monkeypatch.setattr(Session, "forward_ahead", broken)
+    h, store = make(tiny_loaded)
+    with caplog.at_level("WARNING", logger="inspector.ui.handlers"):
+        sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+        model_thread.run(lambda: None)
+    assert "running the next forward ahead failed: out of memory" in caplog.text
+    out = step(h, sid, *SAMPLING, 0, 0)
+    assert "decode step 1" in status(out) and "ii-error" not in status(out)

@@ -9,8 +9,10 @@ threads slow every step down about 2x).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import gradio as gr
@@ -26,6 +28,8 @@ from inspector.viz import kvcache as vk
 
 __all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "parse_params"]
 
+log = logging.getLogger(__name__)
+
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second (tokens: every step)
 
 
@@ -40,7 +44,7 @@ class Handlers(Views):
         """Once a token's views are built, queue the next step's forward on the model thread
         (`Session.forward_ahead`): the next Step then only samples and draws. Never waits for it."""
         if self.run_ahead and entry is not None:
-            submit(self._forward_ahead, entry)
+            submit(self._forward_ahead, entry).add_done_callback(_log_failure)
 
     def _forward_ahead(self, entry: Entry) -> None:
         s = entry.session
@@ -298,6 +302,12 @@ class Handlers(Views):
     def inventory_view(self, layer):
         sel = None if layer in (None, "", "none") else int(layer)
         return vi.inventory_html(self.inventory, self.loaded.config.tie_word_embeddings, sel)
+
+
+def _log_failure(done: Future) -> None:
+    """A forward run ahead that failed is only logged: the next Step runs its own forward and says why."""
+    if done.exception() is not None:
+        log.warning("running the next forward ahead failed: %s", done.exception())
 
 
 def uncached_forward_ms(session: Any) -> float:
