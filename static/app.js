@@ -23,6 +23,39 @@
     }
   });
 
+  // The all-heads attention overview is an image (inspector/viz/attention.py): name the cell under the
+  // mouse from its data-z (uint8 weights, base64, rows = layer·head) and data-labels (key positions).
+  const overviewData = (map) => {
+    if (map._z !== map.dataset.z) {
+      const raw = atob(map.dataset.z);
+      map._cells = Uint8Array.from(raw, (c) => c.charCodeAt(0));
+      map._labels = JSON.parse(map.dataset.labels);
+      map._z = map.dataset.z;
+    }
+    return map;
+  };
+  document.addEventListener("mousemove", (ev) => {
+    const box = ev.target.closest && ev.target.closest(".ii-ov-map");
+    document.querySelectorAll(".ii-ov-tip:not([hidden])").forEach((t) => {
+      if (!box || !box.contains(t)) t.hidden = true;
+    });
+    if (!box) return;
+    const map = overviewData(box.closest(".ii-overview"));
+    const rect = box.getBoundingClientRect();
+    const heads = Number(map.dataset.heads), keys = Number(map.dataset.keys);
+    const rows = Number(map.dataset.layers) * heads;
+    const row = Math.min(rows - 1, Math.floor(((ev.clientY - rect.top) / rect.height) * rows));
+    const col = Math.min(keys - 1, Math.floor(((ev.clientX - rect.left) / rect.width) * keys));
+    if (row < 0 || col < 0) return;
+    const head = row % heads;
+    const tip = box.querySelector(".ii-ov-tip");
+    tip.textContent = `L${Math.floor(row / heads)}·H${head}·kv${Math.floor(head / Number(map.dataset.rep))}` +
+      ` → key ${map._labels[col]}: weight ${map._cells[row * keys + col]}/255`;
+    tip.style.left = `${Math.min(ev.clientX - rect.left + 12, rect.width - 160)}px`;
+    tip.style.top = `${ev.clientY - rect.top + 12}px`;
+    tip.hidden = false;
+  });
+
   // A click on a token chip selects its position: write it into the position box and fire `input`.
   document.addEventListener("click", (ev) => {
     const chip = ev.target.closest && ev.target.closest(".ii-chip[data-pos]");

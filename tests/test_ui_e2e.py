@@ -69,14 +69,24 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     page.screenshot(path=str(ARTIFACTS / "ui_attention_prefill.png"), full_page=True)
 
     # plots are redrawn in place: the same plotly div across steps (inspector.ui.bundle), its content new each step
-    overview = page.locator("#attn-overview .js-plotly-plot")
-    expect(overview).to_have_count(1)
-    overview.evaluate("el => { el.dataset.mark = 'kept'; }")
+    pattern = page.locator("#attn-pattern .js-plotly-plot")
+    expect(pattern).to_have_count(1)
+    pattern.evaluate("el => { el.dataset.mark = 'kept'; }")
     for k in (1, 2, 3):
         step(page, k)
         expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + k))  # row grows
         expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n + k - 1}", timeout=T)
-    expect(overview).to_have_attribute("data-mark", "kept")
+        expect(page.locator("#attn-overview-map")).to_have_attribute("data-keys", str(n + k))
+    expect(pattern).to_have_attribute("data-mark", "kept")
+    # the all-heads overview is one image; the mouse over it names the cell (static/app.js)
+    image = page.locator("#attn-overview-map img")
+    expect(image).to_have_count(1)
+    assert image.evaluate("el => el.naturalHeight") == 30 * 9 and image.evaluate("el => el.naturalWidth") == n + 3
+    box = image.bounding_box()
+    image.hover(position={"x": box["width"] - 2, "y": 1})  # first row (layer 0, head 0), newest key
+    expect(page.locator("#attn-overview-map .ii-ov-tip")).to_contain_text(f"L0·H0·kv0 → key {n + 2}:", timeout=T)
+    image.hover(position={"x": 1, "y": box["height"] - 1})  # last row, first key
+    expect(page.locator("#attn-overview-map .ii-ov-tip")).to_contain_text("L29·H8·kv2 → key 0:", timeout=T)
     assert generated(page) == 4
     expect(page.locator(".ii-chip")).to_have_count(n + 4)
     page.screenshot(path=str(ARTIFACTS / "ui_attention_decode.png"), full_page=True)

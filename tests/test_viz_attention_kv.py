@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from inspector.viz import attention as va
 from inspector.viz import kvcache as vk
@@ -33,20 +34,35 @@ def test_decode_row_over_whole_cache(tiny_run):
     assert colors.count("#f97316") == 1  # the most-attended key highlighted
 
 
-def test_overview_is_one_uint8_heatmap(tiny_run):
+def test_overview_is_one_uint8_image(tiny_run):
+    import base64
+    import html
+    import io
+    import json
+    import re
+
+    from PIL import Image
+
     s = tiny_run
     cfg = s.config
     rows = s.attention_overview(STEPS)
-    fig = va.overview_heatmap(rows, s.token_pieces(), cfg.n_rep, 9, layer=1, head=2)
-    assert len(fig.data) == 1  # never one subplot per head
-    z = fig.data[0].z
-    assert z.dtype == np.uint8 and z.shape == (cfg.num_hidden_layers * cfg.num_attention_heads, rows.shape[2])
-    assert fig.data[0].zmin == 0 and fig.data[0].zmax == 255
-    assert len(fig.layout.shapes) >= 1
-    rows_named = list(fig.data[0].y)  # hover names each row: layer, query head, the KV head it reads
-    assert len(rows_named) == z.shape[0] and rows_named[2] == "L0·H2·kv1"  # tiny model: 2 query heads per KV head
-    assert rows_named[-1] == f"L{cfg.num_hidden_layers - 1}·H{cfg.num_attention_heads - 1}·kv{cfg.num_key_value_heads - 1}"
-
+    n_rows, n_keys = cfg.num_hidden_layers * cfg.num_attention_heads, rows.shape[2]
+    out = va.overview_html(rows, s.token_pieces(), cfg.n_rep, 9, layer=1, head=2)
+    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', out)
+    assert len(pngs) == 1  # never one subplot per head
+    image = Image.open(io.BytesIO(base64.b64decode(pngs[0])))
+    assert image.size == (n_keys, n_rows)  # one pixel per (layer·head, key) cell
+    z = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), np.uint8).reshape(n_rows, n_keys)
+    np.testing.assert_array_equal(z, np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8))
+    pixels = np.asarray(image)  # (rows, keys, 3)
+    np.testing.assert_array_equal(pixels, va.BLUES_LUT[z])
+    assert tuple(va.BLUES_LUT[0]) == (247, 251, 255) and tuple(va.BLUES_LUT[255]) == (8, 48, 107)  # light = 0
+    assert 'data-heads="%d" data-rep="%d"' % (cfg.num_attention_heads, cfg.n_rep) in out
+    labels = json.loads(html.unescape(re.search(r"data-labels='([^']+)'", out).group(1)))
+    assert len(labels) == n_keys and labels[0].startswith("0:")
+    selected = re.search(r'class="ii-ov-selected" style="top:([\d.]+)%', out)  # layer 1, head 2 outlined
+    assert float(selected.group(1)) == pytest.approx((1 * cfg.num_attention_heads + 2) * 100 / n_rows, abs=1e-3)
+    assert "query at position 9" in out
 
 def test_kv_groups_show_shared_heads(tiny_loaded):
     cfg = tiny_loaded.config

@@ -121,7 +121,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                                      elem_id="attn-head")
                 ViewSlot("attn_info", "attn-info")
                 ViewSlot("attn_fig", "attn-pattern", plot=True)
-                ViewSlot("attn_overview", "attn-overview", plot=True)
+                ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.attention.overview_html)
             with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
                 gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
                 ViewSlot("kv_summary", "kv-summary-view")

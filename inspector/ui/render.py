@@ -53,7 +53,7 @@ class Views:
             "status": vh.status_html("idle", vt.timing_stats([]), message, error),
             "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
             "resid_heat": empty_figure(hint), "resid_pos": empty_figure(hint), "lens": "",
-            "attn_fig": empty_figure(hint), "attn_overview": empty_figure(hint),
+            "attn_fig": empty_figure(hint), "attn_overview": "",
             "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
                                            self.loaded.config.num_key_value_heads),
             "kv_bars": empty_figure(hint), "kv_growth": empty_figure(hint), "kv_summary": "",
@@ -89,7 +89,7 @@ class Views:
             fig = va.row_bars(row, pieces, len(s.prompt_ids), pos, layer, head, kv_head)
             n_keys = row.shape[0]
         rows = s.attention_overview(rec.step, col)  # (L, H, n_keys)
-        over = va.overview_heatmap(rows, pieces, self.n_rep, pos, layer, head)
+        over = va.overview_html(rows, pieces, self.n_rep, pos, layer, head)
         groups = rec.kv[layer].kv_head_groups if rec.kv else None
         info = (f'<div id="attention-info" data-keys="{n_keys}" data-query="{pos}">Query position {pos}: '
                 f'attends over <b id="attention-keys">{n_keys}</b> keys ({rec.kind} step {rec.step}).</div>'
