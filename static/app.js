@@ -23,35 +23,34 @@
     }
   });
 
-  // The all-heads attention overview is an image (inspector/viz/attention.py): name the cell under the
-  // mouse from its data-z (uint8 weights, base64, rows = layer·head) and data-labels (key positions).
-  const overviewData = (map) => {
-    if (map._z !== map.dataset.z) {
-      const raw = atob(map.dataset.z);
-      map._cells = Uint8Array.from(raw, (c) => c.charCodeAt(0));
-      map._labels = JSON.parse(map.dataset.labels);
-      map._z = map.dataset.z;
+  // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
+  // (data-z: float32 values, base64, rows x cols; data-rows / data-cols: names).
+  const heatData = (heat) => {
+    if (heat._z !== heat.dataset.z) {
+      const raw = atob(heat.dataset.z);
+      heat._values = new Float32Array(Uint8Array.from(raw, (c) => c.charCodeAt(0)).buffer);
+      heat._rows = JSON.parse(heat.dataset.rows);
+      heat._cols = JSON.parse(heat.dataset.cols);
+      heat._z = heat.dataset.z;
     }
-    return map;
+    return heat;
   };
   document.addEventListener("mousemove", (ev) => {
-    const box = ev.target.closest && ev.target.closest(".ii-ov-map");
-    document.querySelectorAll(".ii-ov-tip:not([hidden])").forEach((t) => {
+    const box = ev.target.closest && ev.target.closest(".ii-hm-map");
+    document.querySelectorAll(".ii-hm-tip:not([hidden])").forEach((t) => {
       if (!box || !box.contains(t)) t.hidden = true;
     });
     if (!box) return;
-    const map = overviewData(box.closest(".ii-overview"));
+    const heat = heatData(box.closest(".ii-heat"));
     const rect = box.getBoundingClientRect();
-    const heads = Number(map.dataset.heads), keys = Number(map.dataset.keys);
-    const rows = Number(map.dataset.layers) * heads;
+    const rows = heat._rows.length, cols = heat._cols.length;
     const row = Math.min(rows - 1, Math.floor(((ev.clientY - rect.top) / rect.height) * rows));
-    const col = Math.min(keys - 1, Math.floor(((ev.clientX - rect.left) / rect.width) * keys));
+    const col = Math.min(cols - 1, Math.floor(((ev.clientX - rect.left) / rect.width) * cols));
     if (row < 0 || col < 0) return;
-    const head = row % heads;
-    const tip = box.querySelector(".ii-ov-tip");
-    tip.textContent = `L${Math.floor(row / heads)}·H${head}·kv${Math.floor(head / Number(map.dataset.rep))}` +
-      ` → key ${map._labels[col]}: weight ${map._cells[row * keys + col]}/255`;
-    tip.style.left = `${Math.min(ev.clientX - rect.left + 12, rect.width - 160)}px`;
+    const value = heat._values[row * cols + col].toFixed(Number(heat.dataset.digits));
+    const tip = box.querySelector(".ii-hm-tip");
+    tip.textContent = `${heat._rows[row]} → ${heat._cols[col]}: ${heat.dataset.what} ${value}`;
+    tip.style.left = `${Math.min(ev.clientX - rect.left + 12, rect.width - 180)}px`;
     tip.style.top = `${ev.clientY - rect.top + 12}px`;
     tip.hidden = false;
   });

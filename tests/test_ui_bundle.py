@@ -58,8 +58,8 @@ def test_the_app_has_one_slot_per_view_and_one_bundle_output(tiny_loaded):
     keys = sorted(s.html_template.split('data-view="')[1].split('"')[0] for s in slots)
     assert keys == sorted([*VIEW_KEYS, "drawn"])
     plots = {s.elem_id for s in slots if "ii-plot" in s.html_template}
-    assert plots == {"resid-heatmap", "resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
-                     "timing-chart"}  # the attention overview is an image (HTML)
+    assert plots == {"resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
+                     "timing-chart"}  # the residual heatmap and the attention overview are images (HTML)
     bundles = [b for b in demo.blocks.values() if isinstance(b, ViewBundle)]
     assert len(bundles) == 1
     step = next(d for d in demo.fns.values() if d.api_name == "ui_step")

@@ -76,7 +76,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
         step(page, k)
         expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + k))  # row grows
         expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n + k - 1}", timeout=T)
-        expect(page.locator("#attn-overview-map")).to_have_attribute("data-keys", str(n + k))
+        expect(page.locator("#attn-overview-map img")).to_have_js_property("naturalWidth", n + k)  # a column per key
     expect(pattern).to_have_attribute("data-mark", "kept")
     # the all-heads overview is one image; the mouse over it names the cell (static/app.js)
     image = page.locator("#attn-overview-map img")
@@ -84,9 +84,9 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     assert image.evaluate("el => el.naturalHeight") == 30 * 9 and image.evaluate("el => el.naturalWidth") == n + 3
     box = image.bounding_box()
     image.hover(position={"x": box["width"] - 2, "y": 1})  # first row (layer 0, head 0), newest key
-    expect(page.locator("#attn-overview-map .ii-ov-tip")).to_contain_text(f"L0·H0·kv0 → key {n + 2}:", timeout=T)
+    expect(page.locator("#attn-overview-map .ii-hm-tip")).to_contain_text(f"L0·H0·kv0 → key {n + 2}:", timeout=T)
     image.hover(position={"x": 1, "y": box["height"] - 1})  # last row, first key
-    expect(page.locator("#attn-overview-map .ii-ov-tip")).to_contain_text("L29·H8·kv2 → key 0:", timeout=T)
+    expect(page.locator("#attn-overview-map .ii-hm-tip")).to_contain_text("L29·H8·kv2 → key 0:", timeout=T)
     assert generated(page) == 4
     expect(page.locator(".ii-chip")).to_have_count(n + 4)
     page.screenshot(path=str(ARTIFACTS / "ui_attention_decode.png"), full_page=True)
@@ -127,6 +127,10 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     expect(page.locator("#position input")).to_have_value("3")
     expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
+    heat = page.locator("#resid-heat-map img")  # an image; hover names layer, position and the norm
+    heat.hover(position={"x": 1, "y": 1})
+    expect(page.locator("#resid-heat-map .ii-hm-tip")).to_contain_text(re.compile(r"^layer 29 → pos 0:.*‖x‖ \d+\.\d$"),
+                                                                       timeout=T)
     page.screenshot(path=str(ARTIFACTS / "ui_residual.png"), full_page=True)
     page.locator('.ii-chip[data-pos="3"]').click()  # again: back to the newest position
     expect(page.locator("#position input")).to_have_value("-1")

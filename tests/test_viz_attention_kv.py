@@ -52,15 +52,18 @@ def test_overview_is_one_uint8_image(tiny_run):
     assert len(pngs) == 1  # never one subplot per head
     image = Image.open(io.BytesIO(base64.b64decode(pngs[0])))
     assert image.size == (n_keys, n_rows)  # one pixel per (layer·head, key) cell
-    z = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), np.uint8).reshape(n_rows, n_keys)
-    np.testing.assert_array_equal(z, np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8))
+    z = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), "<f4").reshape(n_rows, n_keys)
+    expected = np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8)  # weights quantised to uint8
+    np.testing.assert_array_equal(z, expected)
     pixels = np.asarray(image)  # (rows, keys, 3)
-    np.testing.assert_array_equal(pixels, va.BLUES_LUT[z])
+    np.testing.assert_array_equal(pixels, va.BLUES_LUT[expected])
     assert tuple(va.BLUES_LUT[0]) == (247, 251, 255) and tuple(va.BLUES_LUT[255]) == (8, 48, 107)  # light = 0
-    assert 'data-heads="%d" data-rep="%d"' % (cfg.num_attention_heads, cfg.n_rep) in out
-    labels = json.loads(html.unescape(re.search(r"data-labels='([^']+)'", out).group(1)))
-    assert len(labels) == n_keys and labels[0].startswith("0:")
-    selected = re.search(r'class="ii-ov-selected" style="top:([\d.]+)%', out)  # layer 1, head 2 outlined
+    row_names = json.loads(html.unescape(re.search(r"data-rows='([^']+)'", out).group(1)))
+    assert len(row_names) == n_rows and row_names[2] == "L0·H2·kv1"  # tiny model: 2 query heads per KV head
+    assert row_names[-1] == f"L{cfg.num_hidden_layers - 1}·H{cfg.num_attention_heads - 1}·kv{cfg.num_key_value_heads - 1}"
+    labels = json.loads(html.unescape(re.search(r"data-cols='([^']+)'", out).group(1)))
+    assert len(labels) == n_keys and labels[0].startswith("key 0:")
+    selected = re.search(r'class="ii-hm-row" style="top:([\d.]+)%', out)  # layer 1, head 2 outlined
     assert float(selected.group(1)) == pytest.approx((1 * cfg.num_attention_heads + 2) * 100 / n_rows, abs=1e-3)
     assert "query at position 9" in out
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import json
 import re
 
 import numpy as np
+from PIL import Image
 
 from inspector.viz import header as vh
 from inspector.viz import residual as vr
@@ -46,11 +51,21 @@ def test_residual_heatmap_covers_layers_by_positions(tiny_run):
     n_pos = len(s.prompt_ids) + STEPS  # the newest sampled token is not processed yet
     z = vr.residual_norms(s.records)
     assert z.shape == (s.config.num_hidden_layers, n_pos) and z.dtype == np.float32
-    fig = vr.residual_heatmap(s.records, s.token_pieces(), selected=1)
-    assert np.asarray(fig.data[0].z).shape == z.shape
-    assert f"{n_pos} positions" in fig.layout.title.text
-    assert fig.layout.xaxis.ticktext[0].startswith("0:")
-    assert len(fig.layout.shapes) == 1  # the selected-position marker
+    out = vr.residual_heatmap(s.records, s.token_pieces(), selected=1)
+    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', out)
+    assert len(pngs) == 1
+    image = np.asarray(Image.open(io.BytesIO(base64.b64decode(pngs[0]))))  # (layers, positions, 3)
+    assert image.shape == (*z.shape, 3)
+    values = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), "<f4").reshape(z.shape)
+    np.testing.assert_array_equal(values, z[::-1])  # hover reports true norms; the last layer is the top row
+    rows = json.loads(html.unescape(re.search(r"data-rows='([^']+)'", out).group(1)))
+    cols = json.loads(html.unescape(re.search(r"data-cols='([^']+)'", out).group(1)))
+    assert rows[0] == f"layer {s.config.num_hidden_layers - 1}" and rows[-1] == "layer 0"
+    assert len(cols) == n_pos and cols[0].startswith("pos 0:")
+    # colors: the norm scaled to the clip value, the brightest Viridis color for the largest norm
+    assert tuple(image.reshape(-1, 3)[np.argmax(z[::-1])]) == tuple(vr.HEAT_LUT[255])
+    assert f"{n_pos} positions" in out
+    assert out.count('class="ii-hm-col"') == 1  # the selected-position marker
 
 
 def test_position_chart_matches_record_columns(tiny_run):

@@ -110,7 +110,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
                 gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
-                ViewSlot("resid_heat", "resid-heatmap", plot=True)
+                ViewSlot("resid_heat", "resid-heatmap")  # an image (inspector.viz.heatimage)
                 ViewSlot("resid_pos", "resid-position", plot=True)
                 ViewSlot("lens", "logit-lens-view")
             with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
@@ -121,7 +121,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                                      elem_id="attn-head")
                 ViewSlot("attn_info", "attn-info")
                 ViewSlot("attn_fig", "attn-pattern", plot=True)
-                ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.attention.overview_html)
+                ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
             with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
                 gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
                 ViewSlot("kv_summary", "kv-summary-view")

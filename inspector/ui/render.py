@@ -52,7 +52,7 @@ class Views:
         v = {
             "status": vh.status_html("idle", vt.timing_stats([]), message, error),
             "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
-            "resid_heat": empty_figure(hint), "resid_pos": empty_figure(hint), "lens": "",
+            "resid_heat": "", "resid_pos": empty_figure(hint), "lens": "",
             "attn_fig": empty_figure(hint), "attn_overview": "",
             "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
                                            self.loaded.config.num_key_value_heads),

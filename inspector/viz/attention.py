@@ -2,19 +2,16 @@
 
 The session computes attention weights on demand (`Session.attention_pattern/row/overview`); these
 builders only draw them. The overview is ONE image of (layers·heads) rows × keys quantised to uint8
-(a PNG, one pixel per cell) — never one subplot per head, which would be megabytes and seconds to paint.
+(`inspector.viz.heatimage`) — never one subplot per head, which would be megabytes and seconds to paint.
 """
 
 from __future__ import annotations
 
-import base64
-import io
-import json
-
 import numpy as np
 import plotly.graph_objects as go
-from PIL import Image
 from plotly.colors import sequential
+
+from inspector.viz import heatimage as hi
 
 from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece
 
@@ -63,60 +60,29 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
                          "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
 
 
-def _blues_lut() -> np.ndarray:
-    """(256, 3) uint8: the BLUES colorscale (light = 0, dark = 255) sampled at every uint8 weight."""
-    stops = np.array([[int(c) for c in color[4:-1].split(",")] for color in sequential.Blues], np.float32)
-    at = np.linspace(0, len(stops) - 1, 256)
-    return np.stack([np.interp(at, np.arange(len(stops)), stops[:, c]) for c in range(3)], 1).round().astype(np.uint8)
-
-
-BLUES_LUT = _blues_lut()
-
-
-def overview_png(z: np.ndarray) -> bytes:
-    """(rows, keys) uint8 weights -> a PNG of one pixel per cell, colored by BLUES_LUT."""
-    buf = io.BytesIO()
-    Image.fromarray(BLUES_LUT[z], "RGB").save(buf, format="PNG", compress_level=1)  # (rows, keys, 3)
-    return buf.getvalue()
+BLUES_LUT = hi.colormap(sequential.Blues)  # light = 0, dark = 255
 
 
 def overview_html(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: int,
                   layer: int | None = None, head: int | None = None) -> str:
-    """All heads at once: rows (num_layers, num_heads, n_keys) -> ONE image of (L·H) rows × keys, uint8.
-
-    An image, not a plotly heatmap: the browser shows it in a few ms, where plotly.js took ~50-75 ms a
-    step to redraw the same heatmap. The page's script (static/app.js) names the cell under the mouse
-    (layer, head, KV head, key, weight) from `data-z`, the same uint8 weights, base64."""
+    """All heads at once: rows (num_layers, num_heads, n_keys) -> ONE image of (L·H) rows × keys, the
+    weights quantised to uint8; hover names the layer, query head and the KV head it reads."""
     n_layers, n_heads, n_k = rows.shape
     z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
-    png = base64.b64encode(overview_png(z)).decode()
-    n_rows = n_layers * n_heads
-    height = max(240, min(800, n_rows * 3))
-    pct = 100.0 / max(1, n_rows)
-    every = max(1, -(-n_layers // 10))  # at most ~10 layer labels
-    ylabels = "".join(f'<span style="top:{l * n_heads * pct:.3f}%">L{l}</span>' for l in range(0, n_layers, every))
     keys = _labels(pieces, n_k)
+    marks = [hi.row_mark(layer * n_heads + head, n_layers * n_heads)] if layer is not None and head is not None else []
+    every = max(1, -(-n_layers // 10))  # at most ~10 layer labels
     stride = max(1, -(-n_k // 12))
-    xlabels = "".join(f'<span style="left:{(k + 0.5) * 100 / n_k:.3f}%">{esc(keys[k])}</span>'
-                      for k in range(0, n_k, stride))
-    selected = ""
-    if layer is not None and head is not None:
-        selected = (f'<div class="ii-ov-selected" style="top:{(layer * n_heads + head) * pct:.3f}%;'
-                    f'height:{pct:.3f}%"></div>')
-    title = f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head"
-    return (
-        f'<div id="attn-overview-map" class="ii-overview" data-layers="{n_layers}" data-heads="{n_heads}" '
-        f'data-rep="{n_rep}" data-keys="{n_k}" data-query="{query_pos}" data-z="{base64.b64encode(z.tobytes()).decode()}" '
-        f"data-labels='{esc(json.dumps(keys))}'>"
-        f'<div class="ii-ov-title">{esc(title)}</div>'
-        f'<div class="ii-ov-body"><div class="ii-ov-ylabels" title="layer · head">{ylabels}</div>'
-        f'<div class="ii-ov-map" style="height:{height}px">'
-        f'<img src="data:image/png;base64,{png}" alt="{esc(title)}" draggable="false">'
-        f'<div class="ii-ov-layers" style="background-size:100% {100.0 / max(1, n_layers):.4f}%"></div>'
-        f'{selected}<div class="ii-ov-tip" hidden></div></div>'
-        f'<div class="ii-ov-scale"><span>255</span><div></div><span>0</span><small>weight×255</small></div></div>'
-        f'<div class="ii-ov-xlabels">{xlabels}</div><div class="ii-ov-xtitle">key position</div></div>'
-    )
+    return hi.heat_html(hi.HeatImage(
+        elem_id="attn-overview-map",
+        title=f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head",
+        codes=z, lut=BLUES_LUT, what="weight×255",
+        row_names=[f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)],
+        col_names=[f"key {k}" for k in keys],
+        y_ticks=[(l * n_heads, f"L{l}") for l in range(0, n_layers, every)],
+        x_ticks=[(k, keys[k]) for k in range(0, n_k, stride)],
+        scale=("255", "0", "weight×255"), height=max(240, min(800, n_layers * n_heads * 3)),
+        row_band=n_heads, marks=marks, x_title="key position", y_title="layer · head"))
 
 
 def kv_groups_html(num_heads: int, num_kv_heads: int, groups: list[list[int]] | None = None,

@@ -22,7 +22,6 @@ KV_K = "#0ea5e9"
 KV_V = "#14b8a6"
 # Explicit colorscales: with validation off a name like "Blues" would reach plotly.js, whose "Blues"
 # runs the other way round (dark = low).
-HEAT = make_colorscale(sequential.Viridis)
 BLUES = make_colorscale(sequential.Blues)
 
 MAX_TICKS = 24  # position axes show at most this many labels (each costs plotly ~0.5-1 ms per redraw)

@@ -10,7 +10,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from inspector.records import ForwardRecord
-from inspector.viz.common import ATTN, CHOSEN, HEAT, MLP, PROMPT, esc, figure, position_ticks, show_piece, vline
+from plotly.colors import sequential
+
+from inspector.viz import heatimage as hi
+from inspector.viz.common import ATTN, MAX_TICKS, MLP, PROMPT, esc, figure, show_piece
 
 CAPTION = ("Residual stream: the hidden vector each position carries through the layers. The heatmap is its "
            "size (L2 norm) after every layer; the chart shows, for the selected position, what attention and "
@@ -30,25 +33,33 @@ def locate(records: list[ForwardRecord], position: int) -> tuple[ForwardRecord, 
     raise ValueError(f"position {position} has not been processed yet")
 
 
-def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: int | None = None) -> go.Figure:
-    """Heatmap layers × positions of ‖resid_post‖, position labels from token pieces."""
-    z = residual_norms(records)
+HEAT_LUT = hi.colormap(sequential.Viridis)
+
+
+def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: int | None = None) -> str:
+    """Image heatmap layers × positions of ‖resid_post‖ (top row = the last layer), position labels from
+    token pieces; hover gives the true norm."""
+    z = residual_norms(records)[::-1]  # (L, T), last layer on top as a stack of blocks reads
     n_layers, n_pos = z.shape
     labels = [f"{p}:{show_piece(pieces[p], 8)}" if p < len(pieces) else str(p) for p in range(n_pos)]
     # The first position is usually an "attention sink" with a norm far above the rest: clip the colors
     # at the 99th percentile of the other positions so the others stay readable (hover shows true values).
     rest = z[:, 1:] if n_pos > 1 else z
-    zmax = float(np.percentile(rest, 99)) if rest.size else 1.0
+    zmax = max(float(np.percentile(rest, 99)) if rest.size else 1.0, 1e-6)
+    codes = np.clip(np.round(z / zmax * 255), 0, 255).astype(np.uint8)  # (L, T)
     clipped = bool((z > zmax).any())
-    heat = dict(type="heatmap", z=z, x=list(range(n_pos)), y=list(range(n_layers)), colorscale=HEAT, zmin=0.0,
-                zmax=max(zmax, 1e-6), colorbar={"title": {"text": "‖x‖" + (" (clipped)" if clipped else "")},
-                                                "thickness": 12},
-                customdata=np.array([labels] * n_layers),
-                hovertemplate="layer %{y} · pos %{customdata}<br>norm %{z:.1f}<extra></extra>")
-    shapes = [vline(selected, CHOSEN)] if selected is not None and 0 <= selected < n_pos else []
-    return figure([heat], f"Residual norm per layer × position ({n_layers} layers × {n_pos} positions)", 360,
-                  shapes=shapes, xaxis={"title": {"text": "position (token)"}, **position_ticks(labels), "tickangle": -60},
-                  yaxis={"title": {"text": "layer (after block)"}, "autorange": True})
+    stride = max(1, -(-n_pos // MAX_TICKS))
+    every = max(1, -(-n_layers // 10))
+    marks = [hi.col_mark(selected, n_pos)] if selected is not None and 0 <= selected < n_pos else []
+    return hi.heat_html(hi.HeatImage(
+        elem_id="resid-heat-map",
+        title=f"Residual norm per layer × position ({n_layers} layers × {n_pos} positions)",
+        codes=codes, lut=HEAT_LUT, values=z, what="‖x‖", digits=1,
+        row_names=[f"layer {n_layers - 1 - r}" for r in range(n_layers)], col_names=[f"pos {t}" for t in labels],
+        y_ticks=[(n_layers - 1 - l, str(l)) for l in range(0, n_layers, every)],
+        x_ticks=[(p, labels[p]) for p in range(0, n_pos, stride)],
+        scale=(f"{zmax:.0f}" + ("+" if clipped else ""), "0", "‖x‖" + (" (clipped)" if clipped else "")),
+        height=260, marks=marks, x_title="position (token)", y_title="layer (after block)"))
 
 
 def position_chart(records: list[ForwardRecord], position: int, piece: str = "") -> go.Figure:
