@@ -160,13 +160,7 @@ class Session:
         """Forget a pending forward (its token is about to change) and rewind the cache to the records."""
         if self._ahead is not None:
             self._ahead = None
-            self.cache.truncate(self._end)
-
-    @property
-    def _end(self) -> int:
-        """Positions committed by the records (the cache may hold one more while a forward is pending)."""
-        rec = self.records[-1]
-        return rec.start_pos + rec.n_new
+            self.cache.truncate(self.records[-1].positions.stop)  # the positions the records committed
 
     def play(self, params: SamplingParams) -> Iterator[ForwardRecord]:
         """Step until EOS, max_new_tokens or the context end (sets `finished`)."""

@@ -22,11 +22,6 @@ def make(loaded, **limits):
     return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
 
 
-def step(h, *args) -> list:
-    """The Step button's update (VIEW_KEYS + the drawn marker)."""
-    return h.step(*args)
-
-
 def status(out) -> str:
     return out[VIEW_KEYS.index("status")]
 
@@ -42,19 +37,19 @@ def test_parse_params_messages():
 
 def test_prefill_step_and_errors_never_raise(tiny_loaded):
     h, store = make(tiny_loaded)
-    out = step(h, None, *SAMPLING, 0, 0)
+    out = h.step(None, *SAMPLING, 0, 0)
     assert "press Prefill first" in status(out)
     out = h.prefill(None, "", False, "", *SAMPLING, 4, 0, 0)
     assert "prompt is empty" in status(out[1:])
     sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 3, 1, 3)
     assert 'data-phase="prefill done"' in status(views)
     assert "ii-error" not in status(views)
-    assert "decode step 1 (token 2 of 3)" in status(step(h, sid, *SAMPLING, 1, 3))
-    assert "finished: max tokens" in status(step(h, sid, *SAMPLING, 1, 3))  # token 3 of 3
-    views = step(h, sid, *SAMPLING, 1, 3)
+    assert "decode step 1 (token 2 of 3)" in status(h.step(sid, *SAMPLING, 1, 3))
+    assert "finished: max tokens" in status(h.step(sid, *SAMPLING, 1, 3))  # token 3 of 3
+    views = h.step(sid, *SAMPLING, 1, 3)
     assert "ii-error" in status(views) and "press Prefill to start again" in status(views)
     assert "ii-error" in status(h.prefill(sid, "x", False, "", *SAMPLING, "lots", 0, 0)[1:])
-    assert "ii-error" in status(step(h, sid, 5.0, 0, 1.5, 0, 0, 0, 0))
+    assert "ii-error" in status(h.step(sid, 5.0, 0, 1.5, 0, 0, 0, 0))
 
 
 def test_sessions_are_isolated_and_dropped(tiny_loaded):
@@ -62,7 +57,7 @@ def test_sessions_are_isolated_and_dropped(tiny_loaded):
     a = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     b = h.prefill(None, "Hello world", False, "", *SAMPLING, 8, 0, 0)[0]
     assert a != b and len(store) == 2
-    step(h, a, *SAMPLING, 0, 0)
+    h.step(a, *SAMPLING, 0, 0)
     assert len(store.get(a).session.records) == 2 and len(store.get(b).session.records) == 1
     store.drop(a)
     assert store.get(a) is None and len(store) == 1
@@ -98,20 +93,20 @@ def test_play_streams_until_pause(tiny_loaded):
     assert "playing" in status(first)
     again = list(h.play(sid, *SAMPLING, 0, 0))  # Play while playing
     assert len(again) == 1 and "already playing" in status(again[0])
-    assert "busy" in status(step(h, sid, *SAMPLING, 0, 0))
+    assert "busy" in status(h.step(sid, *SAMPLING, 0, 0))
     next(gen)
     h.pause(sid)
     rest = list(gen)
     assert "paused" in status(rest[-1])
     n = len(store.get(sid).session.generated_ids)
     assert 3 <= n < 50
-    assert "decode step" in status(step(h, sid, *SAMPLING, 0, 0))  # unlocked again
+    assert "decode step" in status(h.step(sid, *SAMPLING, 0, 0))  # unlocked again
 
 
 def test_preview_resample_select_recompute(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    step(h, sid, *SAMPLING, 0, 0)
+    h.step(sid, *SAMPLING, 0, 0)
     n = len(store.get(sid).session.generated_ids)
     fig, info, st = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
     assert 'data-preview="1"' in info and "temperature 1.5" in info
@@ -142,17 +137,21 @@ def test_reset_gives_blank_views(tiny_loaded):
 
 def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
     probe, probe_store = make(tiny_loaded)
+    from inspector.ui import model_thread
+
     sid = probe.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     session = probe_store.get(sid).session
+    model_thread.run(lambda: None)  # measure after the queued forward ahead (it counts too), every time
     after_prefill = session.retained_nbytes
-    step(probe, sid, *SAMPLING, 0, 0)
+    probe.step(sid, *SAMPLING, 0, 0)
+    model_thread.run(lambda: None)
     per_step = session.retained_nbytes - after_prefill
     assert per_step > 0 and 'id="status-memory"' in probe.status(probe_store.get(sid))
 
     h, store = make(tiny_loaded, max_trace_mb=(after_prefill + 1.5 * per_step) / 2**20)
     sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
     assert "ii-error" not in status(views)
-    messages = [status(step(h, sid, *SAMPLING, 0, 0)) for _ in range(4)]
+    messages = [status(h.step(sid, *SAMPLING, 0, 0)) for _ in range(4)]
     assert "ii-error" not in messages[0]
     refused = [m for m in messages if "INSPECTOR_MAX_TRACE_MB" in m]
     assert refused and "memory cap reached" in refused[0]
@@ -168,7 +167,7 @@ def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     store.get(sid).tab = "timing"
-    step(h, sid, *SAMPLING, 0, 0)
+    h.step(sid, *SAMPLING, 0, 0)
     records = store.get(sid).session.records
     assert records[-1].logit_lens == []  # not paid for on a step whose lens nobody looks at
     views = h.show_tab("residual")(sid, 0, 0)
@@ -190,7 +189,7 @@ def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monke
     monkeypatch.setattr(Session, "step", spy)
     h, _ = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    callers = [threading.Thread(target=step, args=(h, sid, *SAMPLING, 0, 0), name=f"worker-{i}") for i in range(3)]
+    callers = [threading.Thread(target=h.step, args=(sid, *SAMPLING, 0, 0), name=f"worker-{i}") for i in range(3)]
     for t in callers:
         t.start()
         t.join()
@@ -248,7 +247,7 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
     h, _ = make(tiny_loaded)
     assert h.decode_threads == (3 if full != 3 else 2)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    step(h, sid, *SAMPLING, 0, 0)
+    h.step(sid, *SAMPLING, 0, 0)
     list(h.play(sid, *SAMPLING, 0, 0))
     h.prefill(sid, "Again", False, "", *SAMPLING, 8, 0, 0)
     model_thread.run(lambda: None)  # the queued forwards ahead have run
@@ -383,5 +382,5 @@ def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, mon
         sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
         model_thread.run(lambda: None)
     assert "running the next forward ahead failed: out of memory" in caplog.text
-    out = step(h, sid, *SAMPLING, 0, 0)
+    out = h.step(sid, *SAMPLING, 0, 0)
     assert "decode step 1" in status(out) and "ii-error" not in status(out)

@@ -8,7 +8,7 @@ mounted later (the first time its tab opens) draws the last value the page recei
 
 Why: Gradio's cost per update grows with the number of outputs, even skipped ones. Measured on the 2-core
 dev machine (throwaway app, click to paint): an event streaming two updates to 17 outputs 106 ms; the
-same to one output 67 ms. Step streams two or three updates and every view used to be an output.
+same to one output 67 ms. Every view used to be an output, and Step streamed two or three updates.
 
 Plots are redrawn in place (`Plotly.react` on the same div), never rebuilt: Gradio 6's `gr.Plot` re-mounts
 its figure on every value (`newPlot` into an empty div, then `Plots.resize`); measured click to paint, a

@@ -122,14 +122,6 @@ class Views:
         with intra_op_threads(self.decode_threads):
             return self._views(entry, layer, head, message, error, plots)
 
-    def lens_view(self, entry: Entry) -> str:
-        """The newest step's logit lens table; the lens (an LM-head matmul per layer, ~30-50 ms for
-        SmolLM2 on one core) is computed on first request (unless it ran ahead), then kept in the record."""
-        s = entry.session
-        rec = s.records[-1]
-        s.logit_lens(rec.step)
-        return vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
-
     def _views(self, entry: Entry, layer: int, head: int, message: str, error: bool, plots: bool) -> list:
         s = entry.session
         if s is None or not s.records:
@@ -150,7 +142,9 @@ class Views:
             pos = self.selected_position(entry)
             v["resid_heat"] = vr.residual_heatmap(s.records, pieces, pos)
             v["resid_pos"] = vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")
-            v["lens"] = self.lens_view(entry)
+            # the lens (an LM-head matmul per layer) is computed on first request unless it ran ahead, then kept
+            s.logit_lens(rec.step)
+            v["lens"] = vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
         elif entry.tab == "attention":
             v["attn_fig"], v["attn_overview"], v["attn_info"] = self.attention_views(entry, layer, head)
         elif entry.tab == "kv":
