@@ -1,6 +1,6 @@
 """Start the Inference Inspector web app: `python app.py` (Hugging Face Spaces runs this file too).
 
-Loads the model once (`inspector.app_model.load_app_model()`), builds the page and launches it on
+Loads the model once (`inspector.ui.app_model.load_app_model()`), builds the page and launches it on
 127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise. Analytics off. A bad
 model source or INSPECTOR_* setting prints one line and exits 1.
 """
@@ -19,9 +19,9 @@ from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
 
 def load() -> object:
     try:
-        from inspector.app_model import load_app_model
+        from inspector.ui.app_model import load_app_model
     except ImportError:
-        from inspector.loader import load_model
+        from inspector.models.loader import load_model
         return load_model()
     return load_app_model()
 

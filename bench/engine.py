@@ -74,9 +74,9 @@ def hf_times(hf, ids: list[int], n: int) -> tuple[float, list[float]]:
 RSS_CHILD = r"""
 import json, torch
 torch.set_num_threads(2)
-from inspector.loader import load_model
-from inspector.session import Session
-from inspector.config import SamplingParams
+from inspector.models.loader import load_model
+from inspector.session.session import Session
+from inspector.engine.config import SamplingParams
 from bench.engine import prompt_ids
 def rss():
     d = {l.split(':')[0]: int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith(('VmRSS', 'VmHWM'))}
@@ -110,9 +110,9 @@ def main() -> None:
 
     import transformers
 
-    from inspector.config import SamplingParams
-    from inspector.loader import load_model
-    from inspector.session import Session
+    from inspector.engine.config import SamplingParams
+    from inspector.models.loader import load_model
+    from inspector.session.session import Session
 
     fp32 = load_model()
     bf16 = load_model(dtype=torch.bfloat16)

@@ -29,12 +29,12 @@ def rss_mb():
 which = sys.argv[1]
 t1 = time.perf_counter()
 if which == "inspector":
-    from inspector.loader import load_model
+    from inspector.models.loader import load_model
     m = load_model(None)
     model, path = m.model, str(m.weights_path)
 else:
     import transformers
-    from inspector.sources import default_dir
+    from inspector.models.sources import default_dir
     path = str(default_dir())
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
 t_load = time.perf_counter() - t1

@@ -133,9 +133,9 @@ def main() -> None:
     import torch
     from playwright.sync_api import sync_playwright
 
-    from inspector.config import SamplingParams
-    from inspector.loader import load_model
-    from inspector.session import Session
+    from inspector.engine.config import SamplingParams
+    from inspector.models.loader import load_model
+    from inspector.session.session import Session
     from tests.ui_server import start_app
 
     from inspector.ui.model_thread import decode_threads, intra_op_threads

@@ -42,6 +42,6 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def default_model():
     """The real embedded default model (SmolLM2-135M-Instruct, fp32), loaded once per test run."""
-    from inspector.loader import load_model
+    from inspector.models.loader import load_model
 
     return load_model()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from inspector.config import ModelConfig
-from inspector.model import Transformer
+from inspector.engine.config import ModelConfig
+from inspector.engine.model import Transformer
 
 TINY = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False)

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-import inspector.app_model as app_model
-from inspector.app_model import HUB_MODEL_ID, AppLimits, app_limits, load_app_model
+import inspector.ui.app_model as app_model
+from inspector.ui.app_model import HUB_MODEL_ID, AppLimits, app_limits, load_app_model
 from inspector.errors import InputError, ModelLoadError
 
 SPACE_VARS = ("SYSTEM", "SPACE_ID", "INSPECTOR_MODEL")
@@ -52,7 +52,7 @@ def test_on_spaces_the_hub_model_first(calls, monkeypatch, var, value):
 def test_on_spaces_falls_back_to_the_default_and_says_why(calls, monkeypatch, caplog):
     monkeypatch.setenv("SYSTEM", "spaces")
     calls.fail.add(HUB_MODEL_ID)
-    with caplog.at_level(logging.WARNING, logger="inspector.app_model"):
+    with caplog.at_level(logging.WARNING, logger="inspector.ui.app_model"):
         assert load_app_model() == "loaded:None"
     assert calls == [HUB_MODEL_ID, None]
     (record,) = caplog.records

@@ -9,7 +9,7 @@ import sys
 import pytest
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
-from inspector.cli import main
+from inspector.commands.cli import main
 
 
 def run_json(capsys, *args: str) -> dict:
@@ -61,7 +61,7 @@ def test_bad_input_exits_with_one_line(capsys, args, message):
 
 
 def test_prompt_longer_than_context(tiny_llama_dir):  # noqa: F811
-    proc = subprocess.run([sys.executable, "-m", "inspector.cli", "run", "--prompt", "the fox " * 200,
+    proc = subprocess.run([sys.executable, "-m", "inspector.commands.cli", "run", "--prompt", "the fox " * 200,
                            "--model", str(tiny_llama_dir)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: prompt is ") and "context window is 256 tokens" in proc.stderr

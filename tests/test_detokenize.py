@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from tiny import make_tokenizer
 
-from inspector.detokenize import Detokenizer, detokenize
-from inspector.tokenizer import Tokenizer
+from inspector.models.detokenize import Detokenizer, detokenize
+from inspector.models.tokenizer import Tokenizer
 
 TEXTS = [
     "Robots 🤖 and thumbs 👍🏽 and a family 👨‍👩‍👧!",

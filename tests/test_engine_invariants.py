@@ -9,12 +9,12 @@ import pytest
 import torch
 from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401 (fixtures)
 
-from inspector import engine
-from inspector.config import SamplingParams
-from inspector.loader import load_model
-from inspector.recording import FullRecorder, SummaryRecorder
-from inspector.session import Session
-from inspector.trace import hook_names
+from inspector.engine import steps as engine
+from inspector.engine.config import SamplingParams
+from inspector.models.loader import load_model
+from inspector.engine.recording import FullRecorder, SummaryRecorder
+from inspector.session.session import Session
+from inspector.engine.trace import hook_names
 
 GREEDY = SamplingParams()
 PROMPT = "Hello world! Tokenizers split text into pieces, then ids. The quick brown fox"
@@ -170,7 +170,7 @@ def test_lens_on_demand_equals_eager(session):
 
 
 def test_long_forwards_keep_half_queries(session, monkeypatch):
-    from inspector import recording
+    from inspector.engine import recording
 
     monkeypatch.setattr(recording, "HALF_QUERIES_FROM", 8)
     s = Session(session.loaded)

@@ -10,14 +10,14 @@ import sys
 import pytest
 from tiny import tiny_llama_dir  # noqa: F401  (fixture)
 
-from inspector.cli import main
+from inspector.commands.cli import main
 
 JSON_KEYS = {"name", "source", "config", "params", "weights_path", "tensors"}
 TENSOR_KEYS = {"name", "shape", "dtype", "params", "bytes", "group"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "inspector.commands.cli", *args], capture_output=True, text=True,
                           env={**os.environ}, timeout=300)
 
 

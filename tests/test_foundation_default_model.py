@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from inspector.sources import MARKER
+from inspector.models.sources import MARKER
 
 pytestmark = pytest.mark.slow
 

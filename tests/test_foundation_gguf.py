@@ -11,10 +11,10 @@ import torch
 from safetensors.torch import load_file
 from tiny import llama_cpp_permute, tiny_llama_dir, write_tiny_gguf  # noqa: F401  (fixture)
 
-from inspector import sources
+from inspector.models import sources
 from inspector.errors import ModelLoadError, UnsupportedConfigError
-from inspector.gguf_convert import hf_tensor_name, permute_qk, unpermute_qk
-from inspector.loader import load_model
+from inspector.models.gguf_convert import hf_tensor_name, permute_qk, unpermute_qk
+from inspector.models.loader import load_model
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_gguf_conversion_is_cached(tiny_llama_dir, tmp_path, home, monkeypatch, 
     def boom(*args, **kwargs):
         raise AssertionError("converted twice")
 
-    monkeypatch.setattr("inspector.gguf_convert.convert_gguf", boom)
+    monkeypatch.setattr("inspector.models.gguf_convert.convert_gguf", boom)
     load_model(path)
     assert "converting" not in capsys.readouterr().err
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401  (fixtures)
 
-from inspector.inventory import GROUPS, build_inventory, format_bytes, group_of
-from inspector.loader import load_model
+from inspector.models.inventory import GROUPS, build_inventory, format_bytes, group_of
+from inspector.models.loader import load_model
 
 
 def test_group_of():

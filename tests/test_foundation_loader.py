@@ -12,8 +12,8 @@ from safetensors.torch import load_file, save_file
 from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401  (fixtures)
 
 from inspector.errors import ModelLoadError, UnsupportedConfigError
-from inspector.loader import load_model
-from inspector.model import Transformer
+from inspector.models.loader import load_model
+from inspector.engine.model import Transformer
 
 
 def copy_dir(src: Path, dst: Path) -> Path:

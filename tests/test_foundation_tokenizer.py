@@ -6,7 +6,7 @@ import pytest
 from tiny import tiny_llama_dir  # noqa: F401  (fixture)
 
 from inspector.errors import InputError
-from inspector.tokenizer import Tokenizer
+from inspector.models.tokenizer import Tokenizer
 
 VARIED = [
     "Hello, world!",

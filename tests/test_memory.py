@@ -9,7 +9,7 @@ import pytest
 
 CHILD = r"""
 import torch
-from inspector.memory import release_large_frees
+from inspector.engine.memory import release_large_frees
 def rss_mb():
     return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS')) / 1024
 assert release_large_frees() and release_large_frees()  # takes effect, idempotent

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inspector import engine
-from inspector.config import SamplingParams
-from inspector.session import Session
+from inspector.engine import steps as engine
+from inspector.engine.config import SamplingParams
+from inspector.session.session import Session
 from engine_fixtures import LLAMA3_ROPE, hf_pair
 
 CASES = {
@@ -49,9 +49,9 @@ def test_logits_match_transformers_at_every_position(case):
 def test_blocked_attention_of_long_forwards_matches_transformers(chunk, monkeypatch):
     """Forwards longer than ATTN_CHUNK attend block by block (each block over the keys it can see): the
     logits must not change, also for a forward that starts after cached positions."""
-    import inspector.model
+    import inspector.engine.model
 
-    monkeypatch.setattr(inspector.model, "ATTN_CHUNK", chunk)
+    monkeypatch.setattr(inspector.engine.model, "ATTN_CHUNK", chunk)
     hf, ours, cfg = hf_pair("llama", num_key_value_heads=2)
     ids = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from inspector.config import SamplingParams
-from inspector.sampling import (apply_min_p, apply_top_k, apply_top_p, entropy, generator_for, sample,
+from inspector.engine.config import SamplingParams
+from inspector.engine.sampling import (apply_min_p, apply_top_k, apply_top_p, entropy, generator_for, sample,
                                 sample_record)
 
 # probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 as logits

@@ -8,10 +8,10 @@ import pytest
 import torch
 from tiny import make_tiny_checkpoint, tiny_llama_dir  # noqa: F401 (fixture)
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
-from inspector.loader import load_model
-from inspector.session import Session
+from inspector.models.loader import load_model
+from inspector.session.session import Session
 
 GREEDY = SamplingParams()
 PROMPT = "The quick brown fox jumps over the lazy dog. Attention is all you need"
@@ -191,7 +191,7 @@ def test_bf16_session_runs(tiny_llama_dir):  # noqa: F811
 
 
 def test_generate_iterator_matches_session(loaded):
-    from inspector import engine
+    from inspector.engine import steps as engine
 
     s = run(Session(loaded, record=False), GREEDY, 7)
     for use_cache in (True, False):

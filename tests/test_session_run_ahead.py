@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
-from inspector.config import SamplingParams
-from inspector.loader import load_model
-from inspector.session import Session
+from inspector.engine.config import SamplingParams
+from inspector.models.loader import load_model
+from inspector.session.session import Session
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
 SAMPLED = SamplingParams(temperature=1.3, top_k=0, top_p=1.0, seed=7)  # a random draw, not greedy

@@ -14,8 +14,8 @@ import pytest
 from huggingface_hub import metadata_load
 from packaging.requirements import Requirement
 
-from inspector.app_model import HUB_MODEL_ID
-from inspector.space_bundle import SpaceBuildError, build_bundle, bundle_files, source_root
+from inspector.ui.app_model import HUB_MODEL_ID
+from inspector.space.bundle import SpaceBuildError, build_bundle, bundle_files, source_root
 
 ROOT = source_root()
 REQUIRED_KEYS = {"title", "emoji", "colorFrom", "colorTo", "sdk", "sdk_version", "python_version",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from inspector.space_bundle import build_bundle, bundle_files
-from inspector.space_deploy import STALE_PATTERNS, SpaceDeployError, deploy_space
+from inspector.space.bundle import build_bundle, bundle_files
+from inspector.space.deploy import STALE_PATTERNS, SpaceDeployError, deploy_space
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProc
     """Run `inspector ...` in a fresh interpreter (huggingface_hub reads HF_* variables at import)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "TRANSFORMERS_"))}
     base.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1", **env)
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "inspector.commands.cli", *args], capture_output=True, text=True,
                           env=base, timeout=300)
 
 

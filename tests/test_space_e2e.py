@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from inspector.app_model import HUB_MODEL_ID
-from inspector.space_bundle import build_bundle
+from inspector.ui.app_model import HUB_MODEL_ID
+from inspector.space.bundle import build_bundle
 
 INSTALL_TIMEOUT_S = 480
 START_TIMEOUT_S = 300

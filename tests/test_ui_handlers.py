@@ -14,7 +14,7 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 
 
 def make(loaded, **limits):
-    from inspector.inventory import build_inventory
+    from inspector.models.inventory import build_inventory
 
     lim = Limits(**limits)
     store = SessionStore(lambda: new_ui_session(loaded), lim)
@@ -177,7 +177,7 @@ def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
 
 def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monkeypatch):
     """Gradio calls handlers from many worker threads; torch must see only the model thread."""
-    from inspector.session import Session
+    from inspector.session.session import Session
 
     seen = []
     real_step = Session.step
@@ -219,7 +219,7 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
     model thread's count is restored afterwards, so prefill still gets every thread."""
     import torch
 
-    from inspector.session import Session
+    from inspector.session.session import Session
     from inspector.ui import model_thread
 
     counts = {}
@@ -276,7 +276,7 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
 def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loaded, monkeypatch):
     """On the Residual tab the lens (an LM-head matmul per layer) runs ahead with the next forward, also
     for a forward already pending when the tab is opened; Step shows it either way."""
-    from inspector.session import Session
+    from inspector.session.session import Session
     from inspector.ui import model_thread
 
     asked = []
@@ -311,7 +311,7 @@ def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, 
     """Prefill, Step, Resample and the end of Play queue the next decode forward on the model thread; the
     next Step commits it instead of running its own; the tokens equal those of an app that does not run
     ahead (INSPECTOR_RUN_AHEAD=0)."""
-    from inspector.session import Session
+    from inspector.session.session import Session
     from inspector.ui import model_thread
 
     forwards = []
@@ -369,7 +369,7 @@ def test_run_ahead_setting(monkeypatch):
 
 
 def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, monkeypatch, caplog):
-    from inspector.session import Session
+    from inspector.session.session import Session
     from inspector.ui import model_thread
 
     def broken(self, lens=False):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 from inspector.viz import inventory as vi
 from inspector.viz import sampling as vs
 from inspector.viz import timing as vt
@@ -65,7 +65,7 @@ def test_timing_stats_and_chart(tiny_run):
 
 
 def test_inventory_table_lists_every_tensor_with_totals(tiny_loaded):
-    from inspector.inventory import build_inventory
+    from inspector.models.inventory import build_inventory
 
     inv = build_inventory(tiny_loaded)
     html = vi.inventory_html(inv.entries, tied=True, layer=1)

@@ -100,7 +100,7 @@ def llama_cpp_permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -
 
 
 def _hf_to_gguf_name(name: str) -> str:
-    from inspector.gguf_convert import _BLOCK_NAMES, _TOP_NAMES
+    from inspector.models.gguf_convert import _BLOCK_NAMES, _TOP_NAMES
 
     for gg, hf in _TOP_NAMES.items():
         if name.startswith(hf + "."):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 
 PROMPT = "The quick brown fox jumps"
 STEPS = 3
@@ -17,7 +17,7 @@ STEPS = 3
 @pytest.fixture(scope="session")
 def tiny_loaded(tmp_path_factory):
     """A LoadedModel over a tiny random llama checkpoint (GQA: 4 query heads share 2 KV heads)."""
-    from inspector.loader import load_model
+    from inspector.models.loader import load_model
     from tests.tiny import make_tiny_checkpoint
 
     return load_model(str(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny_viz"))))
@@ -26,7 +26,7 @@ def tiny_loaded(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_run(tiny_loaded):
     """A session after prefill + STEPS decode steps with temperature 0.8, top-k 5 (so filters remove tokens)."""
-    from inspector.session import Session
+    from inspector.session.session import Session
 
     s = Session(tiny_loaded)
     params = SamplingParams(temperature=0.8, top_k=5, seed=1)

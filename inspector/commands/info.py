@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from inspector.inventory import Inventory, build_inventory, format_bytes
+from inspector.models.inventory import Inventory, build_inventory, format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def human(loaded: Any, inv: Inventory) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from inspector.loader import load_model
+    from inspector.models.loader import load_model
 
     loaded = load_model(args.model)
     inv = build_inventory(loaded)

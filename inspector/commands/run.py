@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 
 DTYPES = ("fp32", "bf16")
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from inspector.loader import load_model
-    from inspector.session import Session
+    from inspector.models.loader import load_model
+    from inspector.session.session import Session
 
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     session = Session(loaded, recompute=args.no_cache, record=args.json)

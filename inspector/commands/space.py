@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from inspector.space_bundle import build_bundle
+from inspector.space.bundle import build_bundle
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    from inspector.space_deploy import check_repo_id, deploy_space, resolve_token
+    from inspector.space.deploy import check_repo_id, deploy_space, resolve_token
 
     check_repo_id(args.repo_id)  # fail fast, before building anything
     token = resolve_token(args.token)

@@ -52,7 +52,7 @@ def launch_kwargs() -> dict[str, Any]:
 
 def model_facts(loaded: Any) -> tuple[list, int, int]:
     """(inventory entries, parameter count, weight bytes in memory) for the header and inventory view."""
-    from inspector.inventory import build_inventory
+    from inspector.models.inventory import build_inventory
 
     inv = build_inventory(loaded)
     return list(inv.entries), inv.params, inv.bytes
@@ -184,8 +184,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
 
 def _load_default() -> Any:
     try:
-        from inspector.app_model import load_app_model
+        from inspector.ui.app_model import load_app_model
     except ImportError:
-        from inspector.loader import load_model
+        from inspector.models.loader import load_model
         return load_model()
     return load_app_model()

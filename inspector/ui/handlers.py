@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
 from inspector.ui.model_thread import intra_op_threads, on_model_thread, run_ahead_enabled, submit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 
 
 def parse_params(temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any) -> SamplingParams:

@@ -35,7 +35,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from inspector.app_model import positive_int_env
+from inspector.ui.app_model import positive_int_env
 from inspector.errors import InputError
 
 T = TypeVar("T")

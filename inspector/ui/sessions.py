@@ -28,9 +28,9 @@ class Limits:
 
 
 def limits_from_env() -> Limits:
-    """Read caps via `inspector.app_model.app_limits()` (INSPECTOR_MAX_SESSIONS, INSPECTOR_MAX_STEPS, ...)."""
+    """Read caps via `inspector.ui.app_model.app_limits()` (INSPECTOR_MAX_SESSIONS, INSPECTOR_MAX_STEPS, ...)."""
     try:
-        from inspector.app_model import app_limits
+        from inspector.ui.app_model import app_limits
     except ImportError:  # app_model not available: built-in defaults
         return Limits()
     lim = app_limits()
@@ -42,7 +42,7 @@ def limits_from_env() -> Limits:
 def new_ui_session(loaded: Any) -> Any:
     """The engine session behind one browser session: full recorder, with the logit lens computed when the
     Residual tab shows it (`Session.logit_lens(step)`) rather than on every step."""
-    from inspector.session import Session
+    from inspector.session.session import Session
 
     return Session(loaded, lens=False)
 
@@ -55,7 +55,7 @@ class SessionCapError(InputError):
 class Entry:
     """One browser session's server-side state."""
 
-    session: Any  # inspector.session.Session
+    session: Any  # inspector.session.session.Session
     lock: threading.Lock = field(default_factory=threading.Lock)  # one model call at a time per session
     pause: threading.Event = field(default_factory=threading.Event)
     playing: bool = False

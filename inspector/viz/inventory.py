@@ -1,6 +1,6 @@
 """Tensor inventory view: every weight tensor (name, shape, dtype, params, bytes, group), totals per group.
 
-Input rows are the entries of `inspector.inventory` (objects or dicts with name/shape/dtype/params/
+Input rows are the entries of `inspector.models.inventory` (objects or dicts with name/shape/dtype/params/
 bytes/group). The table is plain HTML, sorted client-side by static/app.js (click a header); rows of
 the selected layer are highlighted.
 """

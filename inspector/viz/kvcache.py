@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.records import ForwardRecord, KVLayerStat
+from inspector.session.records import ForwardRecord, KVLayerStat
 from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, human_bytes, vline
 
 CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector.records import ForwardRecord
+from inspector.session.records import ForwardRecord
 from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.records import SampleRecord
+from inspector.session.records import SampleRecord
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_piece
 
 CAPTION = ("Sampling: the logits of the newest position become probabilities (softmax); temperature sharpens "

@@ -9,7 +9,7 @@ import statistics
 
 import plotly.graph_objects as go
 
-from inspector.records import ForwardRecord
+from inspector.session.records import ForwardRecord
 from inspector.viz.common import GENERATED, PROMPT, figure
 
 CAPTION = ("Timing: the prefill processes the whole prompt in one forward (time to first token, TTFT); each "

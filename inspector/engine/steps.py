@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
-from inspector.config import SamplingParams
-from inspector.kv_cache import KVCache
-from inspector.model import Transformer
-from inspector.sampling import SampleResult, generator_for, sample
-from inspector.trace import Recorder
+from inspector.engine.config import SamplingParams
+from inspector.engine.kv_cache import KVCache
+from inspector.engine.model import Transformer
+from inspector.engine.sampling import SampleResult, generator_for, sample
+from inspector.engine.trace import Recorder
 
 
 def _ids(tokens: Sequence[int], device: torch.device) -> torch.Tensor:

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 
 from inspector.errors import InputError
-from inspector.loader import LoadedModel, load_model
+from inspector.models.loader import LoadedModel, load_model
 
 log = logging.getLogger(__name__)
 

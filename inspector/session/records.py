@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inspector.config import SamplingParams
+from inspector.engine.config import SamplingParams
 
 
 @dataclass

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from inspector.config import SamplingParams
-from inspector.records import Candidate, SampleRecord
+from inspector.engine.config import SamplingParams
+from inspector.session.records import Candidate, SampleRecord
 
 
 @dataclass

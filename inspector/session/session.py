@@ -28,14 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from inspector import engine
-from inspector.config import SamplingParams
-from inspector.detokenize import Detokenizer
+from inspector.engine import steps as engine
+from inspector.engine.config import SamplingParams
+from inspector.models.detokenize import Detokenizer
 from inspector.errors import InputError
-from inspector.loader import LoadedModel
-from inspector.recording import NORM_POINTS, SummaryRecorder
-from inspector.records import ForwardRecord, KVLayerStat, SampleRecord, TopToken
-from inspector.sampling import generator_for, sample, sample_record
+from inspector.models.loader import LoadedModel
+from inspector.engine.recording import NORM_POINTS, SummaryRecorder
+from inspector.session.records import ForwardRecord, KVLayerStat, SampleRecord, TopToken
+from inspector.engine.sampling import generator_for, sample, sample_record
 
 LENS_TOP = 5
 

@@ -112,6 +112,6 @@ def inventory_from_state(state: dict[str, torch.Tensor], tied: bool, source_form
 
 
 def build_inventory(loaded: Any) -> Inventory:
-    """The inventory of an `inspector.loader.LoadedModel`."""
+    """The inventory of an `inspector.models.loader.LoadedModel`."""
     return inventory_from_state(loaded.model.state_dict(), loaded.config.tie_word_embeddings,
                                 loaded.source_format, loaded.source_bytes)

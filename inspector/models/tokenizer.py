@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import InputError, ModelLoadError
-from inspector.gguf_convert import CHAR_TO_BYTE
+from inspector.models.gguf_convert import CHAR_TO_BYTE
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")

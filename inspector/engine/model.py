@@ -8,7 +8,7 @@ Contract: `Transformer.forward(input_ids, cache=None, rec=None, last_only=False)
 owns the KV cache: the model writes this forward's keys/values into it and reads the positions before,
 but never advances it (the engine calls `cache.advance(T)` once per forward). Without a cache the input
 is the whole sequence from position 0. `rec(name, tensor)` is called at every trace point of
-`inspector.trace` when a recorder is given.
+`inspector.engine.trace` when a recorder is given.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inspector.config import ModelConfig
-from inspector.kv_cache import KVCache
-from inspector.trace import Recorder
+from inspector.engine.config import ModelConfig
+from inspector.engine.kv_cache import KVCache
+from inspector.engine.trace import Recorder
 
 
 # Queries per attention block; longer forwards record scores/pattern once per block. 128 keeps a block's
-# scores of a 512-token prompt (9 heads) at 2.4 MB: under the 4 MB mmap threshold (inspector.memory), so
+# scores of a 512-token prompt (9 heads) at 2.4 MB: under the 4 MB mmap threshold (inspector.engine.memory), so
 # they reuse heap memory instead of page-faulting fresh mappings (512 made that prefill ~40% slower).
 ATTN_CHUNK = 128
 

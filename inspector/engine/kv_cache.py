@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from inspector.config import ModelConfig
+from inspector.engine.config import ModelConfig
 
 
 class KVCache:

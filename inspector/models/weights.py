@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from inspector.config import ModelConfig
+from inspector.engine.config import ModelConfig
 from inspector.errors import ModelLoadError
 
 INDEX_FILE = "model.safetensors.index.json"

@@ -127,7 +127,7 @@ def _default_wheel(downloads: Path) -> Path:
 
 
 def _produce_default(tmp: Path) -> dict[str, Any]:
-    from inspector.gguf_convert import convert_gguf
+    from inspector.models.gguf_convert import convert_gguf
 
     gguf_path = _installed_default_gguf()
     if gguf_path is None:
@@ -161,7 +161,7 @@ def _gguf_display_name(path: Path) -> str:
 
 
 def resolve_gguf(path: Path) -> Resolved:
-    from inspector.gguf_convert import check_gguf, convert_gguf
+    from inspector.models.gguf_convert import check_gguf, convert_gguf
 
     path = path.resolve()
     st = path.stat()

