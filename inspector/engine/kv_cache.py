@@ -1,12 +1,23 @@
-"""KV cache: per-layer K and V, each (batch, kv_heads, positions, head_dim), owned by the caller.
+"""KV cache: per layer, K and V buffers of shape (batch, kv_heads, capacity, head_dim), owned by the caller.
 
-The model writes a forward's new keys/values with `update(layer, k, v)` at positions
-[length, length + T) and reads back everything cached so far; the engine then calls `advance(T)` once
-per forward. Storage grows in chunks of `step` positions (like mlx-lm); `truncate(pos)` rewinds for
-branching. `nbytes` counts the entries in use (what the cache holds), `allocated_nbytes` the buffers.
+Each row (one request of a batch) has its own committed length, `lengths[row]`. A forward writes row b's
+new keys/values with `update(layer, k, v, counts)` at positions [lengths[b], lengths[b] + counts[b]) and
+reads back every row's keys up to the longest row's end; positions past a row's own end hold stale
+entries that the model's causal mask hides. The engine then commits the forward with `advance(counts)`,
+once per forward (the model never does). `truncate(length, row=None)` rewinds rows for branching.
+
+Storage grows in chunks of `step` positions (like mlx-lm), the same capacity for every row.
+
+Reading: `read(layer, row=0, end=None) -> (k, v)`, each (kv_heads, end, head_dim), are views of the
+committed positions (valid until the next write; clone to keep them). Bytes: `nbytes` counts the entries
+in use and `layer_nbytes(layer)` one layer's, both measured from those views; `allocated_nbytes` is the
+storage of the buffers actually allocated. `keys`/`values` (per-layer buffers, None until first written)
+stay public for callers that index them directly.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -20,65 +31,118 @@ class KVCache:
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.batch, self.dtype, self.device, self.step = batch, dtype, torch.device(device), step
-        self.keys: list[torch.Tensor | None] = [None] * self.num_layers
+        self.keys: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, kv_heads, capacity, head_dim)
         self.values: list[torch.Tensor | None] = [None] * self.num_layers
-        self.length = 0  # positions committed by `advance`
+        self.lengths: list[int] = [0] * batch  # positions committed by `advance`, per row
 
+    # ---- writing (the model) and committing (the engine)
     def _grow(self, layer: int, needed: int) -> None:
         old_k, old_v = self.keys[layer], self.values[layer]
         if old_k is not None and old_k.shape[2] >= needed:
             return
         capacity = -(-needed // self.step) * self.step  # round up to a whole number of steps
         shape = (self.batch, self.kv_heads, capacity, self.head_dim)
+        # Zero-filled, so the stale slots a row's mask hides are finite (0 x stale value stays 0).
         new_k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         new_v = torch.zeros(shape, dtype=self.dtype, device=self.device)
         if old_k is not None:
-            new_k[:, :, : self.length] = old_k[:, :, : self.length]
-            new_v[:, :, : self.length] = old_v[:, :, : self.length]
+            used = max(self.lengths)
+            new_k[:, :, :used] = old_k[:, :, :used]
+            new_v[:, :, :used] = old_v[:, :, :used]
         self.keys[layer], self.values[layer] = new_k, new_v
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write k, v (B, kv_heads, T, head_dim) after the committed positions; return all cached K, V."""
-        end = self.length + k.shape[2]
-        self._grow(layer, end)
-        self.keys[layer][:, :, self.length : end] = k
-        self.values[layer][:, :, self.length : end] = v
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]  # (B, kv_heads, end, head_dim)
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor,
+               counts: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v (batch, kv_heads, T, head_dim): row b's first counts[b] positions (all T when counts is
+        None) after its committed ones. Returns K, V (batch, kv_heads, S, head_dim) of positions 0..S-1,
+        S = the longest row's end."""
+        B, _, T, _ = k.shape
+        if B != self.batch:
+            raise ValueError(f"a forward of {B} rows on a cache of {self.batch}")
+        starts = self.lengths
+        if counts is None and B == 1:
+            start = starts[0]
+            end = start + T
+            self._grow(layer, end)
+            self.keys[layer][:, :, start:end] = k
+            self.values[layer][:, :, start:end] = v
+        else:
+            counts = [T] * B if counts is None else counts
+            end = max(s + n for s, n in zip(starts, counts))
+            self._grow(layer, end)
+            for b, (s, n) in enumerate(zip(starts, counts)):
+                self.keys[layer][b, :, s:s + n] = k[b, :, :n]  # padded slots (past n) are never written
+                self.values[layer][b, :, s:s + n] = v[b, :, :n]
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]  # (B, kv_heads, S, head_dim)
 
-    def advance(self, n: int) -> None:
-        """Commit n positions written by the forward that just ran (called once per forward)."""
-        self.length += n
+    def advance(self, counts: int | Sequence[int]) -> None:
+        """Commit the positions the forward that just ran wrote: n for every row, or counts[b] for row b."""
+        if isinstance(counts, int):
+            counts = [counts] * self.batch
+        if len(counts) != self.batch:
+            raise ValueError(f"advance got {len(counts)} counts for {self.batch} rows")
+        self.lengths = [n0 + n for n0, n in zip(self.lengths, counts)]
 
-    def truncate(self, length: int) -> None:
-        """Forget every position >= length (to branch from an earlier step)."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"cannot truncate a cache of {self.length} positions to {length}")
-        self.length = length
+    def truncate(self, length: int, row: int | None = None) -> None:
+        """Forget every position >= length of one row (every row when row is None), to branch."""
+        rows = range(self.batch) if row is None else [row]
+        for r in rows:
+            if not 0 <= length <= self.lengths[r]:
+                raise ValueError(f"cannot truncate row {r} of {self.lengths[r]} positions to {length}")
+        for r in rows:
+            self.lengths[r] = length
+
+    # ---- reading
+    @property
+    def length(self) -> int:
+        """Committed positions, the same in every row (ValueError when rows differ: use `lengths`)."""
+        first = self.lengths[0]
+        if any(n != first for n in self.lengths):
+            raise ValueError(f"rows hold different lengths {self.lengths}: read cache.lengths[row]")
+        return first
+
+    def read(self, layer: int, row: int = 0, end: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Committed keys and values of one row, positions 0..end-1 (default: all), each (kv_heads, end, head_dim)."""
+        n = self.lengths[row]
+        end = n if end is None else end
+        if not 0 <= end <= n:
+            raise ValueError(f"row {row} holds {n} positions; cannot read up to {end}")
+        k, v = self.keys[layer], self.values[layer]
+        if k is None:
+            empty = torch.empty((self.kv_heads, 0, self.head_dim), dtype=self.dtype, device=self.device)
+            return empty, empty
+        return k[row, :, :end], v[row, :, :end]
 
     def layer_keys(self, layer: int) -> torch.Tensor:
-        """Committed keys of one layer, (B, kv_heads, length, head_dim)."""
+        """Committed keys of one layer for every row, (batch, kv_heads, length, head_dim) (rows of equal length)."""
         return self.keys[layer][:, :, : self.length]
 
     @property
     def capacity(self) -> int:
+        """Positions allocated per row (the buffers' third dimension)."""
         k = self.keys[0]
         return 0 if k is None else k.shape[2]
 
     @property
     def bytes_per_position(self) -> int:
-        """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes/elem."""
+        """What one more position of one row costs: K and V, every layer (2 x layers x kv_heads x head_dim x bytes)."""
         elem = torch.empty((), dtype=self.dtype).element_size()
         return 2 * self.num_layers * self.kv_heads * self.head_dim * elem
 
-    @property
-    def layer_nbytes(self) -> int:
-        """Bytes of K plus V in use by one layer."""
-        return self.bytes_per_position // self.num_layers * self.length
+    def layer_nbytes(self, layer: int) -> int:
+        """Bytes of K plus V in use by one layer, every row, measured from the committed views."""
+        total = 0
+        for row in range(self.batch):
+            k, v = self.read(layer, row)
+            total += k.nbytes + v.nbytes
+        return total
 
     @property
     def nbytes(self) -> int:
-        return self.bytes_per_position * self.length
+        """Bytes of K plus V in use, every layer and row."""
+        return sum(self.layer_nbytes(layer) for layer in range(self.num_layers))
 
     @property
     def allocated_nbytes(self) -> int:
-        return self.bytes_per_position * self.capacity
+        """Bytes of the K and V buffers allocated (their storage), every layer."""
+        return sum(t.untyped_storage().nbytes() for t in (*self.keys, *self.values) if t is not None)

@@ -4,11 +4,23 @@ Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
 no `lm_head` module and unembeds with `model.embed_tokens.weight`.
 
-Contract: `Transformer.forward(input_ids, cache=None, rec=None, last_only=False) -> logits`. The caller
-owns the KV cache: the model writes this forward's keys/values into it and reads the positions before,
-but never advances it (the engine calls `cache.advance(T)` once per forward). Without a cache the input
-is the whole sequence from position 0. `rec(name, tensor)` is called at every trace point of
-`inspector.engine.trace` when a recorder is given.
+Contract: `Transformer.forward(input_ids (B, T), cache=None, rec=None, positions=None, last_only=False)
+-> logits (B, T, V)`, or (B, 1, V) holding each row's last real token with `last_only`.
+- Rows are independent requests, each at its own position. Row b's new tokens sit at positions
+  cache.lengths[b], cache.lengths[b] + 1, ... (0, 1, ... without a cache).
+- `positions` None: all T slots of every row are real tokens. Otherwise a (B, T) long tensor giving each
+  row's real tokens first, at exactly those positions, then -1 for padded slots (rows with fewer new
+  tokens, right-padded); ValueError otherwise. Padded slots are computed as if at position 0 and their
+  outputs (logits, trace values) mean nothing; they are never written to the cache.
+- Causal mask from positions: a query at position p sees the keys at positions <= p of its own row (the
+  cached ones and this forward's).
+- The caller owns the KV cache: the model writes each row's real keys/values after its committed
+  positions and reads them back, but never advances it (the engine calls `cache.advance(counts)` once
+  per forward). Without a cache the input is each row's whole sequence from position 0.
+- `rec(name, tensor)` is called at every trace point of `inspector.engine.trace`, once per forward,
+  when a recorder is given (the costly attention maps only when `rec.wants` them).
+A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
+machinery, so its results do not depend on it bit for bit.
 """
 
 from __future__ import annotations
@@ -19,14 +31,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, softmax32
 from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.trace import Recorder
+from inspector.engine.trace import Recorder, wants
 
 
-# Queries per attention block; longer forwards record scores/pattern once per block. 128 keeps a block's
-# scores of a 512-token prompt (9 heads) at 2.4 MB: under the 4 MB mmap threshold (inspector.engine.memory), so
-# they reuse heap memory instead of page-faulting fresh mappings (512 made that prefill ~40% slower).
+# Queries per attention block. 128 keeps a block's scores of a 512-token prompt (9 heads) at 2.4 MB: under
+# the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
+# fresh mappings (512 made that prefill ~40% slower).
 ATTN_CHUNK = 128
 
 
@@ -70,9 +83,9 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
 
 
 def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of shape (T, head_dim) for the given positions (HF layout: halves repeated)."""
-    freqs = positions.float()[:, None] * inv_freq[None, :]  # (T, head_dim/2)
-    emb = torch.cat((freqs, freqs), dim=-1)  # (T, head_dim)
+    """cos, sin of shape (*positions.shape, head_dim) for the given positions (HF layout: halves repeated)."""
+    freqs = positions.float()[..., None] * inv_freq  # (..., T, head_dim/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (..., T, head_dim)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -101,7 +114,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, D, bias=config.o_bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
-                rec: Recorder | None) -> torch.Tensor:
+                plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
         B, T, _ = x.shape
         p = f"blocks.{self.layer}.attn."
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d)
@@ -114,38 +127,46 @@ class Attention(nn.Module):
         record(rec, p + "hook_rot_q", q)
         record(rec, p + "hook_rot_k", k)
         if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # (B, KV, S, d), S = cached + T
-        # Long forwards (a prompt) attend in blocks of ATTN_CHUNK queries: the (H, T, S) scores of a
-        # 2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block's queries
-        # see no key past its last position, so it reads only the keys up to there.
-        first = k.shape[2] - T  # position of this forward's first query
-        blocks = [self._attend(q[:, :, t0:t0 + ATTN_CHUNK], k[:, :, :first + t0 + ATTN_CHUNK],
-                               v[:, :, :first + t0 + ATTN_CHUNK], first + t0, rec)
-                  for t0 in range(0, T, ATTN_CHUNK)]
-        z = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)  # (B, H, T, d)
+            k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
+        z = self._attend(q, k, v, plan, rec)  # (B, H, T, d)
         z = z.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*d)
         record(rec, p + "hook_z", z)
         return self.o_proj(z)
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first_pos: int,
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
                 rec: Recorder | None) -> torch.Tensor:
-        """Queries (B, H, T, d) at positions first_pos.. over keys/values (B, KV, S, d) of positions 0..S-1,
-        S = first_pos + T -> (B, H, T, d)."""
-        B, _, T, d = q.shape
-        S, KV, p = k.shape[2], self.n_kv_heads, f"blocks.{self.layer}.attn."
-        # Each KV head serves n_rep consecutive query heads. Group the queries by KV head instead of
-        # copying K and V n_rep times: (B, H, T, d) -> (B, KV, n_rep*T, d), one matmul per KV head.
-        qg = q.reshape(B, KV, self.n_rep * T, d)  # (B, KV, n_rep*T, d)
-        scores = torch.matmul(qg, k.transpose(2, 3)) / math.sqrt(d)  # (B, KV, n_rep*T, S)
-        scores = scores.view(B, self.n_heads, T, S)  # (B, H, T, S)
-        # Query i sits at position first_pos + i and may see keys 0 .. first_pos + i.
-        causal = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=first_pos)
-        scores = scores.masked_fill_(~causal, float("-inf"))  # in place: one (H, T, S) copy, not two
-        record(rec, p + "hook_attn_scores", scores)
-        pattern = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, H, T, S)
-        record(rec, p + "hook_pattern", pattern)
-        z = torch.matmul(pattern.view(B, KV, self.n_rep * T, S), v)  # (B, KV, n_rep*T, d)
-        return z.view(B, self.n_heads, T, d)  # (B, H, T, d)
+        """Queries (B, H, T, d) over keys/values (B, KV, S, d) of positions 0..S-1 -> (B, H, T, d).
+
+        Long forwards (a prompt) attend in blocks of queries (see `plan.blocks`): the (H, T, S) scores of a
+        2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block reads only the
+        keys its queries can see. The scores and pattern trace points fire once per forward with the
+        whole (B, H, T, S) maps, assembled only when the recorder wants them."""
+        B, H, T, d = q.shape
+        KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
+        want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
+        one = len(plan.blocks) == 1
+        all_scores = all_pattern = None
+        if not one and want_scores:
+            all_scores = q.new_full((B, H, T, S), float("-inf"))  # keys past a block's reach stay masked
+        if not one and want_pattern:
+            all_pattern = q.new_zeros((B, H, T, S))
+        out = []
+        for blk in plan.blocks:
+            n, Tb = blk.n_keys, blk.t1 - blk.t0
+            qb = q if one else q[:, :, blk.t0:blk.t1]  # (B, H, Tb, d)
+            scores = masked_scores(qb, k[:, :, :n], blk.future, self.n_rep)  # (B, H, Tb, n)
+            pattern = softmax32(scores).to(q.dtype)  # (B, H, Tb, n)
+            z = torch.matmul(pattern.view(B, KV, self.n_rep * Tb, n), v[:, :, :n])  # (B, KV, n_rep*Tb, d)
+            out.append(z.view(B, H, Tb, d))
+            if all_scores is not None:
+                all_scores[:, :, blk.t0:blk.t1, :n] = scores
+            if all_pattern is not None:
+                all_pattern[:, :, blk.t0:blk.t1, :n] = pattern
+        if want_scores:
+            record(rec, p + "hook_attn_scores", scores if one else all_scores)
+        if want_pattern:
+            record(rec, p + "hook_pattern", pattern if one else all_pattern)
+        return out[0] if one else torch.cat(out, dim=2)  # (B, H, T, d)
 
 
 class MLP(nn.Module):
@@ -176,12 +197,12 @@ class Block(nn.Module):
         self.mlp = MLP(config, layer)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
-                rec: Recorder | None) -> torch.Tensor:
+                plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
         p = f"blocks.{self.layer}."
         record(rec, p + "hook_resid_pre", x)
         normed = self.input_layernorm(x)
         record(rec, p + "ln1.hook_normalized", normed)
-        attn_out = self.self_attn(normed, cos, sin, cache, rec)
+        attn_out = self.self_attn(normed, cos, sin, cache, plan, rec)
         record(rec, p + "hook_attn_out", attn_out)
         h = x + attn_out
         record(rec, p + "hook_resid_mid", h)
@@ -223,17 +244,24 @@ class Transformer(nn.Module):
         return F.linear(self.model.norm(resid), self.unembed_weight)
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
-                last_only: bool = False) -> torch.Tensor:
+                positions: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, V), or (B, 1, V) of each row's last real token with `last_only` (see the module doc)."""
         B, T = input_ids.shape
-        start = cache.length if cache is not None else 0
+        starts = cache.lengths if cache is not None else [0] * B
+        plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
         x = self.model.embed_tokens(input_ids)  # (B, T, D)
         record(rec, "hook_embed", x)
-        positions = torch.arange(start, start + T, device=input_ids.device)
-        cos, sin = rope_cos_sin(self.inv_freq, positions, x.dtype)  # (T, d) each
+        cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
+        if cos.dim() == 3:
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
         for block in self.model.layers:
-            x = block(x, cos, sin, cache, rec)
+            x = block(x, cos, sin, cache, plan, rec)
         if last_only:
-            x = x[:, -1:]  # (B, 1, D): prefill needs only the next token's logits
+            if plan.counts is None:
+                x = x[:, -1:]  # (B, 1, D): prefill needs only the next token's logits
+            else:
+                last = torch.tensor(plan.counts, device=x.device) - 1  # each row's last real slot
+                x = x[torch.arange(B, device=x.device), last][:, None]  # (B, 1, D)
         x = self.model.norm(x)
         record(rec, "ln_final.hook_normalized", x)
         logits = F.linear(x, self.unembed_weight)  # (B, T or 1, V)

@@ -1,14 +1,20 @@
-"""The summary recorder the engine hands to the model: small per-forward summaries, never T x T maps.
+"""Recorders the engine hands to the model (see `inspector.engine.trace` for the protocol).
 
-`SummaryRecorder` keeps, for the last `keep` positions of a forward (all new positions, or just the last
-one when a step recomputes the whole sequence):
+`SummaryRecorder` keeps small per-forward summaries of one row (`row`, default 0), for the last `keep`
+positions of the forward (all new positions, or just the last one when a step recomputes the whole
+sequence), and never asks for the (T, S) attention maps:
 - L2 norms of resid_pre / attn_out / resid_mid / mlp_out / resid_post per layer and position;
 - the post-RoPE queries per layer (attention rows are recomputed later from them and the cached keys);
   forwards of `HALF_QUERIES_FROM` positions or more keep them in fp16 (a 2,048-token prompt on a
   30-layer, 9-head model: 71 MB instead of 142; attention weights then agree to ~1e-3);
 - the last position's resid_post per layer (the logit lens input).
-Everything else (scores, patterns, MLP activations) is ignored, so recording costs a few small
-reductions per layer. Values stay torch tensors until `finish()` stacks them into numpy arrays once.
+A short forward (a decode step: at most `DEFER_MAX_POSITIONS` positions) only keeps references while it
+runs and reduces every layer at once when the results are first read (a few ops per forward instead of
+a dozen per layer); a long one reduces layer by layer, so it never holds a layer's activations for long.
+Results: `norm_arrays()`, `queries()`, `lens_inputs()`.
+
+`FullRecorder` keeps a copy of every trace point's full tensor, the attention maps included (tests and
+debugging: memory grows with T x S).
 """
 
 from __future__ import annotations
@@ -18,54 +24,104 @@ import torch
 
 NORM_POINTS = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")
 HALF_QUERIES_FROM = 512  # positions in one forward from which queries are stored in fp16
+DEFER_MAX_POSITIONS = 16  # forwards up to this many positions are reduced once, after the forward
 
 
 class SummaryRecorder:
-    def __init__(self, num_layers: int, keep: int | None = None) -> None:
+    def __init__(self, num_layers: int, keep: int | None = None, row: int = 0) -> None:
         self.num_layers = num_layers
         self.keep = keep  # None: every position of the forward; n: only the last n
-        self.norms: dict[str, list[torch.Tensor | None]] = {p: [None] * num_layers for p in NORM_POINTS}
-        self.rot_q: torch.Tensor | None = None  # (num_layers, H, n, d), allocated at the first layer
-        self.last_resid: list[torch.Tensor | None] = [None] * num_layers  # (D,) each
+        self.row = row
+        self._defer: bool | None = None  # decided by the forward's length at its first trace point
+        self._held: dict[str, list[torch.Tensor | None]] = {p: [None] * num_layers for p in (*NORM_POINTS, "rot_q")}
+        self._norms: list[torch.Tensor | None] = [None] * num_layers  # (5, n) per layer, NORM_POINTS order
+        self._rot_q: torch.Tensor | None = None  # (num_layers, H, n, d)
+        self._last_resid: list[torch.Tensor | None] = [None] * num_layers  # (D,) each
+        self._done = False
         # trace name -> (layer, point) for the points kept; every other name is ignored by one dict miss.
         self._wanted = {f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in NORM_POINTS}
         self._wanted.update({f"blocks.{i}.attn.hook_rot_q": (i, "rot_q") for i in range(num_layers)})
+
+    def wants(self, name: str) -> bool:
+        return name in self._wanted
 
     def __call__(self, name: str, value: torch.Tensor) -> None:
         hit = self._wanted.get(name)
         if hit is None:
             return
         layer, point = hit
-        if point == "rot_q":
-            q = value[0] if self.keep is None else value[0, :, -self.keep:]  # (H, n, d)
-            if self.rot_q is None:  # one buffer, filled layer by layer: no stack-time copy of a long prompt
-                dtype = torch.float16 if q.shape[1] >= HALF_QUERIES_FROM and q.dtype == torch.float32 else q.dtype
-                self.rot_q = q.new_empty((self.num_layers, *q.shape), dtype=dtype)
-            self.rot_q[layer].copy_(q)
+        if self._defer is None:
+            self._defer = value.shape[-2 if point == "rot_q" else 1] <= DEFER_MAX_POSITIONS
+        if self._defer:
+            self._held[point][layer] = value  # a reference: the model never modifies a recorded tensor
+        elif point == "rot_q":
+            self._store_queries(layer, self._rows(value, positions_dim=2))
+        else:
+            x = self._rows(value, positions_dim=1)  # (n, D)
+            self._held[point][layer] = torch.linalg.vector_norm(x.detach().float(), dim=-1)  # (n,)
+            if point == "resid_post":
+                self._norms[layer] = torch.stack([self._held[p][layer] for p in NORM_POINTS])  # (5, n)
+                self._last_resid[layer] = value[self.row, -1].detach().clone()
+                for p in NORM_POINTS:
+                    self._held[p][layer] = None
+
+    def _rows(self, value: torch.Tensor, positions_dim: int) -> torch.Tensor:
+        """This recorder's row of `value` (batch first), cut to the kept positions (dim `positions_dim`)."""
+        x = value[self.row]
+        if self.keep is None:
+            return x
+        T = x.shape[positions_dim - 1]
+        return x.narrow(positions_dim - 1, T - self.keep, self.keep)
+
+    def _store_queries(self, layer: int, q: torch.Tensor) -> None:
+        """Copy one layer's (H, n, d) queries into the (num_layers, H, n, d) buffer (fp16 for long fp32 forwards)."""
+        if self._rot_q is None:  # one buffer, filled layer by layer: no stack-time copy of a long prompt
+            dtype = torch.float16 if q.shape[1] >= HALF_QUERIES_FROM and q.dtype == torch.float32 else q.dtype
+            self._rot_q = q.new_empty((self.num_layers, *q.shape), dtype=dtype)
+        self._rot_q[layer].copy_(q)
+
+    def _finish(self) -> None:
+        """Reduce what a short forward left as references: every layer in one stack and one norm."""
+        if self._done:
             return
-        x = value[0] if self.keep is None else value[0, -self.keep:]  # (n, D)
-        self.norms[point][layer] = torch.linalg.vector_norm(x.detach().float(), dim=-1)  # (n,)
-        if point == "resid_post":
-            self.last_resid[layer] = value[0, -1].detach().clone()
+        self._done = True
+        if not self._defer:
+            return
+        held = self._held
+        x = torch.stack([held[p][i] for i in range(self.num_layers) for p in NORM_POINTS])  # (L*5, B, T, D)
+        x = self._rows(x.transpose(0, 1), positions_dim=2)  # (L*5, n, D)
+        norms = torch.linalg.vector_norm(x.detach().float(), dim=-1)  # (L*5, n)
+        self._norms = list(norms.view(self.num_layers, len(NORM_POINTS), -1))  # (5, n) per layer
+        self._last_resid = list(x.view(self.num_layers, len(NORM_POINTS), *x.shape[1:])[:, -1, -1].clone())
+        q = torch.stack(held["rot_q"])  # (L, B, H, T, d)
+        self._rot_q = self._rows(q.transpose(0, 1), positions_dim=3).contiguous()  # (L, H, n, d)
+        self._held = {}
 
     def norm_arrays(self) -> dict[str, np.ndarray]:
         """{point: (num_layers, n) float32} for every norm point."""
-        return {p: torch.stack(v).numpy().astype(np.float32) for p, v in self.norms.items()}
+        self._finish()
+        norms = torch.stack(self._norms).numpy().astype(np.float32)  # (L, 5, n)
+        return {p: norms[:, j] for j, p in enumerate(NORM_POINTS)}
 
     def queries(self) -> torch.Tensor:
         """(num_layers, H, n, d) post-RoPE queries in the model's dtype (fp16 for long fp32 forwards)."""
-        return self.rot_q
+        self._finish()
+        return self._rot_q
 
     def lens_inputs(self) -> torch.Tensor:
         """(num_layers, D): the last position's residual after each layer."""
-        return torch.stack(self.last_resid)
+        self._finish()
+        return torch.stack(self._last_resid)
 
 
 class FullRecorder:
-    """Keeps every trace point's full tensor (tests and debugging only: memory grows with T x T)."""
+    """Keeps every trace point's full tensor, attention maps included (tests and debugging only)."""
 
     def __init__(self) -> None:
         self.values: dict[str, torch.Tensor] = {}
+
+    def wants(self, name: str) -> bool:
+        return True
 
     def __call__(self, name: str, value: torch.Tensor) -> None:
         self.values[name] = value.detach().clone()

@@ -1,22 +1,19 @@
-"""The generation loop in small pieces: prefill, one decode step, full recompute, and `generate()`.
+"""The generation loop in small pieces: prefill, one decode step, a batched step, full recompute.
 
 The engine knows nothing about text: it takes token ids and returns next-token logits. The caller owns
-the KV cache; each function here runs one forward and advances the cache once by the positions it
-added (the model itself never advances it). A recorder, when given, is passed through to the model.
+the KV cache and the loop (sampling, stopping); each function here runs one forward and advances the
+cache once by the positions it added (the model itself never advances it). A recorder, when given, is
+passed through to the model.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 
-from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
-from inspector.engine.sampling import SampleResult, generator_for, sample
 from inspector.engine.trace import Recorder
 
 
@@ -24,10 +21,10 @@ def _ids(tokens: Sequence[int], device: torch.device) -> torch.Tensor:
     return torch.tensor([list(tokens)], dtype=torch.long, device=device)  # (1, T)
 
 
-def new_cache(model: Transformer) -> KVCache:
-    """An empty cache in the model's dtype and device."""
+def new_cache(model: Transformer, batch: int = 1) -> KVCache:
+    """An empty cache of `batch` rows in the model's dtype and device."""
     w = model.model.embed_tokens.weight
-    return KVCache(model.config, dtype=w.dtype, device=w.device)
+    return KVCache(model.config, batch=batch, dtype=w.dtype, device=w.device)
 
 
 @torch.inference_mode()
@@ -46,46 +43,27 @@ def decode_step(model: Transformer, token_id: int, cache: KVCache, rec: Recorder
     return logits[0, -1].float()
 
 
+@torch.inference_mode()
+def step_rows(model: Transformer, rows: Sequence[Sequence[int]], cache: KVCache,
+              rec: Recorder | None = None) -> torch.Tensor:
+    """One forward over several requests: row b feeds rows[b] (one or more new token ids; a prompt or a
+    decode token) after the positions cache row b holds. Returns each row's next-token logits (B, V) fp32."""
+    if len(rows) != cache.batch or not all(rows):
+        raise ValueError(f"step_rows needs one non-empty list of ids per cache row ({cache.batch})")
+    device = model.inv_freq.device
+    B, T = len(rows), max(len(r) for r in rows)
+    ids = torch.zeros((B, T), dtype=torch.long, device=device)  # padded slots feed token 0 (discarded)
+    positions = torch.full((B, T), -1, dtype=torch.long, device=device)
+    for b, r in enumerate(rows):
+        start = cache.lengths[b]
+        ids[b, :len(r)] = torch.tensor(list(r), dtype=torch.long)
+        positions[b, :len(r)] = torch.arange(start, start + len(r))
+    logits = model(ids, cache, rec, positions=positions, last_only=True)  # (B, 1, V)
+    cache.advance([len(r) for r in rows])
+    return logits[:, -1].float()
+
+
 def recompute_step(model: Transformer, ids: Sequence[int], rec: Recorder | None = None) -> tuple[torch.Tensor, KVCache]:
     """The no-cache path: the whole sequence from position 0 into a fresh cache; (logits (V,), that cache)."""
     cache = new_cache(model)
     return prefill(model, ids, cache, rec), cache
-
-
-@dataclass
-class Step:
-    """One generated token: which, from what logits, how it was drawn and how long it took."""
-
-    index: int  # 0 = sampled after the prefill
-    token: int
-    logits: torch.Tensor  # (V,) fp32
-    result: SampleResult
-    forward_ms: float
-    sample_ms: float
-
-
-def generate(model: Transformer, prompt_ids: Sequence[int], params: SamplingParams, max_new_tokens: int,
-             eos_ids: Sequence[int] = (), *, use_cache: bool = True,
-             rec_factory: Callable[[], Recorder] | None = None) -> Iterator[Step]:
-    """Prefill, then decode one token per step until EOS or `max_new_tokens`; yields each `Step`.
-
-    `use_cache=False` recomputes the full sequence every step. `rec_factory()`, when given, makes a fresh
-    recorder for each forward."""
-    ids = list(prompt_ids)
-    cache = new_cache(model)
-    for index in range(max_new_tokens):
-        rec = rec_factory() if rec_factory is not None else None
-        t0 = time.perf_counter()
-        if index == 0:
-            logits = prefill(model, ids, cache, rec)
-        elif use_cache:
-            logits = decode_step(model, ids[-1], cache, rec)
-        else:
-            logits, cache = recompute_step(model, ids, rec)
-        t1 = time.perf_counter()
-        result = sample(logits, params, generator_for(params.seed, len(ids)))
-        t2 = time.perf_counter()
-        ids.append(result.token)
-        yield Step(index, result.token, logits, result, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-        if result.token in eos_ids:
-            return

@@ -1,9 +1,14 @@
 """Trace points: the one table of names (TransformerLens style) and the recorder protocol.
 
-The model calls `rec(name, tensor)` at each point when a recorder is given, and does nothing extra when
-it is None. A recorder decides what to keep (usually small `detach().float().cpu()` summaries); it must
-not modify the tensor. Trace keys (`blocks.{i}.*`) are a separate namespace from module paths
-(`model.layers.{i}.*`, used for weights).
+The model calls `rec(name, tensor)` at each point when a recorder is given, once per forward per point,
+in the order of `hook_names()`, and does nothing extra when it is None. Points that cost the model extra
+work (`COSTLY_HOOKS`: the (B, H, T, S) attention scores and pattern, which a long prompt computes block by
+block) fire only when `rec.wants(name)` is true; a recorder without a `wants` method gets every point.
+
+A recorder decides what to keep (usually small `detach().float().cpu()` summaries); it must not modify
+the tensor. The model never modifies a tensor after recording it, so a recorder may keep a reference
+until the forward ends instead of copying. Trace keys (`blocks.{i}.*`) are a separate namespace from
+module paths (`model.layers.{i}.*`, used for weights).
 """
 
 from __future__ import annotations
@@ -27,10 +32,8 @@ BLOCK_HOOKS = (
     "attn.hook_v",  # (B, KV, T, d) new values
     "attn.hook_rot_q",  # (B, H, T, d) queries after RoPE
     "attn.hook_rot_k",  # (B, KV, T, d) new keys after RoPE (what the KV cache stores)
-    # (B, H, T, S) scaled, masked scores; a forward of more than model.ATTN_CHUNK positions records them
-    # once per block of that many queries, over the keys the block can see
-    "attn.hook_attn_scores",
-    "attn.hook_pattern",  # (B, H, T, S) softmax of the scores (rows sum to 1); blocks as the scores
+    "attn.hook_attn_scores",  # (B, H, T, S) scaled scores, -inf where masked (S = key positions read)
+    "attn.hook_pattern",  # (B, H, T, S) softmax of the scores (rows sum to 1, 0 where masked)
     "attn.hook_z",  # (B, T, H*d) weighted sum of values, before o_proj
     "hook_attn_out",  # (B, T, D) what attention adds to the residual stream
     "hook_resid_mid",  # (B, T, D) resid_pre + attn_out
@@ -50,5 +53,19 @@ def hook_names(num_layers: int) -> list[str]:
     return names + ["ln_final.hook_normalized", "unembed.hook_logits"]
 
 
+# Block points the model computes only for a recorder that asks for them (see the module docstring).
+COSTLY_HOOKS = ("attn.hook_attn_scores", "attn.hook_pattern")
+
+
 class Recorder(Protocol):
+    def wants(self, name: str) -> bool: ...
+
     def __call__(self, name: str, value: torch.Tensor) -> None: ...
+
+
+def wants(rec: Recorder | None, name: str) -> bool:
+    """Whether the model should compute and emit point `name` for `rec` (any point, without `wants`)."""
+    if rec is None:
+        return False
+    ask = getattr(rec, "wants", None)
+    return True if ask is None else bool(ask(name))
