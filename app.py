@@ -15,20 +15,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from inspector.errors import InspectorError  # noqa: E402
 from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
-
-
-def load() -> object:
-    try:
-        from inspector.ui.app_model import load_app_model
-    except ImportError:
-        from inspector.models.loader import load_model
-        return load_model()
-    return load_app_model()
+from inspector.ui.app_model import load_app_model  # noqa: E402
 
 
 def main() -> None:
     try:
-        demo = build_app(load())
+        demo = build_app(load_app_model())
     except InspectorError as exc:  # a bad INSPECTOR_* setting or model source: one line, no traceback
         sys.exit(f"error: {exc}")
     demo.queue(default_concurrency_limit=None)

@@ -138,18 +138,21 @@ def main() -> None:
     from inspector.session.session import Session
     from tests.ui_server import start_app
 
-    from inspector.ui.model_thread import decode_threads, intra_op_threads
+    from inspector.ui import model_thread
 
-    all_threads, app_threads = torch.get_num_threads(), decode_threads()
+    all_threads, app_threads = model_thread.ALL_THREADS, model_thread.decode_threads()
     loaded = load_model()
-    # peer: the engine alone, same prompt, same process: all torch threads, and the app's decode count
+    # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
+    # decode count (the decode thread)
     alone = {}
-    for n in (all_threads, app_threads):
-        with intra_op_threads(n):
+    for n, on_thread in ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run)):
+        def engine_alone() -> Session:
             s = Session(loaded)
             s.prefill("What is gravity?", SamplingParams(), chat=True, max_new_tokens=64)
             for _ in range(args.steps):
                 s.step(SamplingParams())
+            return s
+        s = on_thread(engine_alone)
         alone[n] = statistics.median(r.forward_ms + r.sample_ms for r in s.records[1:])
     engine_ms = alone[all_threads]
 

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, parse_params
-from inspector.ui.sessions import Limits, SessionCapError, SessionStore, new_ui_session
+from inspector.ui.app_model import AppLimits
+from inspector.ui.sessions import SessionCapError, SessionStore, new_ui_session
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
@@ -16,7 +17,7 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 def make(loaded, **limits):
     from inspector.models.inventory import build_inventory
 
-    lim = Limits(**limits)
+    lim = AppLimits(**limits)
     store = SessionStore(lambda: new_ui_session(loaded), lim)
     inv = build_inventory(loaded)
     return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
@@ -63,13 +64,30 @@ def test_sessions_are_isolated_and_dropped(tiny_loaded):
     assert store.get(a) is None and len(store) == 1
 
 
-def test_session_cap_gives_clear_message(tiny_loaded):
+def test_a_full_store_evicts_the_least_recently_used_idle_session_and_tells_its_owner(tiny_loaded):
+    h, store = make(tiny_loaded, max_sessions=2)
+    a = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
+    b = h.prefill(None, "Hello there", False, "", *SAMPLING, 4, 0, 0)[0]
+    h.step(a, *SAMPLING, 0, 0)  # a is now the more recently used
+    c, *views = h.prefill(None, "A third visitor", False, "", *SAMPLING, 4, 0, 0)
+    assert "ii-error" not in status(views) and len(store) == 2
+    assert store.get(b) is None and store.get(a) is not None and store.get(c) is not None
+    for out in (h.step(b, *SAMPLING, 0, 0), list(h.play(b, *SAMPLING, 0, 0))[-1]):
+        assert "your session expired" in status(out) and "press Prefill" in status(out)
+    again, *views = h.prefill(b, "I am back", False, "", *SAMPLING, 4, 0, 0)  # the owner starts over
+    assert again == b and "ii-error" not in status(views) and store.get(a) is None  # a was least recent now
+
+
+def test_the_session_cap_refuses_only_when_every_session_is_busy(tiny_loaded):
     h, store = make(tiny_loaded, max_sessions=1)
-    h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
-    sid, *views = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
-    assert "INSPECTOR_MAX_SESSIONS" in status(views)
-    with pytest.raises(SessionCapError):
-        store.get_or_create(None)
+    sid = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
+    with store.get(sid).exclusive("play"):  # busy: never evicted
+        out = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
+        assert "INSPECTOR_MAX_SESSIONS" in status(out[1:]) and "\n" not in status(out[1:])
+        with pytest.raises(SessionCapError):
+            store.get_or_create(None)
+        assert "busy: playing" in status(h.step(sid, *SAMPLING, 0, 0))
+    assert store.get(sid) is not None
 
 
 def test_expired_sessions_are_evicted(tiny_loaded):
@@ -77,6 +95,7 @@ def test_expired_sessions_are_evicted(tiny_loaded):
     first = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
     second = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)[0]
     assert second != first and store.get(first) is None
+    assert "idle for more than 0 s" in status(h.step(first, *SAMPLING, 0, 0))
 
 
 def test_max_new_tokens_capped_by_max_steps(tiny_loaded):
@@ -175,7 +194,7 @@ def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
     assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers  # header + layers
 
 
-def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monkeypatch):
+def test_decode_work_runs_on_the_decode_thread_whichever_thread_calls(tiny_loaded, monkeypatch):
     """Gradio calls handlers from many worker threads; torch must see only the model thread."""
     from inspector.session.session import Session
 
@@ -194,7 +213,7 @@ def test_model_work_runs_on_one_thread_whichever_thread_calls(tiny_loaded, monke
         t.start()
         t.join()
     list(h.play(sid, *SAMPLING, 0, 0))
-    assert len(seen) >= 4 and {name.split("_")[0] for name in seen} == {"inspector-model"}
+    assert len(seen) >= 4 and {name.split("_")[0] for name in seen} == {"inspector-model-decode"}
 
 
 def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
@@ -215,15 +234,16 @@ def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
 
 
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
-    """Decode runs with `decode_threads()` torch threads (one fewer than torch has, or the env value); the
-    model thread's count is restored afterwards, so prefill still gets every thread."""
+    """Decode runs on the decode thread with `decode_threads()` torch threads (one fewer than torch has, or
+    the env value), prefill on the prefill thread with every thread; no model call changes a thread's count
+    (set_num_threads resizes OpenMP teams and recreates thread pools: switching it per call grew memory)."""
     import torch
 
     from inspector.session.session import Session
     from inspector.ui import model_thread
 
     counts = {}
-    real_step, real_prefill = Session.step, Session.prefill
+    real_step, real_prefill = Session.step, Session.prefill_ids
 
     def spy_step(self, params):
         counts.setdefault("step", []).append(torch.get_num_threads())
@@ -240,21 +260,27 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
         return real_ahead(self, **kwargs)
 
     monkeypatch.setattr(Session, "step", spy_step)
-    monkeypatch.setattr(Session, "prefill", spy_prefill)
+    monkeypatch.setattr(Session, "prefill_ids", spy_prefill)
+    switches = []
+    real_set = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (switches.append(n), real_set(n)))
     monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
-    full = model_thread.run(torch.get_num_threads)
+    full = model_thread.ALL_THREADS
     monkeypatch.setenv("INSPECTOR_DECODE_THREADS", "3" if full != 3 else "2")
     h, _ = make(tiny_loaded)
     assert h.decode_threads == (3 if full != 3 else 2)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     h.step(sid, *SAMPLING, 0, 0)
+    model_thread.run(lambda: None)  # the forward queued ahead runs before Play takes the session
     list(h.play(sid, *SAMPLING, 0, 0))
     h.prefill(sid, "Again", False, "", *SAMPLING, 8, 0, 0)
     model_thread.run(lambda: None)  # the queued forwards ahead have run
     assert set(counts["step"]) == {h.decode_threads} and len(counts["step"]) >= 2
     assert set(counts["ahead"]) == {h.decode_threads} and len(counts["ahead"]) >= 3
     assert counts["prefill"] == [full, full]
-    assert model_thread.run(torch.get_num_threads) == full
+    assert model_thread.run(torch.get_num_threads) == h.decode_threads
+    assert model_thread.run_prefill(torch.get_num_threads) == full
+    assert len(switches) <= 2  # at most once per new model thread, when it starts
 
 
 def test_decode_threads_default_and_bad_values(monkeypatch):

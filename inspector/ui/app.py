@@ -20,7 +20,8 @@ import gradio as gr
 from inspector.ui import api
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
-from inspector.ui.sessions import SessionStore, limits_from_env, new_ui_session
+from inspector.ui.app_model import app_limits, load_app_model
+from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
@@ -61,8 +62,8 @@ def model_facts(loaded: Any) -> tuple[list, int, int]:
 def build_app(loaded: Any = None) -> gr.Blocks:
     """The whole page over one loaded model (loaded here when not given)."""
     if loaded is None:
-        loaded = _load_default()
-    limits = limits_from_env()
+        loaded = load_app_model()
+    limits = app_limits()
     store = SessionStore(lambda: new_ui_session(loaded), limits)
     entries, n_params, weight_bytes = model_facts(loaded)
     h = Handlers(loaded, store, limits, entries, weight_bytes)
@@ -177,15 +178,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)
-        demo.load(bundled(h.blank_views, VIEW_KEYS), None, [bundle], **hidden, **FAST)
+        # every page gets its session id at load, so Play pressed during the first prefill finds that prefill
+        demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST)
         api.register(h, sid, [prompt, chat, system, *sampling, max_new])
     return demo
 
-
-def _load_default() -> Any:
-    try:
-        from inspector.ui.app_model import load_app_model
-    except ImportError:
-        from inspector.models.loader import load_model
-        return load_model()
-    return load_app_model()

@@ -3,8 +3,9 @@
 Every handler catches `InspectorError` / `ValueError` and puts one clear line in the status line
 instead of raising, so bad input never breaks the page. No tensor math here: numbers come from the
 session's records and on-demand attention methods; figures come from `inspector.viz`. Whatever calls into
-the session's tensors runs on the one model thread (`inspector.ui.model_thread`: torch ops from several
-threads slow every step down about 2x).
+the session's tensors runs on a model thread (`inspector.ui.model_thread`): prefills on the prefill thread,
+everything else on the decode thread. Every cap is checked before any model work (`inspector.ui.admission`).
+A session runs one model call at a time (`Entry.exclusive`); Play pressed while a prefill runs waits for it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import gradio as gr
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
-from inspector.ui.model_thread import intra_op_threads, on_model_thread, run_ahead_enabled, submit
+from inspector.ui import admission
+from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
-from inspector.ui.sessions import Entry
+from inspector.ui.sessions import Entry, SessionExpiredError
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
 
@@ -31,6 +33,8 @@ __all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "parse_params"]
 log = logging.getLogger(__name__)
 
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second (tokens: every step)
+PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
+PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
 
 
 class Handlers(Views):
@@ -39,6 +43,7 @@ class Handlers(Views):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.run_ahead = run_ahead_enabled()  # run each next decode forward before Step is pressed
+        self.decode_threads = decode_threads()  # torch threads of the decode thread (a bad setting fails here)
 
     def queue_forward_ahead(self, entry: Entry | None) -> None:
         """Once a token's views are built, queue the next step's forward on the model thread
@@ -50,8 +55,7 @@ class Handlers(Views):
         s = entry.session
         if s is None or entry.lock.locked() or self._over_memory_cap(entry):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
-        with intra_op_threads(self.decode_threads):
-            s.forward_ahead(lens=entry.tab == "residual")  # the Residual tab shows the step's logit lens
+        s.forward_ahead(lens=entry.tab == "residual")  # the Residual tab shows the step's logit lens
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -71,43 +75,25 @@ class Handlers(Views):
         handler.__name__ = f"show_{tab}"
         return handler
 
-    @on_model_thread
     def run_prefill(self, sid, prompt, chat, system, params: SamplingParams, max_new: Any) -> tuple[str, Entry]:
-        """Start a new run for this browser session (raises InspectorError/ValueError)."""
+        """Start a new run for this browser session (raises InspectorError/ValueError). Every cap is checked
+        before the prefill thread sees the request."""
+        max_new = admission.admit_max_new(max_new, self.limits)
+        admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system)
         sid, entry = self.store.get_or_create(sid)
-        max_new = self._max_new(max_new)
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise InputError("the prompt is empty: type something first")
-        if not entry.lock.acquire(blocking=False):
-            raise InputError("busy: playing — press Pause first")
-        try:
+        with entry.exclusive("prefill"):
             self.store.reset_locked(entry)
             entry.max_new_tokens = max_new
-            entry.session.prefill(prompt, params, chat=bool(chat), system=(system or None) if chat else None,
-                                  max_new_tokens=max_new)
-            if len(entry.session.prompt_ids) > self.limits.max_prompt_tokens:
-                n = len(entry.session.prompt_ids)
-                self.store.reset_locked(entry)
-                raise InputError(f"the prompt is {n} tokens; this server allows {self.limits.max_prompt_tokens} "
-                                 f"(INSPECTOR_MAX_PROMPT_TOKENS)")
-            if self._over_memory_cap(entry):
-                self.store.reset_locked(entry)
-                raise InputError(f"this prompt's KV cache and trace exceed the {self.limits.max_trace_mb} MB this "
-                                 f"server allows per session (INSPECTOR_MAX_TRACE_MB): try a shorter prompt")
-        finally:
-            entry.lock.release()
+            run_prefill(entry.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
+                        tokenize_ms=admitted.tokenize_ms)
         return sid, entry
 
     @on_model_thread
     def run_step(self, sid, params: SamplingParams) -> Entry:
         """One decode step for this browser session (raises InspectorError/ValueError)."""
         entry = self._need_session(sid)
-        if not entry.lock.acquire(blocking=False):
-            raise InputError("busy: playing — press Pause first")
-        try:
+        with entry.exclusive("step"):
             self._one_step(entry, params)
-        finally:
-            entry.lock.release()
         return entry
 
     def prefill(self, sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new, layer, head):
@@ -122,22 +108,17 @@ class Handlers(Views):
         except (InspectorError, ValueError) as exc:
             return [sid] + self.error_views(entry, exc)
 
-    def _max_new(self, v: Any) -> int:
-        try:
-            n = int(float(v))
-        except (TypeError, ValueError):
-            raise ValueError(f"max new tokens must be a whole number, got {v!r}") from None
-        if n <= 0:
-            raise ValueError(f"max new tokens must be > 0, got {n}")
-        if n > self.limits.max_steps:
-            raise ValueError(f"max new tokens is capped at {self.limits.max_steps} here (INSPECTOR_MAX_STEPS)")
-        return n
-
     def _need_session(self, sid) -> Entry:
         entry = self.store.get(sid)
+        if entry is None and self.store.expired_message(sid):
+            raise SessionExpiredError(self.store.expired_message(sid))
         if entry is None or entry.session is None or not entry.session.records:
             raise InputError("nothing to step yet: press Prefill first")
         return entry
+
+    def page_load(self) -> list:
+        """A new page: its session id (no slot is taken until the first prefill) and every view blank."""
+        return [self.store.new_id()] + self.blank_views()
 
     @on_model_thread
     def _one_step(self, entry: Entry, params: SamplingParams) -> None:
@@ -151,8 +132,7 @@ class Handlers(Views):
                              f"MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
         entry.preview = None
         entry.uncached_ms = None
-        with intra_op_threads(self.decode_threads):
-            s.step(params)
+        s.step(params)
 
     def _over_memory_cap(self, entry: Entry) -> bool:
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
@@ -187,11 +167,11 @@ class Handlers(Views):
         entry = self.store.get(sid)
         try:
             params = parse_params(temperature, top_k, top_p, min_p, seed)
-            entry = self._need_session(sid)
-            if entry.session.finished:
-                raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
-            if not entry.lock.acquire(blocking=False):
-                raise InputError("already playing: press Pause to stop")
+            entry = self._entry_when_prefilled(sid)
+            prefilling = entry.activity == "prefill"
+            if prefilling:
+                yield [self.status(entry, "Play starts when the prefill finishes")] + [gr.skip()] * (len(VIEW_KEYS) - 1)
+            entry.acquire("play", wait_s=PREFILL_WAIT_S if prefilling else 0.0)
         except (InspectorError, ValueError) as exc:
             yield self.error_views(entry, exc)
             return
@@ -200,6 +180,7 @@ class Handlers(Views):
         message = ""
         drawn = 0.0
         try:
+            self._need_session(sid)  # the prefill waited for may have failed
             while not entry.pause.is_set() and entry.session is not None and not entry.session.finished:
                 try:
                     self._one_step(entry, params)
@@ -210,13 +191,29 @@ class Handlers(Views):
                 yield self.views(entry, layer, head, plots=draw)
                 if draw:
                     drawn = time.monotonic()
+        except InspectorError as exc:
+            message = str(exc)
         finally:
             entry.playing = False
-            entry.lock.release()
+            entry.release()
         if entry.session is not None:
             views = self.views(entry, layer, head, message or ("paused" if entry.pause.is_set() else ""))
             self.queue_forward_ahead(entry)
             yield views
+
+    def _entry_when_prefilled(self, sid) -> Entry:
+        """The session to play: one with a run, or one whose prefill is running (Play then waits for it).
+        Play pressed together with Prefill may arrive first: wait briefly for that prefill to start."""
+        deadline = time.monotonic() + PREFILL_START_WAIT_S
+        while True:
+            entry = self.store.get(sid)
+            if entry is not None and (entry.activity == "prefill" or (entry.session is not None and entry.session.records)):
+                if entry.activity != "prefill" and entry.session.finished:
+                    raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
+                return entry
+            if time.monotonic() >= deadline:
+                return self._need_session(sid)  # raises why there is nothing to play
+            time.sleep(0.05)
 
     def pause(self, sid) -> None:
         """Ask a running Play to stop after the current step (own handler: never queued behind Play)."""
@@ -254,13 +251,9 @@ class Handlers(Views):
         try:
             params = parse_params(temperature, top_k, top_p, min_p, seed)
             entry = self._need_session(sid)
-            if not entry.lock.acquire(blocking=False):
-                raise InputError("busy: playing — press Pause first")
-            try:
+            with entry.exclusive("resample"):
                 entry.preview = None
                 entry.session.resample(params)
-            finally:
-                entry.lock.release()
             views = self.views(entry, layer, head, "resampled the newest token")
             self.queue_forward_ahead(entry)
             return views
@@ -280,21 +273,16 @@ class Handlers(Views):
         except (InspectorError, ValueError) as exc:
             return self.error_views(entry, exc)
 
-    @on_model_thread
     def recompute(self, sid):
         """KV view button: time the newest step again without the cache."""
         entry = self.store.get(sid)
         if entry is None or entry.session is None or not entry.session.records:
             return gr.skip(), self.status(entry, "nothing to recompute yet: press Prefill first", error=True)
         try:
-            if not entry.lock.acquire(blocking=False):
-                raise InputError("busy: playing — press Pause first")
-            try:
+            with entry.exclusive("recompute"):
                 s = entry.session
                 rec = s.records[-1]
-                entry.uncached_ms = uncached_forward_ms(s)
-            finally:
-                entry.lock.release()
+                entry.uncached_ms = run_prefill(uncached_forward_ms, s)
             return vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new), self.status(entry)
         except (InspectorError, ValueError) as exc:
             return gr.skip(), self.status(entry, str(exc), error=True)

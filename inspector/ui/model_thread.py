@@ -1,25 +1,29 @@
-"""Every model call of the web app runs on one dedicated thread.
+"""Where the web app's model work runs: two dedicated threads, each with a torch thread count fixed once.
 
 PyTorch's CPU kernels run on an OpenMP thread team that belongs to the calling thread. Gradio calls
-handlers from a pool of worker threads (and iterates a streaming generator from whichever worker is
-free), so model calls made straight from handlers create one team per worker thread, and the idle teams
-spin against the busy one. Measured on the 2-core dev machine (SmolLM2-135M, decode step at context
-~60): about 56 ms when every step runs on one thread, about 100 ms once a second thread has run model
-code. One model thread also serializes model work across browser sessions, which is what a 2-core host
-can do anyway. Anything that touches tensors (prefill, step, resample, on-demand attention, logit lens,
-recompute) goes through `run()`; pure HTML/figure building may too (it is cheap).
+handlers from a pool of worker threads, so model calls made straight from handlers would create one team
+per worker thread, and idle teams spin against the busy one (a decode step about 2x slower). So tensors
+are only touched on two threads of ours:
+- the **decode thread** (`run`, `submit`, `on_model_thread`): decode steps, forwards run ahead, the views'
+  on-demand tensors (attention rows, logit lens), sampling; `decode_threads()` intra-op threads, one fewer
+  than torch has (at least 1; `INSPECTOR_DECODE_THREADS` overrides). A decode step is hundreds of small
+  memory-bound ops, each a parallel region whose threads wait for the slowest; on 2 cores, anything else
+  that runs meanwhile (the page drawing when the browser is local, Gradio encoding a response, another
+  visitor's request) stalls every region of a 2-thread decode.
+- the **prefill thread** (`run_prefill`, `on_prefill_thread`): prefills and full recomputes, large
+  matmuls that use every thread torch has.
+One lock lets only one of them run at a time, so they never compete for the cores, and work keeps the
+order in which each thread received it.
 
-Decode steps run with one intra-op thread fewer than torch has (`decode_threads()`, at least 1;
-`INSPECTOR_DECODE_THREADS` overrides). A decode step is hundreds of small memory-bound ops, each a
-parallel region whose threads wait for the slowest; on 2 cores, anything else that runs meanwhile (the
-page's rendering when the browser is local, Gradio encoding and sending the previous step, another
-user's request) stalls every region. Measured (SmolLM2-135M, context ~60, 2 cores): idle, 1 thread 86 ms
-vs 2 threads 60 ms; with a 40%-busy neighbour 93 vs 127 ms; with a busy one 88 vs 591 ms; in the app with
-the browser on the same machine (before the view bundle) 90 vs 103 ms a step, and Play 8.1-8.4 vs 6.5 tokens/s. Prefill (large
-matmuls) keeps every thread.
+Each thread sets its count once, when it starts, and nothing changes it afterwards. `torch.set_num_threads`
+is not a cheap setter: every call resizes the OpenMP team, sets MKL's thread-local count, recreates
+torch's pthreadpool and clears oneDNN's cached primitives. Switching one model thread between 2 threads
+(prefill) and 1 (decode) on every call, with the forwards run ahead doubling the switches as sessions
+interleave, is what took a shared server past 20 GB with 8 visitors (torch 2.15); with the count left
+alone it stayed near 1.4 GB.
 
-`submit()` queues work without waiting for it: the handlers run each next decode forward ahead this way
-(`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
+`submit()` queues work on the decode thread without waiting: the handlers run each next decode forward
+ahead this way (`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
 (`run_ahead_enabled()`). Queued on the same thread, it always finishes before a later Step's own call.
 """
 
@@ -27,49 +31,92 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import wraps
 from typing import Any, Callable, TypeVar
 
 import torch
 
-from inspector.ui.app_model import positive_int_env
 from inspector.errors import InputError
+from inspector.ui.app_model import positive_int_env
 
 T = TypeVar("T")
 
-THREAD_NAME = "inspector-model"
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)  # its thread starts on first use
+THREAD_NAME = "inspector-model"  # both model threads' names start with it
+ALL_THREADS = torch.get_num_threads()  # read at import, on the importing thread, before any thread pins its count
+_TORCH = threading.Lock()  # one model thread runs torch at a time
+_executors: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_executors_lock = threading.Lock()
+
+
+def decode_threads() -> int:
+    """Intra-op threads of the decode thread: `INSPECTOR_DECODE_THREADS`, else torch's count less one (>= 1)."""
+    n = positive_int_env("INSPECTOR_DECODE_THREADS")
+    return n if n is not None else max(1, ALL_THREADS - 1)
+
+
+def _pin_thread_count(n: int) -> Callable[[], None]:
+    def initializer() -> None:
+        torch.get_num_threads()  # torch's lazy per-thread init first, or it would reset the count on first use
+        torch.set_num_threads(n)
+    return initializer
+
+
+def _executor(kind: str) -> ThreadPoolExecutor:
+    """The decode or prefill thread's executor, made on first use (no thread starts at import). Keyed by its
+    thread count too: a changed INSPECTOR_DECODE_THREADS gets a new thread rather than re-pinning one."""
+    n = decode_threads() if kind == "decode" else ALL_THREADS
+    with _executors_lock:
+        if (kind, n) not in _executors:
+            _executors[kind, n] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{THREAD_NAME}-{kind}",
+                                                     initializer=_pin_thread_count(n))
+        return _executors[kind, n]
+
+
+def _locked(fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+    with _TORCH:
+        return fn(*args, **kwargs)
+
+
+def on_a_model_thread() -> bool:
+    return threading.current_thread().name.startswith(THREAD_NAME)
+
+
+def _call(kind: str, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+    if on_a_model_thread():  # nested call: already on a model thread and holding the lock
+        return fn(*args, **kwargs)
+    return _executor(kind).submit(_locked, fn, args, kwargs).result()
 
 
 def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call `fn(*args, **kwargs)` on the model thread and return its result (exceptions propagate).
-    Called from the model thread itself, it just calls `fn` (no deadlock on nested calls)."""
-    if threading.current_thread().name.startswith(THREAD_NAME):
-        return fn(*args, **kwargs)
-    return _EXECUTOR.submit(fn, *args, **kwargs).result()
+    """Call `fn(*args, **kwargs)` on the decode thread and return its result (exceptions propagate)."""
+    return _call("decode", fn, args, kwargs)
+
+
+def run_prefill(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call `fn(*args, **kwargs)` on the prefill thread (every torch thread) and return its result."""
+    return _call("prefill", fn, args, kwargs)
 
 
 def submit(fn: Callable[..., T], *args: Any) -> Future:
-    """Queue `fn(*args)` on the model thread and return at once; its result or exception stays in the Future."""
-    return _EXECUTOR.submit(fn, *args)
+    """Queue `fn(*args)` on the decode thread and return at once; its result or exception stays in the Future."""
+    return _executor("decode").submit(_locked, fn, args, {})
 
 
 def on_model_thread(fn: Callable[..., T]) -> Callable[..., T]:
-    """Decorator: the function always runs on the model thread."""
+    """Decorator: the function always runs on the decode thread."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         return run(fn, *args, **kwargs)
     return wrapper
 
 
-def decode_threads() -> int:
-    """Intra-op threads for a decode step: `INSPECTOR_DECODE_THREADS`, else torch's count less one (>= 1).
-    Call it before the model thread has changed its count (the app does, when it builds its handlers)."""
-    n = positive_int_env("INSPECTOR_DECODE_THREADS")
-    return n if n is not None else max(1, torch.get_num_threads() - 1)
+def on_prefill_thread(fn: Callable[..., T]) -> Callable[..., T]:
+    """Decorator: the function always runs on the prefill thread."""
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        return run_prefill(fn, *args, **kwargs)
+    return wrapper
 
 
 def run_ahead_enabled() -> bool:
@@ -78,17 +125,3 @@ def run_ahead_enabled() -> bool:
     if raw not in ("", "0", "1"):
         raise InputError(f"INSPECTOR_RUN_AHEAD must be 0 or 1, got {raw!r}")
     return raw != "0"
-
-
-@contextmanager
-def intra_op_threads(n: int) -> Iterator[None]:
-    """Run the block with `n` torch intra-op threads on the calling thread, then restore its count."""
-    before = torch.get_num_threads()
-    if n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

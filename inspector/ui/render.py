@@ -11,8 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.ui.model_thread import decode_threads, intra_op_threads, on_model_thread
-from inspector.ui.sessions import Entry, Limits, SessionStore
+from inspector.ui.app_model import AppLimits
+from inspector.ui.model_thread import on_model_thread
+from inspector.ui.sessions import Entry, SessionStore
 from inspector.viz import attention as va
 from inspector.viz import header as vh
 from inspector.viz import kvcache as vk
@@ -33,7 +34,7 @@ PLOT_KEYS = VIEW_KEYS[3:]  # the views in tabs: only the open tab's are drawn
 class Views:
     """Rendering over one loaded model and a session store."""
 
-    def __init__(self, loaded: Any, store: SessionStore, limits: Limits, inventory: list, weight_bytes: int) -> None:
+    def __init__(self, loaded: Any, store: SessionStore, limits: AppLimits, inventory: list, weight_bytes: int) -> None:
         self.loaded = loaded
         self.store = store
         self.limits = limits
@@ -41,10 +42,6 @@ class Views:
         self.weight_bytes = weight_bytes
         cfg = loaded.config
         self.n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        # torch threads for decode steps and the views' on-demand tensors (logit lens, attention rows): both
-        # run while the page is busy drawing (see inspector.ui.model_thread). Read before the model thread
-        # changes its count.
-        self.decode_threads = decode_threads()
 
     def blank_views(self, message: str = "", error: bool = False) -> list:
         """Every view in its empty state (page load, Reset)."""
@@ -119,8 +116,7 @@ class Views:
               plots: bool = True) -> list:
         """Status, tokens and text always; the plots of the open tab only (the others are left as they are
         and redrawn when their tab is opened): every step stays cheap however many views exist."""
-        with intra_op_threads(self.decode_threads):
-            return self._views(entry, layer, head, message, error, plots)
+        return self._views(entry, layer, head, message, error, plots)
 
     def _views(self, entry: Entry, layer: int, head: int, message: str, error: bool, plots: bool) -> list:
         s = entry.session

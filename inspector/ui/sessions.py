@@ -1,10 +1,12 @@
 """Server-side store of per-browser-session inspector state, keyed by an id held in `gr.State`.
 
-The browser's `gr.State` holds only a short id string; the `Session` (KV cache, records) lives here.
-Caps keep a shared host inside its memory: at most `max_sessions` live sessions (idle ones past the
-time-to-live are evicted first), `max_steps` decode steps and `max_trace_mb` of KV cache + trace per
-session (the handlers enforce the last two). `drop(id)` frees a session;
-the app wires it to `gr.State(delete_callback=...)` and `demo.unload`.
+The browser's `gr.State` holds only a short id string (given at page load by `new_id()`, or by the first
+prefill of a script client); the `Session` (KV cache, records) lives here. Caps keep a shared host inside
+its memory (`AppLimits`): at most `max_sessions` live sessions. When a new visitor needs a slot and the
+store is full, the least recently used session that is not busy (no prefill, step or Play running) is
+evicted, and so is any idle session past the time-to-live; an owner who comes back is told that its
+session expired (`expired_message`). A newcomer is refused only when every session is busy.
+`drop(id)` frees a session; the app wires it to `gr.State(delete_callback=...)` and `demo.unload`.
 """
 
 from __future__ import annotations
@@ -12,31 +14,16 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from inspector.errors import InputError
+from inspector.ui.app_model import AppLimits
 
-
-@dataclass(frozen=True)
-class Limits:
-    max_sessions: int = 16
-    max_steps: int = 256
-    max_prompt_tokens: int = 1024
-    session_ttl_s: int = 900
-    max_trace_mb: int = 320
-
-
-def limits_from_env() -> Limits:
-    """Read caps via `inspector.ui.app_model.app_limits()` (INSPECTOR_MAX_SESSIONS, INSPECTOR_MAX_STEPS, ...)."""
-    try:
-        from inspector.ui.app_model import app_limits
-    except ImportError:  # app_model not available: built-in defaults
-        return Limits()
-    lim = app_limits()
-    return Limits(max_sessions=lim.max_sessions, max_steps=lim.max_steps,
-                  max_prompt_tokens=lim.max_prompt_tokens, session_ttl_s=lim.session_ttl_s,
-                  max_trace_mb=lim.max_trace_mb)
+EXPIRED_IDS_KEPT = 4096  # ids of evicted sessions remembered, to tell a returning owner what happened
 
 
 def new_ui_session(loaded: Any) -> Any:
@@ -48,7 +35,15 @@ def new_ui_session(loaded: Any) -> Any:
 
 
 class SessionCapError(InputError):
-    """Too many live sessions on this server."""
+    """Every session slot on this server is busy."""
+
+
+class SessionExpiredError(InputError):
+    """The session behind this id was evicted (idle too long, or its slot was needed)."""
+
+
+class BusyError(InputError):
+    """Another model call of the same session is running (usually Play)."""
 
 
 @dataclass
@@ -57,6 +52,7 @@ class Entry:
 
     session: Any  # inspector.session.session.Session
     lock: threading.Lock = field(default_factory=threading.Lock)  # one model call at a time per session
+    activity: str | None = None  # what holds the lock: "prefill" | "step" | "play" | ...
     pause: threading.Event = field(default_factory=threading.Event)
     playing: bool = False
     max_new_tokens: int = 64
@@ -66,44 +62,85 @@ class Entry:
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
     tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
 
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked()
+
+    def acquire(self, activity: str, wait_s: float = 0.0) -> None:
+        """Take the session's lock for `activity`; BusyError naming what runs if it stays taken for `wait_s`."""
+        if not (self.lock.acquire(timeout=wait_s) if wait_s > 0 else self.lock.acquire(blocking=False)):
+            running = self.activity or "another request"
+            if running == "play":
+                raise BusyError("already playing: press Pause to stop" if activity == "play"
+                                else "busy: playing — press Pause first")
+            raise BusyError(f"busy: a {running} is running for this session — wait for it to finish")
+        self.activity = activity
+
+    def release(self) -> None:
+        self.activity = None
+        self.lock.release()
+
+    @contextmanager
+    def exclusive(self, activity: str, wait_s: float = 0.0) -> Iterator[None]:
+        """Hold the session's lock for `activity` (see `acquire`)."""
+        self.acquire(activity, wait_s)
+        try:
+            yield
+        finally:
+            self.release()
+
 
 class SessionStore:
-    """Thread-safe id -> Entry map with a size cap and idle time-to-live."""
+    """Thread-safe id -> Entry map with a size cap, least-recently-used eviction and an idle time-to-live."""
 
-    def __init__(self, factory: Callable[[], Any], limits: Limits) -> None:
+    def __init__(self, factory: Callable[[], Any], limits: AppLimits) -> None:
         self._factory = factory
         self.limits = limits
         self._entries: dict[str, Entry] = {}
+        self._expired: OrderedDict[str, str] = OrderedDict()  # evicted id -> why
         self._mutex = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @staticmethod
+    def new_id() -> str:
+        """A fresh session id (page load); no slot is taken until its first prefill."""
+        return secrets.token_hex(8)
+
     def get(self, sid: str | None) -> Entry | None:
-        """The entry for `sid`, or None (never created, dropped or expired)."""
+        """The entry for `sid`, or None (never created, dropped or evicted)."""
         with self._mutex:
             entry = self._entries.get(sid) if sid else None
             if entry is not None:
                 entry.last_used = time.monotonic()
             return entry
 
+    def expired_message(self, sid: str | None) -> str | None:
+        """Why the session behind `sid` is gone, if it was evicted; None otherwise."""
+        with self._mutex:
+            why = self._expired.get(sid) if sid else None
+        return f"your session expired ({why}): press Prefill to start again" if why else None
+
     def get_or_create(self, sid: str | None) -> tuple[str, Entry]:
-        """The existing entry, or a new one under a fresh id; SessionCapError when the server is full."""
+        """The existing entry, or a new one (under `sid` when given, else a fresh id). Evicts an idle session
+        when the store is full; SessionCapError when every session is busy."""
         entry = self.get(sid)
         if entry is not None:
             return sid, entry  # type: ignore[return-value]
         with self._mutex:
             self._evict_expired()
-            if len(self._entries) >= self.limits.max_sessions:
+            if len(self._entries) >= self.limits.max_sessions and not self._evict_least_recent():
                 raise SessionCapError(
-                    f"the server is busy: {self.limits.max_sessions} sessions are open "
-                    f"(INSPECTOR_MAX_SESSIONS); try again in a few minutes")
-            new_id = secrets.token_hex(8)
+                    f"the server is busy: all {self.limits.max_sessions} sessions are running "
+                    f"(INSPECTOR_MAX_SESSIONS); try again in a moment")
+            new_id = sid or self.new_id()
+            self._expired.pop(new_id, None)
             self._entries[new_id] = Entry(session=self._factory())
             return new_id, self._entries[new_id]
 
     def reset(self, sid: str | None) -> None:
-        """Replace the session's engine state with a fresh one (keeps the id)."""
+        """Replace the session's engine state with a fresh one (keeps the id); stops Play first."""
         entry = self.get(sid)
         if entry is not None:
             entry.pause.set()
@@ -127,9 +164,22 @@ class SessionStore:
             entry.pause.set()
             entry.session = None
 
+    def _evict(self, sid: str, why: str) -> None:
+        self._entries.pop(sid).session = None
+        self._expired[sid] = why
+        while len(self._expired) > EXPIRED_IDS_KEPT:
+            self._expired.popitem(last=False)
+
     def _evict_expired(self) -> None:
         now = time.monotonic()
-        stale = [k for k, e in self._entries.items()
-                 if now - e.last_used > self.limits.session_ttl_s and not e.lock.locked()]
-        for k in stale:
-            self._entries.pop(k).session = None
+        for sid in [k for k, e in self._entries.items()
+                    if now - e.last_used > self.limits.session_ttl_s and not e.busy]:
+            self._evict(sid, f"idle for more than {self.limits.session_ttl_s} s")
+
+    def _evict_least_recent(self) -> bool:
+        """Evict the least recently used session that is not busy; False when every session is busy."""
+        idle = [(e.last_used, k) for k, e in self._entries.items() if not e.busy and not e.playing]
+        if not idle:
+            return False
+        self._evict(min(idle)[1], "the server was full and it was the least recently used")
+        return True

@@ -1,0 +1,148 @@
+"""Every cap is checked before any model work; Play pressed during a prefill waits for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from inspector.engine.config import SamplingParams
+from inspector.errors import InputError
+from inspector.ui import admission, model_thread
+from inspector.ui.app_model import AppLimits
+from inspector.ui.handlers import VIEW_KEYS
+from tests.test_ui_handlers import SAMPLING, make, status
+from tests.viz_records import tiny_loaded  # noqa: F401
+
+
+def block_model_threads() -> threading.Event:
+    """Occupy both model threads until the returned event is set (a long prefill of another visitor)."""
+    release = threading.Event()
+    model_thread.submit(release.wait)  # the decode thread holds the torch lock: the prefill thread waits too
+    return release
+
+
+def test_refused_prompts_never_reach_the_model_and_do_not_wait_for_it(tiny_loaded, monkeypatch):
+    from inspector.session.session import Session
+
+    calls = []
+    monkeypatch.setattr(Session, "prefill_ids", lambda self, *a, **k: calls.append(a))
+    h, store = make(tiny_loaded, max_prompt_tokens=20, max_steps=8)
+    context = tiny_loaded.config.max_position_embeddings
+    cases = {
+        "x " * 40: "this server allows 20",  # tokens over the cap
+        "y" * (20 * admission.MAX_CHARS_PER_TOKEN + 1): "characters",  # refused before tokenizing
+        "   \n\t": "prompt is empty",
+    }
+    release = block_model_threads()
+    try:
+        for prompt, message in cases.items():
+            t0 = time.perf_counter()
+            out = h.prefill(None, prompt, False, "", *SAMPLING, 4, 0, 0)
+            assert time.perf_counter() - t0 < 5  # the model threads are blocked: it did not queue behind them
+            assert message in status(out[1:]) and "ii-error" in status(out[1:])
+        out = h.prefill(None, "Hello", False, "", *SAMPLING, 9, 0, 0)
+        assert "INSPECTOR_MAX_STEPS" in status(out[1:])
+    finally:
+        release.set()
+    assert calls == [] and len(store) == 0  # no model call, no slot taken
+
+    wide, _ = make(tiny_loaded, max_prompt_tokens=10 * context)
+    out = wide.prefill(None, "z " * context, False, "", *SAMPLING, 4, 0, 0)
+    assert f"context window is {context} tokens" in status(out[1:]) and calls == []
+
+
+def test_the_memory_cap_refuses_a_prompt_before_its_prefill(tiny_loaded, monkeypatch):
+    from inspector.session.session import Session
+
+    prompt = "The quick brown fox jumps over the lazy dog " * 4
+    n = len(tiny_loaded.tokenizer.encode(prompt))
+    elem = tiny_loaded.model.model.embed_tokens.weight.element_size()
+    need = admission.estimated_retained_nbytes(tiny_loaded.config, elem, n)
+    calls = []
+    real = Session.prefill_ids
+    monkeypatch.setattr(Session, "prefill_ids", lambda self, *a, **k: (calls.append(a), real(self, *a, **k))[1])
+    h, _ = make(tiny_loaded, max_trace_mb=need * 0.9 / 2**20)
+    assert "INSPECTOR_MAX_TRACE_MB" in status(h.prefill(None, prompt, False, "", *SAMPLING, 4, 0, 0)[1:])
+    assert calls == []
+    h, _ = make(tiny_loaded, max_trace_mb=need * 1.5 / 2**20)
+    assert "ii-error" not in status(h.prefill(None, prompt, False, "", *SAMPLING, 4, 0, 0)[1:])
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("n_prompt,n_steps", [(5, 0), (40, 3), (200, 10)])
+def test_the_memory_estimate_matches_what_a_session_holds(tiny_loaded, n_prompt, n_steps):
+    from inspector.session.session import Session
+
+    s = Session(tiny_loaded, lens=False)
+    params = SamplingParams()
+    s.prefill_ids([5 + i % 50 for i in range(n_prompt)], params, max_new_tokens=n_steps + 1)
+    for _ in range(n_steps):
+        s.step(params)
+    elem = tiny_loaded.model.model.embed_tokens.weight.element_size()
+    assert admission.estimated_retained_nbytes(tiny_loaded.config, elem, n_prompt, n_steps) == s.retained_nbytes
+
+
+@pytest.mark.slow
+def test_the_memory_estimate_matches_a_long_prompt_on_the_default_model(default_model):
+    """Prompts of 512+ tokens keep their queries in fp16: the estimate follows."""
+    from inspector.session.session import Session
+
+    s = Session(default_model, lens=False)
+    s.prefill_ids([100 + i % 1000 for i in range(600)], SamplingParams(), max_new_tokens=4)
+    s.step(SamplingParams())
+    elem = default_model.model.model.embed_tokens.weight.element_size()
+    assert admission.estimated_retained_nbytes(default_model.config, elem, 600, 1) == s.retained_nbytes
+
+
+def test_max_new_tokens_values():
+    limits = AppLimits(max_steps=8)
+    assert admission.admit_max_new("4", limits) == 4 and admission.admit_max_new(8.0, limits) == 8
+    for bad, message in [(0, "> 0"), (-3, "> 0"), (9, "capped at 8"), ("many", "whole number"),
+                         (2.5, "whole number"), (float("nan"), "whole number"), (float("inf"), "whole number"),
+                         (None, "whole number")]:
+        with pytest.raises(InputError, match=message):
+            admission.admit_max_new(bad, limits)
+
+
+def test_play_pressed_during_a_prefill_starts_when_it_finishes(tiny_loaded, monkeypatch):
+    from inspector.session.session import Session
+
+    started, release = threading.Event(), threading.Event()
+    real = Session.prefill_ids
+
+    def slow_prefill(self, *args, **kwargs):
+        started.set()
+        release.wait(10)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "prefill_ids", slow_prefill)
+    h, store = make(tiny_loaded)
+    sid = h.page_load()[0]  # the page's id, known before the first prefill returns
+    assert len(h.page_load()) == 1 + len(VIEW_KEYS) and store.get(sid) is None
+    prefill = threading.Thread(target=h.prefill, args=(sid, "The quick brown fox", False, "", *SAMPLING, 4, 0, 0))
+    prefill.start()
+    assert started.wait(10)
+    play = h.play(sid, *SAMPLING, 0, 0)
+    first = next(play)
+    assert "Play starts when the prefill finishes" in status(first) and "ii-error" not in status(first)
+    release.set()
+    rest = list(play)
+    prefill.join()
+    assert "finished: max tokens" in status(rest[-1])
+    assert len(store.get(sid).session.generated_ids) == 4
+
+
+def test_play_pressed_together_with_prefill_waits_for_it_to_start(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = h.page_load()[0]
+    play_out = []
+    player = threading.Thread(target=lambda: play_out.extend(h.play(sid, *SAMPLING, 0, 0)))
+    player.start()  # Play's event reached the server just before Prefill's
+    time.sleep(0.1)
+    h.prefill(sid, "The quick brown fox", False, "", *SAMPLING, 3, 0, 0)
+    player.join(30)
+    assert play_out and "finished: max tokens" in status(play_out[-1])
+    alone = list(h.play(h.page_load()[0], *SAMPLING, 0, 0))  # nothing to play: one clear message
+    assert len(alone) == 1 and "press Prefill first" in status(alone[0])
