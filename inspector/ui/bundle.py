@@ -6,13 +6,12 @@ value is a JSON object {view key: new value} holding only the views that changed
 each value into its slot: `Plotly.react` on a plot slot's kept div, `innerHTML` for an HTML slot. A slot
 mounted later (the first time its tab opens) draws the last value the page received for it.
 
-Why: Gradio's cost per update grows with the number of outputs, even skipped ones. Measured on the 2-core
-dev machine (throwaway app, click to paint): an event streaming two updates to 17 outputs 106 ms; the
-same to one output 67 ms. Every view used to be an output, and Step streamed two or three updates.
+Why: Gradio's cost per update grows with the number of outputs, even skipped ones (click to paint, two
+updates to 17 outputs took 106 ms; the same to one output 67 ms).
 
 Plots are redrawn in place (`Plotly.react` on the same div), never rebuilt: Gradio 6's `gr.Plot` re-mounts
-its figure on every value (`newPlot` into an empty div, then `Plots.resize`); measured click to paint, a
-270x120 heatmap 147 ms with `gr.Plot` against 89 ms redrawn in place. plotly.js is the copy inside the
+its figure on every value (`newPlot` into an empty div, then `Plots.resize`; a 270x120 heatmap paints in
+147 ms that way against 89 ms redrawn in place). plotly.js is the copy inside the
 installed `plotly` package (the version its figure JSON is written for), served by Gradio as a static
 file: the page makes no external request.
 

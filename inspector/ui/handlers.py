@@ -142,10 +142,7 @@ class Handlers(Views):
         VIEW_KEYS + the drawn marker: status, tokens, text and the open tab's views. Usually the forward
         (and, on the Residual tab, its logit lens) already ran ahead (`queue_forward_ahead`), so this only
         samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
-        script paints the token before it draws the plots). Measured with bench/ui.py, median over tabs,
-        all views: streamed through the queue (token, then plots) 206 and 345 ms, one unqueued update 190
-        and 187 ms (runs alternated). Before run-ahead, streaming the token first was worth it: the plots
-        waited for the forward."""
+        script paints the token before it draws the plots; bench/ui.py compares)."""
         entry = self.store.get(sid)
         try:
             entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
