@@ -59,8 +59,8 @@ def test_cached_equals_recompute_over_30_steps(loaded):
     assert full.generated_ids == cached.generated_ids
     assert [r.cached for r in full.records[1:]] == [False] * 30
     assert all(r.cached for r in cached.records)
-    for a, b in zip(cached._logits, full._logits):
-        assert (a - b).abs().max().item() < 1e-4
+    for a, b in zip(cached.trace.forwards, full.trace.forwards):
+        assert (a.logits - b.logits).abs().max().item() < 1e-4
     # the recompute-mode records still describe only the new position
     assert full.records[-1].resid_post.shape == cached.records[-1].resid_post.shape
     assert np.allclose(full.records[-1].resid_post, cached.records[-1].resid_post, atol=1e-3)
@@ -92,8 +92,8 @@ def test_branch_then_continue_equals_fresh_run_with_that_prefix(loaded):
     for _ in range(4):
         fresh.step(GREEDY)
     assert s.generated_ids[5:] == fresh.generated_ids
-    for a, b in zip(s._logits[5:], fresh._logits):
-        assert (a - b).abs().max().item() < 1e-4
+    for a, b in zip(s.trace.forwards[5:], fresh.trace.forwards):
+        assert (a.logits - b.logits).abs().max().item() < 1e-4
     with pytest.raises(InputError, match="no step 12"):
         s.attention_row(12, 0, 0)
 
@@ -186,18 +186,28 @@ def test_record_false_keeps_tokens_and_skips_traces(loaded):
 def test_bf16_session_runs(tiny_llama_dir):  # noqa: F811
     s = Session(load_model(tiny_llama_dir, dtype=torch.bfloat16))
     run(s, GREEDY, 3)
-    assert s.cache.keys[0].dtype == torch.bfloat16 and s.records[-1].kv[0].nbytes == s.cache.layer_nbytes
+    cfg, n = s.config, len(s.prompt_ids) + 3
+    keys, values = s.cache.read(0)
+    assert keys.dtype == values.dtype == torch.bfloat16
+    assert s.records[-1].kv[0].nbytes == 2 * cfg.num_key_value_heads * cfg.head_dim * 2 * n  # K and V, 2 bytes each
     assert abs(s.attention_row(3, 1, 2).sum() - 1) < 1e-5
 
 
-def test_generate_iterator_matches_session(loaded):
+def test_engine_steps_alone_match_session(loaded):
     from inspector.engine import steps as engine
 
     s = run(Session(loaded, record=False), GREEDY, 7)
-    for use_cache in (True, False):
-        steps = list(engine.generate(loaded.model, s.prompt_ids, GREEDY, 8, use_cache=use_cache))
-        assert [st.token for st in steps] == s.generated_ids
-        assert [st.index for st in steps] == list(range(8))
+    for use_cache in (True, False):  # a greedy loop over the engine's pieces, without the session
+        ids, cache = list(s.prompt_ids), engine.new_cache(loaded.model)
+        logits = engine.prefill(loaded.model, ids, cache)
+        ids.append(int(logits.argmax()))
+        for _ in range(7):
+            if use_cache:
+                logits = engine.decode_step(loaded.model, ids[-1], cache)
+            else:
+                logits, _ = engine.recompute_step(loaded.model, ids)
+            ids.append(int(logits.argmax()))
+        assert ids[len(s.prompt_ids):] == s.generated_ids
 
 
 def test_records_are_small_and_deep_copyable(loaded):

@@ -2,8 +2,8 @@
 
 One `ForwardRecord` per forward pass: the prefill (step 0, all prompt tokens at once) and each decode
 step k (one token). Arrays hold the positions this forward *added*; the residual heatmap concatenates
-records along positions. Full attention maps are never stored: the session computes any attention
-row on demand from stored queries and the cached keys (see `Session.attention_*`).
+records along positions. Full attention maps are never stored: the trace store computes any attention
+row on demand from a forward's queries and the cached keys (`inspector.session.trace_store`).
 """
 
 from __future__ import annotations
