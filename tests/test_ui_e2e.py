@@ -239,3 +239,16 @@ def test_inventory_lists_272_tensors(page: Page, app_url):
     page.get_by_role("option", name="7", exact=True).click()
     expect(page.locator("#inventory-table tr.ii-hit")).to_have_count(9, timeout=T)
     page.screenshot(path=str(ARTIFACTS / "ui_inventory.png"), full_page=True)
+
+
+def test_play_pressed_during_the_first_prefill_starts_when_it_finishes(page: Page, app_url):
+    """The page has its session id from load, so Play clicked while the first prefill runs finds it, says
+    so, and plays once the prefill is done."""
+    goto(page, app_url)
+    page.locator("#prompt textarea").fill("Tell me a long story about the sea. " * 12)
+    page.locator("#max-new-tokens input").fill("6")
+    page.locator("#prefill-btn").click()
+    page.locator("#play-btn").click()
+    expect(page.locator("#status-phase")).to_contain_text("finished", timeout=T)
+    assert generated(page) == 6
+    expect(page.locator("#status-message.ii-error")).to_have_count(0)
