@@ -146,3 +146,14 @@ def test_play_pressed_together_with_prefill_waits_for_it_to_start(tiny_loaded):
     assert play_out and "finished: max tokens" in status(play_out[-1])
     alone = list(h.play(h.page_load()[0], *SAMPLING, 0, 0))  # nothing to play: one clear message
     assert len(alone) == 1 and "press Prefill first" in status(alone[0])
+
+
+def test_a_refused_prompt_keeps_the_run_the_visitor_had(tiny_loaded):
+    h, store = make(tiny_loaded, max_prompt_tokens=20)
+    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    h.step(sid, *SAMPLING, 0, 0)
+    before = list(store.get(sid).session.generated_ids)
+    out = h.prefill(sid, "x " * 40, False, "", *SAMPLING, 8, 0, 0)
+    assert out[0] == sid and "this server allows 20" in status(out[1:])
+    assert store.get(sid).session.generated_ids == before
+    assert "decode step 2" in status(h.step(sid, *SAMPLING, 0, 0))  # the run goes on
