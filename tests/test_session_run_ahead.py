@@ -40,7 +40,8 @@ def assert_same(a: Session, b: Session) -> None:
     last = len(a.records) - 1
     np.testing.assert_array_equal(a.attention_overview(last), b.attention_overview(last))
     for layer in range(a.config.num_hidden_layers):
-        np.testing.assert_array_equal(a.cache.layer_keys(layer), b.cache.layer_keys(layer))
+        for ta, tb in zip(a.cache.read(layer), b.cache.read(layer)):  # keys, then values
+            np.testing.assert_array_equal(ta, tb)
 
 
 def test_steps_run_ahead_equal_plain_steps(loaded):

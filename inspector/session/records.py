@@ -59,7 +59,7 @@ class KVLayerStat:
     layer: int
     length: int  # cached positions (entries)
     capacity: int  # positions allocated
-    nbytes: int  # bytes of K plus V actually used (length entries)
+    nbytes: int  # bytes of K plus V in use (length entries), as the cache measures them
     k_shape: tuple[int, int, int, int]
     v_shape: tuple[int, int, int, int]
     kv_head_groups: list[list[int]]  # kv head j -> the query heads that read it
