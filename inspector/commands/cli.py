@@ -13,7 +13,7 @@ import sys
 
 from inspector.errors import InspectorError
 
-COMMANDS = ("info", "run", "space")
+COMMANDS = ("info", "run", "space", "memory")
 
 
 def build_parser() -> argparse.ArgumentParser:

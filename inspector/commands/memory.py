@@ -1,0 +1,167 @@
+"""`inspector memory --config NAME|PATH [--context N] [--batch B] [--dtype D] [--kv-dtype D] [--memory SIZE]`:
+weights and KV-cache memory of a model from its config alone (no weights are read).
+
+NAME is a shipped configuration's Hub repo id (case-insensitive; `--list` names them), PATH a local
+config.json or HF model directory. `--json` prints one object, a stable contract for scripts: params,
+weight_bytes, kv_bytes_per_token, kv_bytes, total_bytes (weights + KV for context × batch), and besides
+them config, source, dtype, kv_dtype, context, batch, params_by_group, mha (the same five keys for the
+model with full multi-head KV, and fits_requests), attention_heads, kv_heads, tied_embeddings,
+memory_bytes and fits_requests (requests of this context that fit after the weights; null without
+--memory), max_position_embeddings, sliding_window and published_params (null unless shipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from typing import Any
+
+from inspector.errors import InputError
+from inspector.serving import memory as mem
+
+UNITS = {"": 1e9, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("memory", help="memory of a model's weights and KV cache, from its config alone",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", metavar="NAME|PATH", help="shipped Hub repo id (see --list), config.json or model dir")
+    p.add_argument("--list", action="store_true", help="name the shipped configurations and exit")
+    p.add_argument("--context", metavar="N", help="tokens per request (default: the model's max_position_embeddings)")
+    p.add_argument("--batch", metavar="B", default="1", help="requests held at once (default 1)")
+    p.add_argument("--dtype", metavar="D", help=f"weights: {', '.join(mem.WEIGHT_DTYPES)} "
+                                                "(default: the config's torch_dtype, else bf16)")
+    p.add_argument("--kv-dtype", metavar="D", help=f"KV cache: {', '.join(mem.KV_DTYPES)} "
+                                                   "(default: the weights' float type; bf16 under int8/int4)")
+    p.add_argument("--memory", metavar="SIZE", help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB "
+                                                    "(a plain number is GB)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=run)
+
+
+def parse_count(text: str, what: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise InputError(f"--{what} must be a positive integer, got {text!r}") from None
+    return mem.positive(value, f"--{what}")
+
+
+def parse_size(text: str) -> int:
+    """"80GB" -> 80e9, "80GiB" -> 80 × 2**30, "24" -> 24e9 bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    size = float(m.group(1)) * UNITS.get(m.group(2).lower(), math.nan) if m else math.nan
+    if not (0 < size < math.inf):  # also refuses an unknown unit (nan) and 1e400 (inf)
+        raise InputError(f"--memory must be a positive size such as 80GB or 80GiB, got {text!r}")
+    return int(size)
+
+
+def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv_dtype: str,
+                memory_bytes: int | None) -> dict[str, Any]:
+    """The `--json` object."""
+    cfg = rc.config
+    gqa = mem.estimate(cfg, context, batch, dtype, kv_dtype, memory_bytes)
+    mha = mem.estimate(mem.with_full_mha(cfg), context, batch, dtype, kv_dtype, memory_bytes)
+    return {
+        "config": rc.name, "source": rc.source, "dtype": dtype, "kv_dtype": kv_dtype,
+        "context": context, "batch": batch,
+        **gqa.to_json(),
+        "params_by_group": {g: {"params": p, "bytes": b} for g, (p, b) in mem.param_groups(cfg, dtype).items()},
+        "attention_heads": cfg.num_attention_heads, "kv_heads": cfg.num_key_value_heads,
+        "tied_embeddings": cfg.tie_word_embeddings,
+        "mha": mha.to_json(),
+        "memory_bytes": memory_bytes,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "sliding_window": rc.sliding_window,
+        "published_params": rc.shipped.published_params if rc.shipped else None,
+    }
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
+    c, mha = rc.config, out["mha"]
+    fb = mem.format_bytes
+    memory_label = fb(out["memory_bytes"] or 0)
+    if out["memory_bytes"] and out["memory_bytes"] % 2**30 == 0:
+        memory_label = f"{out['memory_bytes'] // 2**30:,} GiB ({memory_label})"
+    published = f"; published {rc.shipped.published_label}" if rc.shipped else ""
+    lines = [
+        f"{rc.name}  (config: {rc.source})",
+        f"  architecture: {c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
+        f"{c.num_attention_heads} heads, {c.num_key_value_heads} KV heads (GQA {c.n_rep}:1), head_dim {c.head_dim}, "
+        f"vocab {c.vocab_size}, " + ("tied embeddings" if c.tie_word_embeddings else "separate LM head"),
+        f"  parameters:   {out['params']:,} ({out['params'] / 1e9:.3f} B{published})",
+        f"  weights {out['dtype']}, KV cache {out['kv_dtype']}; context {out['context']:,} × batch {out['batch']}",
+        "",
+        *_table([["group", "params", f"bytes ({out['dtype']})"]]
+                + [[g, f"{v['params']:,}", fb(v["bytes"])] for g, v in out["params_by_group"].items()]),
+        "",
+        *_table([["", f"{'GQA' if c.n_rep > 1 else 'as configured'} ({c.num_key_value_heads} KV heads)",
+                  f"MHA ({c.num_attention_heads} KV heads)"],
+                 ["parameters", f"{out['params']:,}", f"{mha['params']:,}"],
+                 ["weights", fb(out["weight_bytes"]), fb(mha["weight_bytes"])],
+                 ["KV per token", f"{out['kv_bytes_per_token']:,} B", f"{mha['kv_bytes_per_token']:,} B"],
+                 [f"KV cache ({out['context']:,} × {out['batch']})", fb(out["kv_bytes"]), fb(mha["kv_bytes"])],
+                 ["total", fb(out["total_bytes"]), fb(mha["total_bytes"])]]
+                + ([[f"requests that fit in {memory_label}", f"{out['fits_requests']:,}",
+                     f"{mha['fits_requests']:,}"]] if out["memory_bytes"] is not None else [])),
+    ]
+    if out["memory_bytes"] is not None and out["weight_bytes"] > out["memory_bytes"]:
+        lines.append(f"  (the weights alone exceed {memory_label})")
+    if out["context"] > c.max_position_embeddings:
+        lines.append(f"  note: context {out['context']:,} is past the model's max_position_embeddings "
+                     f"{c.max_position_embeddings:,}")
+    if out["sliding_window"]:
+        w = out["sliding_window"]
+        lines.append(f"  note: sliding_window {w:,}: a rolling-buffer cache would hold at most {w:,} tokens per "
+                     f"request ({fb(out['kv_bytes_per_token'] * w)}); counted here is a full cache, as the engine's")
+    return "\n".join(lines)
+
+
+def list_dicts() -> list[dict[str, Any]]:
+    """The `--list --json` rows: each shipped configuration with its counts and sources."""
+    rows = []
+    for s in mem.shipped_configs().values():
+        cfg = mem.config_from_hf(s.config, s.repo_id)
+        rows.append({"repo_id": s.repo_id, "params": mem.count_params(cfg),
+                     "published_params": s.published_params, "published_label": s.published_label,
+                     "bf16_weight_bytes": mem.weight_bytes(cfg, "bf16"),
+                     "bf16_kv_bytes_per_token": mem.kv_bytes_per_token(cfg, "bf16"),
+                     "config_sources": list(s.config_sources), "published_source": s.published_source})
+    return rows
+
+
+def human_list(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(_table([["config", "params", "published", "bf16 weights", "KV/token (bf16)"]]
+                            + [[r["repo_id"], f"{r['params']:,}", r["published_label"],
+                                mem.format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
+                               for r in rows]))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        rows = list_dicts()
+        print(json.dumps(rows, indent=2) if args.json else human_list(rows))
+        return 0
+    if not args.config:
+        raise InputError("memory needs --config NAME|PATH (or --list to name the shipped configurations)")
+    # Check the numbers before reading the config, so bad input is named even for a bad config.
+    batch = parse_count(args.batch, "batch")
+    context = parse_count(args.context, "context") if args.context is not None else None
+    memory_bytes = parse_size(args.memory) if args.memory is not None else None
+    dtype = mem.dtype_name(args.dtype) if args.dtype else None
+    kv_dtype = mem.dtype_name(args.kv_dtype, kv=True) if args.kv_dtype else None
+    rc = mem.resolve_config(args.config)
+    dtype = dtype or rc.torch_dtype or "bf16"
+    out = result_dict(rc, context or rc.config.max_position_embeddings, batch, dtype,
+                      kv_dtype or mem.default_kv_dtype(dtype), memory_bytes)
+    print(json.dumps(out, indent=2) if args.json else human(rc, out))
+    return 0
