@@ -1,0 +1,248 @@
+"""Continuous batching over the paged KV cache: a `Scheduler` with `waiting` and `running` queues.
+
+The shape of nano-vllm's engine, greedy decoding only:
+- `Sequence`: one request, its prompt and generated ids, its status and timings (its block table lives in
+  the `PagedKVCache` under `seq_id`).
+- `Scheduler.step()` is one engine step, one batched forward:
+  1. `schedule()`: every running sequence gets a row (a decode row of one token, or the next prompt chunk
+     of a sequence still prefilling); when the pool cannot hold every running row's new positions the
+     newest running sequence is preempted (its blocks freed, back to the front of `waiting`, recomputed
+     from its prompt and the tokens it already generated when readmitted). Then arrived waiting sequences
+     are admitted in order (arrival step, then submission order) while the batch has room and the pool
+     has the blocks for their first chunk; their prefill rides in the same forward as extra rows. No
+     admission in a step that preempted (the blocks just freed are what the running ones need).
+  2. one `step_rows` forward over all rows through the cache's batch view;
+  3. `postprocess()`: a sequence whose prompt is fully cached takes the argmax token; it finishes on EOS
+     or its max new tokens, and its blocks are freed.
+- A request that could never fit (prompt + max new tokens past the whole pool or the model's context) is
+  refused alone when submitted; the others run.
+Everything but the timings is deterministic given the inputs. Each step appends a `StepRecord`; timings
+are wall clock (`clock`, perf_counter by default): a request's ttft_ms runs from the start of the step
+it arrived in to the end of the step that produced its first token; tpot_ms is the mean time between its
+later tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from inspector.engine.steps import step_rows
+from inspector.serving.paged_cache import PagedKVCache
+
+
+class Status(str, Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    REFUSED = "refused"
+
+
+@dataclass
+class Sequence:
+    seq_id: int
+    prompt_ids: list[int]
+    max_new_tokens: int
+    arrival_step: int = 0
+    status: Status = Status.WAITING
+    output_ids: list[int] = field(default_factory=list)
+    num_cached: int = 0  # positions of `tokens` in the cache (0 again after a preemption)
+    finish_reason: str | None = None  # "eos" | "max_tokens" | the reason it was refused
+    preemptions: int = 0
+    arrival_time: float | None = None
+    token_times: list[float] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    @property
+    def max_len(self) -> int:
+        return len(self.prompt_ids) + self.max_new_tokens
+
+    @property
+    def prefilling(self) -> bool:
+        """The cache still lacks some of the tokens before the last one (the prompt, or a recompute)."""
+        return self.num_cached < len(self.tokens) - (1 if self.output_ids else 0)
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if not self.token_times or self.arrival_time is None:
+            return None
+        return (self.token_times[0] - self.arrival_time) * 1e3
+
+    @property
+    def tpot_ms(self) -> float | None:
+        if len(self.token_times) < 2:
+            return None
+        return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1) * 1e3
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a step's batch: which sequence, prefill or decode, how many tokens it fed."""
+
+    seq_id: int
+    kind: str  # "prefill" | "decode"
+    num_tokens: int
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    rows: list[Row]
+    blocks_used: int  # pool blocks held during the forward (before finished sequences free theirs)
+    admitted: list[int]
+    preempted: list[int]
+    finished: list[int]
+    new_tokens: dict[int, int]  # seq_id -> the token this step produced
+    elapsed_ms: float
+
+
+class Scheduler:
+    def __init__(self, model: torch.nn.Module, cache: PagedKVCache, *, max_batch: int = 8,
+                 eos_ids: Iterable[int] = (), prefill_chunk: int | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max batch must be at least 1, got {max_batch}")
+        if prefill_chunk is not None and prefill_chunk < 1:
+            raise ValueError(f"prefill chunk must be at least 1, got {prefill_chunk}")
+        self.model, self.cache, self.max_batch = model, cache, max_batch
+        self.eos_ids, self.prefill_chunk, self.clock = frozenset(eos_ids), prefill_chunk, clock
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # admission order: the last one is the newest
+        self.sequences: list[Sequence] = []
+        self.records: list[StepRecord] = []
+        self.step_index = 0
+
+    # ---- requests
+    def add(self, prompt_ids: list[int], max_new_tokens: int, arrival_step: int = 0) -> Sequence:
+        """Queue a request; refuse it alone (status REFUSED) when it could never fit."""
+        seq = Sequence(len(self.sequences), list(prompt_ids), max_new_tokens, arrival_step)
+        self.sequences.append(seq)
+        pool_tokens = self.cache.manager.num_blocks * self.cache.block_size
+        context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        if not prompt_ids or max_new_tokens < 1:
+            seq.finish_reason = "an empty prompt or max new tokens < 1"
+        elif seq.max_len > pool_tokens:
+            seq.finish_reason = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
+        elif context is not None and seq.max_len > context:
+            seq.finish_reason = f"needs {seq.max_len} positions; the model's context is {context}"
+        if seq.finish_reason:
+            seq.status = Status.REFUSED
+            return seq
+        # waiting stays sorted by (arrival step, submission order); preempted sequences go in front
+        self.waiting.append(seq)
+        self.waiting = deque(sorted(self.waiting, key=lambda s: (s.preemptions == 0, s.arrival_step, s.seq_id)))
+        return seq
+
+    @property
+    def done(self) -> bool:
+        return not self.waiting and not self.running
+
+    # ---- one engine step
+    def _chunk(self, seq: Sequence) -> list[int]:
+        """The tokens this sequence feeds now: the next prompt (or recompute) chunk, or its last token."""
+        if not seq.prefilling:
+            return [seq.tokens[-1]]
+        end = len(seq.tokens) - (1 if seq.output_ids else 0)
+        if self.prefill_chunk is not None:
+            end = min(end, seq.num_cached + self.prefill_chunk)
+        if not seq.output_ids or end < len(seq.tokens) - 1:
+            return seq.tokens[seq.num_cached:end]
+        return seq.tokens[seq.num_cached:]  # a recompute's last chunk also feeds the last generated token
+
+    def preempt(self, seq: Sequence) -> None:
+        """Free the sequence's blocks and queue it first; it is recomputed when readmitted."""
+        self.running.remove(seq)
+        self.cache.free(seq.seq_id)
+        seq.status, seq.num_cached = Status.WAITING, 0
+        seq.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def schedule(self) -> tuple[list[tuple[Sequence, list[int]]], list[int], list[int]]:
+        """This step's rows (sequence, tokens it feeds), the sequences admitted and preempted."""
+        preempted: list[int] = []
+        for seq in list(self.running):  # oldest first: they keep their blocks
+            if seq not in self.running:
+                continue
+            need = len(self._chunk(seq))
+            while self.cache.blocks_needed(seq.seq_id, need) > self.cache.manager.num_free:
+                victim = self.running[-1]
+                self.preempt(victim)
+                preempted.append(victim.seq_id)
+                if victim is seq:
+                    break
+            if seq in self.running:
+                self.cache.reserve(seq.seq_id, need)
+        rows = [(seq, self._chunk(seq)) for seq in self.running]
+        admitted: list[int] = []
+        while not preempted and self.waiting and len(self.running) < self.max_batch:
+            seq = self.waiting[0]
+            if seq.arrival_step > self.step_index:
+                break
+            self.cache.add(seq.seq_id, max_len=seq.max_len)
+            chunk = self._chunk(seq)
+            if self.cache.blocks_needed(seq.seq_id, len(chunk)) > self.cache.manager.num_free:
+                self.cache.free(seq.seq_id)
+                break  # admission stays in order: nobody jumps the queue
+            self.cache.reserve(seq.seq_id, len(chunk))
+            self.waiting.popleft()
+            seq.status = Status.RUNNING
+            self.running.append(seq)
+            rows.append((seq, chunk))
+            admitted.append(seq.seq_id)
+        return rows, admitted, preempted
+
+    def step(self) -> StepRecord:
+        start = self.clock()
+        for seq in self.waiting:
+            if seq.arrival_time is None and seq.arrival_step <= self.step_index:
+                seq.arrival_time = start
+        rows, admitted, preempted = self.schedule()
+        new_tokens: dict[int, int] = {}
+        finished: list[int] = []
+        if rows:
+            kinds = [Row(seq.seq_id, "prefill" if seq.prefilling else "decode", len(ids)) for seq, ids in rows]
+            view = self.cache.batch([seq.seq_id for seq, _ in rows])
+            logits = step_rows(self.model, [ids for _, ids in rows], view)  # (B, V) fp32
+            now, blocks_used = self.clock(), self.cache.manager.num_used  # in use by this forward, before frees
+            finished = self.postprocess(rows, logits, now, new_tokens)
+        else:
+            kinds, now, blocks_used = [], self.clock(), self.cache.manager.num_used
+        record = StepRecord(self.step_index, kinds, blocks_used, admitted, preempted, finished,
+                            new_tokens, (now - start) * 1e3)
+        self.records.append(record)
+        self.step_index += 1
+        return record
+
+    def postprocess(self, rows: list[tuple[Sequence, list[int]]], logits: torch.Tensor, now: float,
+                    new_tokens: dict[int, int]) -> list[int]:
+        """Commit each row's positions, take the greedy token of rows past their prompt, retire finished ones."""
+        finished = []
+        for (seq, ids), row_logits in zip(rows, logits):
+            seq.num_cached += len(ids)
+            if seq.prefilling:
+                continue  # a prompt chunk that is not the last: no token yet
+            token = int(row_logits.argmax())
+            seq.output_ids.append(token)
+            seq.token_times.append(now)
+            new_tokens[seq.seq_id] = token
+            if token in self.eos_ids or len(seq.output_ids) >= seq.max_new_tokens:
+                seq.finish_reason = "eos" if token in self.eos_ids else "max_tokens"
+                seq.status = Status.FINISHED
+                self.running.remove(seq)
+                self.cache.free(seq.seq_id)
+                finished.append(seq.seq_id)
+        return finished
+
+    def run(self, max_steps: int = 100_000) -> list[StepRecord]:
+        """Step until every request finished (or was refused)."""
+        while not self.done and self.step_index < max_steps:
+            self.step()
+        return self.records
