@@ -133,3 +133,59 @@ def test_deterministic(tiny_loaded):
     assert [strip(r) for r in a.records] == [strip(r) for r in b.records]
     assert [s.output_ids for s in a.sequences] == [s.output_ids for s in b.sequences]
     assert all(s.ttft_ms is not None and s.ttft_ms >= 0 for s in a.sequences)
+
+
+# ---- `inspector serve-sim` (through its own parser: cli.main maps InputError to one line and exit 1)
+
+def serve_sim(argv: list[str]):
+    import argparse
+
+    from inspector.commands import serve_sim as cmd
+
+    parser = argparse.ArgumentParser(prog="inspector")
+    cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["serve-sim", *argv])
+    return cmd.simulate(args)
+
+
+def test_serve_sim_json(tiny_loaded, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The quick brown fox\n\nHello world!\n" + "Attention is all you need; " * 8 + "\n")
+    out = serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--max-batch", "2",
+                     "--block-size", "4", "--blocks", "8", "--max-new-tokens", "5", "--json"])
+    reqs = out["requests"]
+    assert [r["prompt"] for r in reqs] == ["The quick brown fox", "Hello world!", "Attention is all you need; " * 8]
+    tok = tiny_loaded.tokenizer
+    for r in reqs[:2]:
+        assert r["generated_ids"] == solo_greedy(tiny_loaded.model, tok.encode(r["prompt"]), 5,
+                                                 frozenset([tok.eos_id, *tiny_loaded.config.eos_token_ids]))
+        assert r["text"] == tok.decode(r["generated_ids"]) and r["ttft_ms"] > 0
+    assert reqs[2]["generated_ids"] == [] and "32" in reqs[2]["finish_reason"]  # refused alone: 8 x 4 positions
+    assert all(len(s["rows"]) <= 2 and s["blocks_used"] <= 8 for s in out["steps"])
+    assert out["throughput"]["generated_tokens"] == sum(len(r["generated_ids"]) for r in reqs)
+    assert set(out["steps"][0]) >= {"rows", "blocks_used", "paged_bytes", "contiguous_bytes"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--block-size", "0"], "--block-size must be a positive integer"),
+    (["--max-batch", "4", "--blocks", "2"], "a batch of 4 needs at least 4 blocks"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be a positive integer"),
+])
+def test_serve_sim_bad_settings(tmp_path, argv, message):
+    from inspector.errors import InputError
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hi\n")
+    with pytest.raises(InputError, match=message):
+        serve_sim(["--prompts", str(prompts), *argv])
+
+
+def test_serve_sim_bad_prompts_file(tmp_path):
+    from inspector.errors import InputError
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(InputError, match="holds no prompt"):
+        serve_sim(["--prompts", str(empty)])
+    with pytest.raises(InputError, match="cannot read --prompts"):
+        serve_sim(["--prompts", str(tmp_path / "missing.txt")])

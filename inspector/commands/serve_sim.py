@@ -1,0 +1,139 @@
+"""`inspector serve-sim --prompts FILE [--max-batch N] [--block-size B] [--blocks N] [--max-new-tokens N]
+[--prefill-chunk N] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank
+lines skipped) through the continuous-batching scheduler over a paged KV cache, greedy, all arriving at
+step 0.
+
+`--json` prints one object: requests (per request: prompt, generated_ids, text, ttft_ms, tpot_ms,
+finish_reason, preemptions), steps (per engine step: rows [{request, kind, tokens}], blocks_used,
+admitted, preempted, finished, paged_bytes, contiguous_bytes), throughput (generated_tokens, elapsed_s,
+tokens_per_s, steps) and the settings (model, block_size, blocks, max_batch). Without it, a summary.
+A request that cannot fit in the pool is refused alone (finish_reason says why); the others run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from inspector.errors import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve-sim", help="continuous batching over a paged KV cache, on a file of prompts",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", required=True, metavar="FILE", help="one prompt per line")
+    p.add_argument("--max-batch", type=int, default=8, metavar="N", help="requests per forward (default 8)")
+    p.add_argument("--block-size", type=int, default=16, metavar="B", help="token positions per block (default 16)")
+    p.add_argument("--blocks", type=int, default=None, metavar="N",
+                   help="blocks in the pool (default: a full batch of the longest request)")
+    p.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
+    p.add_argument("--prefill-chunk", type=int, default=None, metavar="N", help="prompt tokens per step (default: all)")
+    p.add_argument("--chat", action="store_true", help="wrap each prompt in the model's chat template")
+    p.add_argument("--model", default=None, metavar="SOURCE", help="model source (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def read_prompts(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read --prompts {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    prompts = [line for line in text.splitlines() if line.strip()]
+    if not prompts:
+        raise InputError(f"--prompts {path} holds no prompt (one per line)")
+    return prompts
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    for name in ("max_batch", "block_size", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if args.prefill_chunk is not None and args.prefill_chunk < 1:
+        raise InputError(f"--prefill-chunk must be a positive integer, got {args.prefill_chunk}")
+    if args.blocks is not None and args.blocks < args.max_batch:
+        raise InputError(f"a batch of {args.max_batch} needs at least {args.max_batch} blocks (one per request); "
+                         f"--blocks is {args.blocks}")
+
+
+def simulate(args: argparse.Namespace) -> dict[str, Any]:
+    """Load the model, run the scheduler to the end, return the --json object."""
+    import time
+
+    from inspector.models.loader import load_model
+    from inspector.serving.paged_cache import PagedKVCache
+    from inspector.serving.scheduler import Scheduler
+
+    prompts = read_prompts(args.prompts)
+    check_settings(args)
+    loaded = load_model(args.model)
+    tok = loaded.tokenizer
+    if args.chat and not tok.has_chat_template:
+        raise InputError(f"{loaded.name} has no chat template; drop --chat")
+    ids = [tok.encode(tok.render_chat(p) if args.chat else p) for p in prompts]
+    blocks = args.blocks
+    if blocks is None:
+        longest = max(len(i) for i in ids) + args.max_new_tokens
+        blocks = args.max_batch * math.ceil(longest / args.block_size)
+    cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype)
+    eos = set(loaded.config.eos_token_ids) | ({tok.eos_id} if tok.eos_id is not None else set())
+    sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=eos, prefill_chunk=args.prefill_chunk)
+    for prompt_ids in ids:
+        sched.add(prompt_ids, args.max_new_tokens)
+    t0 = time.perf_counter()
+    records = sched.run()
+    elapsed = time.perf_counter() - t0
+
+    def ms(x: float | None) -> float | None:
+        return None if x is None else round(x, 3)
+
+    requests = [{
+        "prompt": prompt, "prompt_ids": seq.prompt_ids, "generated_ids": seq.output_ids, "text": tok.decode(seq.output_ids),
+        "ttft_ms": ms(seq.ttft_ms), "tpot_ms": ms(seq.tpot_ms), "finish_reason": seq.finish_reason,
+        "preemptions": seq.preemptions,
+    } for prompt, seq in zip(prompts, sched.sequences)]
+    max_len = {s.seq_id: s.max_len for s in sched.sequences}
+    steps = [{
+        "step": r.step, "rows": [{"request": row.seq_id, "kind": row.kind, "tokens": row.num_tokens} for row in r.rows],
+        "blocks_used": r.blocks_used, "admitted": r.admitted, "preempted": r.preempted, "finished": r.finished,
+        "paged_bytes": r.blocks_used * cache.bytes_per_block,
+        "contiguous_bytes": sum(max_len[row.seq_id] for row in r.rows) * cache.bytes_per_position,
+        "elapsed_ms": round(r.elapsed_ms, 3),
+    } for r in records]
+    generated = sum(len(s.output_ids) for s in sched.sequences)
+    return {
+        "model": loaded.name, "block_size": args.block_size, "blocks": blocks, "max_batch": args.max_batch,
+        "bytes_per_block": cache.bytes_per_block, "requests": requests, "steps": steps,
+        "throughput": {"generated_tokens": generated, "elapsed_s": round(elapsed, 4),
+                       "tokens_per_s": round(generated / elapsed, 2) if elapsed > 0 else None, "steps": len(records)},
+    }
+
+
+def summary(result: dict[str, Any]) -> str:
+    lines = [f"{result['model']}: {len(result['requests'])} requests, max batch {result['max_batch']}, "
+             f"{result['blocks']} blocks of {result['block_size']} positions"]
+    for i, r in enumerate(result["requests"]):
+        if r["finish_reason"] and not r["generated_ids"]:
+            lines.append(f"  #{i} refused: {r['finish_reason']}")
+            continue
+        tpot = f"{r['tpot_ms']:.1f}" if r["tpot_ms"] is not None else "-"
+        lines.append(f"  #{i} {len(r['generated_ids'])} tokens ({r['finish_reason']}), ttft {r['ttft_ms']:.0f} ms, "
+                     f"tpot {tpot} ms, preempted {r['preemptions']}x: {r['text']!r}")
+    lines.append("  step  rows (request:kind tokens)                blocks")
+    for s in result["steps"]:
+        rows = " ".join(f"{row['request']}:{row['kind'][0]}{row['tokens']}" for row in s["rows"]) or "(idle)"
+        extra = f"  preempted {s['preempted']}" if s["preempted"] else ""
+        lines.append(f"  {s['step']:>4}  {rows:<40} {s['blocks_used']:>6}{extra}")
+    t = result["throughput"]
+    lines.append(f"{t['generated_tokens']} tokens in {t['steps']} steps, {t['elapsed_s']:.2f} s: "
+                 f"{t['tokens_per_s']} tokens/s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = simulate(args)
+    print(json.dumps(result, ensure_ascii=False) if args.json else summary(result))
+    return 0
