@@ -1,8 +1,8 @@
 """The `inspector` command: subcommands live in `inspector/commands/<name>.py`, each exposing
 `register(subparsers)` (adds its parser and sets `func`) and a `run(args) -> int`.
 
-Errors meant for the user (`InspectorError`, bad arguments) print one line and exit non-zero, never a
-traceback.
+Errors meant for the user (`InspectorError`, bad arguments, a file the system cannot open) print one line
+and exit non-zero, never a traceback: 1 for an error while running, 2 for bad arguments (argparse's code).
 """
 
 from __future__ import annotations
@@ -10,14 +10,23 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from inspector.errors import InspectorError
 
 COMMANDS = ("info", "run", "space", "memory")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (argparse prints the usage block, then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        one_line = message.replace("\r", "\\r").replace("\n", "\\n")  # `unrecognized arguments` quotes argv raw
+        self.exit(2, f"error: {self.prog}: {one_line} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="inspector", description="Inference Inspector: watch an LLM generate.")
+    parser = Parser(prog="inspector", description="Inference Inspector: watch an LLM generate.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"inspector.commands.{name}").register(sub)
@@ -29,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except InspectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. a --model path too long for the file system, a folder not writable
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

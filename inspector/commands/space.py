@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
+from inspector.errors import InputError
 from inspector.space.bundle import build_bundle
 
 
@@ -32,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    if not args.dir.strip():  # "" would mean the current folder, and --overwrite would empty it
+        raise InputError("DIR is empty: name the folder to write the Space into")
     files = build_bundle(args.dir, overwrite=args.overwrite)
     print(f"built the Space bundle in {args.dir} ({len(files)} files); "
           f"deploy it with: inspector space deploy OWNER/NAME --dir {args.dir}")

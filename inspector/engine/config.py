@@ -160,6 +160,12 @@ class ModelConfig:
         )
 
 
+# The smallest temperature above 0 (greedy). Sampling divides fp32 logits by T: below about 1e-36 a logit
+# of 10 overflows to inf (and the softmax gives NaN); 1e-6 leaves any real logit far inside fp32's range,
+# and a temperature that small already picks the argmax unless logits tie.
+MIN_TEMPERATURE = 1e-6
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Temperature 0 means greedy (argmax). top_k 0 and top_p 1.0 and min_p 0.0 mean "off"."""
@@ -174,9 +180,14 @@ class SamplingParams:
         """Raise ValueError with a user-readable message on out-of-range values."""
         if not math.isfinite(self.temperature) or self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
+                             f"got {self.temperature:g}")
         if self.top_k < 0:
             raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
         if not (0.0 < self.top_p <= 1.0):
             raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
         if not (0.0 <= self.min_p < 1.0):
             raise ValueError(f"min-p must be in [0, 1), got {self.min_p}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")

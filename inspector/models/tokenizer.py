@@ -4,6 +4,9 @@
 strings and the chat template from tokenizer_config.json (or chat_template.jinja) and config.json ids as a
 fallback. Encoding never adds BOS/EOS by itself; special-token text in the input (`<|im_start|>`) is
 recognized as the special token. `render_chat` applies the chat template with jinja2 in a sandbox.
+Text that is not valid Unicode (a lone surrogate: JSON can carry `"\\ud800"`, and a command line's
+bytes that are not UTF-8 arrive as surrogate escapes) is read with each such code point as U+FFFD, the
+way a browser encodes it, instead of failing inside the tokenizers library.
 
 Display: `token_bytes(id)` gives the raw bytes a token stands for (byte-level `Ġ` -> b" ",
 SentencePiece `▁` -> b" ", `<0x0A>` -> b"\\n"); `piece(id)` shows them with visible whitespace
@@ -23,6 +26,12 @@ from inspector.models.gguf_convert import CHAR_TO_BYTE
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every surrogate code point (not encodable as UTF-8) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _token_str(value: Any) -> str | None:
@@ -112,7 +121,7 @@ class Tokenizer:
     # ---- ids <-> text
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
         """Token ids of `text`; special-token strings inside it become their special ids."""
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+        ids = self._tok.encode(valid_text(text), add_special_tokens=False).ids
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
     def decode(self, ids: list[int]) -> str:
@@ -167,8 +176,8 @@ class Tokenizer:
         """The chat template applied to one user turn (plus `system` if given; else the template's default)."""
         if not self.chat_template:
             raise InputError("this model has no chat template; send raw text instead")
-        messages = ([{"role": "system", "content": system}] if system is not None else [])
-        messages.append({"role": "user", "content": user_text})
+        messages = ([{"role": "system", "content": valid_text(system)}] if system is not None else [])
+        messages.append({"role": "user", "content": valid_text(user_text)})
         return _compiled_template(self.chat_template).render(
             messages=messages, add_generation_prompt=add_generation_prompt,
             bos_token=self.bos_token, eos_token=self.eos_token,
