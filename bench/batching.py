@@ -1,0 +1,135 @@
+"""Batched decode throughput and paged vs contiguous KV memory on the default model; prints markdown tables.
+
+Run: python bench/batching.py [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
+
+Throughput: for each batch size b, b copies of the same prompt (greedy) are prefilled in one forward, then
+decode steps of all b rows run through `step_rows`, on the engine's contiguous `KVCache` and on the
+`PagedKVCache` batch view (blocks of 16). Aggregate tokens/s = b / the median step time. The machine may
+be shared, so configurations take turns in short chunks, round after round (as bench/engine.py does), and
+a burst of load elsewhere hits every configuration rather than one. Compare ratios within a run.
+
+Memory: a fixed mixed set of requests (prompt lengths, max new tokens, where each actually stopped),
+held at once: a contiguous cache reserves every request's prompt + max new tokens, the paged cache holds
+ceil(length / block size) blocks of its actual length. Computed by `PagedKVCache.usage()` on a pool whose
+tensors live on the meta device (bookkeeping only, nothing allocated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
+
+from inspector.engine.steps import new_cache, step_rows  # noqa: E402
+from inspector.serving.paged_cache import PagedKVCache  # noqa: E402
+
+TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
+        "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
+        "practical knowledge about the natural world, produced by scientists. ") * 4
+
+
+def decode_config(model, config, kind: str, b: int, prompt: list[int], max_steps: int):
+    """A ready-to-step state: (cache view, next token per row) after prefilling b copies of the prompt."""
+    if kind == "contiguous":
+        cache = new_cache(model, batch=b)
+    else:
+        blocks = b * -(-(len(prompt) + max_steps + 1) // 16)
+        pool = PagedKVCache(config, blocks, 16, dtype=model.model.embed_tokens.weight.dtype)
+        for s in range(b):
+            pool.add(s)
+        cache = pool.batch(list(range(b)))
+    logits = step_rows(model, [prompt] * b, cache)  # (b, V)
+    return cache, logits.argmax(-1).tolist()
+
+
+def throughput(loaded, batches: list[int], prompt_len: int, rounds: int, chunk: int) -> list[dict]:
+    model = loaded.model
+    prompt = loaded.tokenizer.encode(TEXT)[:prompt_len]
+    states, times = {}, {}
+    for b in batches:
+        for kind in ("contiguous", "paged"):
+            states[b, kind] = decode_config(model, loaded.config, kind, b, prompt, rounds * chunk)
+            times[b, kind] = []
+    for _ in range(rounds):
+        for key, (cache, tokens) in states.items():
+            for _ in range(chunk):
+                t0 = time.perf_counter()
+                logits = step_rows(model, [[t] for t in tokens], cache)  # (b, V)
+                tokens = logits.argmax(-1).tolist()
+                times[key].append(time.perf_counter() - t0)
+            states[key] = (cache, tokens)
+    rows = []
+    for b in batches:
+        c, p = (statistics.median(times[b, k]) for k in ("contiguous", "paged"))
+        rows.append({"batch": b, "step_ms": c * 1e3, "tok_s": b / c, "paged_step_ms": p * 1e3, "paged_tok_s": b / p})
+    return rows
+
+
+def mixed_requests(n: int = 16, seed: int = 0) -> list[tuple[int, int, int]]:
+    """(prompt length, max new tokens, tokens generated before stopping), a fixed pseudo-random mix."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        prompt, max_new = rng.randint(8, 400), rng.choice([256, 512, 1024])
+        out.append((prompt, max_new, rng.randint(1, max_new)))
+    return out
+
+
+def memory(config, requests: list[tuple[int, int, int]], block_size: int) -> dict:
+    blocks = sum(-(-(p + m) // block_size) for p, m, _ in requests)
+    pool = PagedKVCache(config, blocks, block_size, device="meta")  # accounting only: no storage
+    for s, (p, m, g) in enumerate(requests):
+        pool.add(s, max_len=p + m)
+        pool.reserve(s, p + g)
+        pool.batch([s]).advance(p + g)
+    u = pool.usage()
+    return {"block_size": block_size, "tokens": u.tokens_stored, "paged": u.bytes_used,
+            "contiguous": u.bytes_contiguous, "exact": u.tokens_stored * pool.bytes_per_position}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", default="1,2,4,8,16")
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--model", default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from inspector.models.loader import load_model
+
+    loaded = load_model(args.model)
+    batches = [int(b) for b in args.batches.split(",")]
+    rows = throughput(loaded, batches, args.prompt_len, args.rounds, args.chunk)
+    base = rows[0]["tok_s"]
+    print(f"## Batched decode, {loaded.name} fp32, prompt {args.prompt_len} tokens, {torch.get_num_threads()} threads, "
+          f"median of {args.rounds * args.chunk} steps\n")
+    print("| batch | step ms | tokens/s | x batch 1 | paged step ms | paged tokens/s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['batch']} | {r['step_ms']:.1f} | {r['tok_s']:.1f} | {r['tok_s'] / base:.2f} | "
+              f"{r['paged_step_ms']:.1f} | {r['paged_tok_s']:.1f} |")
+    reqs = mixed_requests()
+    mib = 2 ** 20
+    print(f"\n## KV memory of {len(reqs)} mixed requests held at once (prompt 8-400, max new 256/512/1024, "
+          "stopping early at random)\n")
+    print("| block size | tokens held | exact KV MiB | paged MiB | contiguous (max length) MiB | contiguous / paged |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for bs in (8, 16, 32):
+        m = memory(loaded.config, reqs, bs)
+        print(f"| {bs} | {m['tokens']} | {m['exact'] / mib:.1f} | {m['paged'] / mib:.1f} | "
+              f"{m['contiguous'] / mib:.1f} | {m['contiguous'] / m['paged']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
