@@ -164,6 +164,7 @@ def test_serve_sim_json(tiny_loaded, tmp_path):
     assert all(len(s["rows"]) <= 2 and s["blocks_used"] <= 8 for s in out["steps"])
     assert out["throughput"]["generated_tokens"] == sum(len(r["generated_ids"]) for r in reqs)
     assert set(out["steps"][0]) >= {"rows", "blocks_used", "paged_bytes", "contiguous_bytes"}
+    assert out["memory"]["peak_paged_bytes"] <= out["memory"]["peak_contiguous_bytes"]
 
 
 @pytest.mark.parametrize("argv, message", [

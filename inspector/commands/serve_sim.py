@@ -3,11 +3,14 @@
 lines skipped) through the continuous-batching scheduler over a paged KV cache, greedy, all arriving at
 step 0.
 
-`--json` prints one object: requests (per request: prompt, generated_ids, text, ttft_ms, tpot_ms,
-finish_reason, preemptions), steps (per engine step: rows [{request, kind, tokens}], blocks_used,
-admitted, preempted, finished, paged_bytes, contiguous_bytes), throughput (generated_tokens, elapsed_s,
-tokens_per_s, steps) and the settings (model, block_size, blocks, max_batch). Without it, a summary.
-A request that cannot fit in the pool is refused alone (finish_reason says why); the others run.
+`--json` prints one object: requests (per request: prompt, prompt_ids, generated_ids, text, ttft_ms,
+tpot_ms, finish_reason, preemptions), steps (per engine step: rows [{request, kind, tokens}],
+blocks_used, admitted, preempted, finished, paged_bytes, contiguous_bytes: what caches reserved to each
+row's max length would hold, elapsed_ms), throughput (generated_tokens, elapsed_s, tokens_per_s, steps),
+memory (peak_paged_bytes, peak_contiguous_bytes, pool_bytes) and the settings (model, block_size,
+blocks, bytes_per_block, max_batch). Without it, a readable summary. The pool defaults to a full batch
+of the longest request. A request that cannot fit in the pool is refused alone (finish_reason says why);
+the others run.
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "model": loaded.name, "block_size": args.block_size, "blocks": blocks, "max_batch": args.max_batch,
         "bytes_per_block": cache.bytes_per_block, "requests": requests, "steps": steps,
+        "memory": {"peak_paged_bytes": max((st["paged_bytes"] for st in steps), default=0),
+                   "peak_contiguous_bytes": max((st["contiguous_bytes"] for st in steps), default=0),
+                   "pool_bytes": cache.pool_nbytes},
         "throughput": {"generated_tokens": generated, "elapsed_s": round(elapsed, 4),
                        "tokens_per_s": round(generated / elapsed, 2) if elapsed > 0 else None, "steps": len(records)},
     }
@@ -127,6 +133,9 @@ def summary(result: dict[str, Any]) -> str:
         rows = " ".join(f"{row['request']}:{row['kind'][0]}{row['tokens']}" for row in s["rows"]) or "(idle)"
         extra = f"  preempted {s['preempted']}" if s["preempted"] else ""
         lines.append(f"  {s['step']:>4}  {rows:<40} {s['blocks_used']:>6}{extra}")
+    m, kib = result["memory"], 1024
+    lines.append(f"KV at peak: paged {m['peak_paged_bytes'] / kib:.0f} KiB, contiguous caches reserved to each "
+                 f"request's max length {m['peak_contiguous_bytes'] / kib:.0f} KiB")
     t = result["throughput"]
     lines.append(f"{t['generated_tokens']} tokens in {t['steps']} steps, {t['elapsed_s']:.2f} s: "
                  f"{t['tokens_per_s']} tokens/s")
