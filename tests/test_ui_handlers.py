@@ -236,7 +236,7 @@ def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
     """Decode runs on the decode thread with `decode_threads()` torch threads (one fewer than torch has, or
     the env value), prefill on the prefill thread with every thread; no model call changes a thread's count
-    (set_num_threads resizes OpenMP teams and recreates thread pools: switching it per call grew memory)."""
+    (set_num_threads resizes OpenMP teams, recreates thread pools and clears oneDNN's primitive cache)."""
     import torch
 
     from inspector.session.session import Session

@@ -72,7 +72,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
 
     with gr.Blocks(title="Inference Inspector") as demo:
         demo.store = store  # tests and bench look at live sessions
-        sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=store.drop)
+        # The callback must be a plain function, never `store.drop`: Gradio deep-copies the page config on
+        # every GET /config (each page load, each gradio_client), and a bound method would copy the store
+        # through it: every live session and the model's weights (deepcopy keeps functions as they are).
+        sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=lambda sid: store.drop(sid))
         gr.HTML(model_header_html(loaded.name, n_params, dtype, cfg, weight_bytes, loaded.source_format,
                                   loaded.source_bytes))
         with gr.Row(equal_height=False):

@@ -15,12 +15,10 @@ are only touched on two threads of ours:
 One lock lets only one of them run at a time, so they never compete for the cores, and work keeps the
 order in which each thread received it.
 
-Each thread sets its count once, when it starts, and nothing changes it afterwards. `torch.set_num_threads`
-is not a cheap setter: every call resizes the OpenMP team, sets MKL's thread-local count, recreates
-torch's pthreadpool and clears oneDNN's cached primitives. Switching one model thread between 2 threads
-(prefill) and 1 (decode) on every call, with the forwards run ahead doubling the switches as sessions
-interleave, is what took a shared server past 20 GB with 8 visitors (torch 2.15); with the count left
-alone it stayed near 1.4 GB.
+Each thread sets its count once, when it starts, and nothing changes it afterwards: `torch.set_num_threads`
+is not a cheap setter. Every call resizes the calling thread's OpenMP team, sets MKL's thread-local count,
+recreates torch's pthreadpool and clears oneDNN's cached primitives (which bf16 matmuls use), work that
+switching one thread between prefill and decode counts would repeat on every model call.
 
 `submit()` queues work on the decode thread without waiting: the handlers run each next decode forward
 ahead this way (`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
