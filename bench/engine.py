@@ -1,13 +1,20 @@
-"""Engine speed and memory on the default model: prefill, decode tok/s, recorder cost, cache vs no cache,
-bf16, and transformers `generate` (fp32, same weights) as the peer. Prints a markdown table.
+"""Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python bench/engine.py [--rounds 5] [--chunk 8]
-Same process, same machine, 2 threads. The machine may be shared, so configurations take turns in short
-chunks, round after round, and medians of per-step times are reported: a burst of load elsewhere hits
-a few steps of every configuration rather than all steps of one. Decode tok/s is wall time per step,
-everything included (forward, sampling, building the record); transformers' per-step times come from
-a streamer noting when each token of one `generate` call arrives. RSS is measured in a fresh subprocess: a 2,048-token
-prompt fully traced plus 32 decode steps, above the loaded model (after its first forward).
+Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss]
+
+Rows: our fp32 decode without a recorder, with the summary recorder (logit lens on demand, i.e. not
+computed), with the summary recorder and the lens every step, without the KV cache (recompute), bf16
+without a recorder, and transformers' `generate` fp32 on the same weights. Decode tok/s is wall time per
+step, everything included: forward, reading the recorder's summaries, the lens when on, and sampling
+(greedy, with the engine's `sample`); transformers' per-step times come from a streamer noting when each
+token of one `generate` call arrives. bf16's logit error against fp32 is measured on the same tokens
+(teacher-forced): max |logit diff| and KL(fp32 || bf16) per position, over a prefill and 16 steps.
+
+The machine may be shared, so configurations take turns in short chunks, round after round, and medians
+of per-step times are reported: a burst of load elsewhere hits a few steps of every configuration rather
+than all steps of one. Compare ratios within one run, not absolute numbers across runs. RSS is measured
+in a fresh subprocess: a 2,048-token prompt traced by the summary recorder plus 32 decode steps, above
+the loaded model (after its first forward). `--profile` prints where a decode step's time goes instead.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ TEXT = ("The history of science is the study of the development of science and s
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
         "practical knowledge about the natural world, produced by scientists who emphasize the observation, "
         "explanation, and prediction of real-world phenomena. ")
+THREADS = 2
 
 
 def prompt_ids(tokenizer, n: int) -> list[int]:
@@ -37,14 +45,56 @@ def prompt_ids(tokenizer, n: int) -> list[int]:
     return (ids * (n // len(ids) + 1))[:n]
 
 
-def step_times(session, params, n: int) -> list[float]:
-    """Wall seconds of each of n decode steps (forward, sampling and record building)."""
-    out = []
-    for _ in range(n):
+class Ours:
+    """One configuration of our engine: a model, whether to record, lens every step, KV cache or not."""
+
+    def __init__(self, loaded, record: bool = False, lens: bool = False, cached: bool = True) -> None:
+        self.loaded, self.record, self.lens, self.cached = loaded, record, lens, cached
+
+    def _forward(self, ids: list[int], fresh: bool) -> torch.Tensor:
+        from inspector.engine import steps as engine
+        from inspector.engine.recording import SummaryRecorder
+
+        model = self.loaded.model
+        L = model.config.num_hidden_layers
+        rec = SummaryRecorder(L, keep=None if self.cached or fresh else 1) if self.record else None
+        if fresh:
+            self.cache = engine.new_cache(model)
+            logits = engine.prefill(model, ids, self.cache, rec)
+        elif self.cached:
+            logits = engine.decode_step(model, ids[-1], self.cache, rec)
+        else:
+            logits, self.cache = engine.recompute_step(model, ids, rec)
+        if rec is not None:
+            rec.norm_arrays(), rec.queries()
+            resid = rec.lens_inputs()
+            if self.lens:
+                with torch.inference_mode():
+                    lens = torch.cat([model.unembed(resid[:-1]).float(), logits[None]])  # (layers, V)
+                    torch.topk(lens, 5, dim=-1), torch.logsumexp(lens, dim=-1)
+        return logits
+
+    def prefill(self, ids: list[int]) -> float:
         t0 = time.perf_counter()
-        session.step(params)
-        out.append(time.perf_counter() - t0)
-    return out
+        self.ids = list(ids)
+        self._next(self._forward(self.ids, fresh=True))
+        return time.perf_counter() - t0
+
+    def steps(self, n: int) -> list[float]:
+        """Wall seconds of each of n decode steps (forward, summaries, lens when on, sampling)."""
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            self._next(self._forward(self.ids, fresh=False))
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def _next(self, logits: torch.Tensor) -> None:
+        from inspector.engine.config import SamplingParams
+        from inspector.engine.sampling import generator_for, sample
+
+        params = SamplingParams()
+        self.ids.append(sample(logits, params, generator_for(params.seed, len(self.ids))).token)
 
 
 class Stamps:
@@ -71,13 +121,28 @@ def hf_times(hf, ids: list[int], n: int) -> tuple[float, list[float]]:
     return t[1] - t0, [b - a for a, b in zip(t[1:], t[2:])]
 
 
+@torch.inference_mode()
+def bf16_error(fp32, bf16, ids: list[int], steps: int = 16) -> tuple[float, float, float]:
+    """(max |logit diff|, mean KL, max KL) of bf16 vs fp32 on the same tokens: a prefill, then `steps`
+    decode steps feeding fp32's greedy tokens to both."""
+    from inspector.engine import steps as engine
+
+    caches = [engine.new_cache(m.model) for m in (fp32, bf16)]
+    rows = [[engine.prefill(m.model, ids, c) for m, c in zip((fp32, bf16), caches)]]
+    for _ in range(steps):
+        tok = int(rows[-1][0].argmax())
+        rows.append([engine.decode_step(m.model, tok, c) for m, c in zip((fp32, bf16), caches)])
+    a = torch.stack([r[0] for r in rows])  # (steps + 1, V) fp32 logits
+    b = torch.stack([r[1] for r in rows])
+    kl = (a.log_softmax(-1).exp() * (a.log_softmax(-1) - b.log_softmax(-1))).sum(-1)  # (steps + 1,)
+    return float((a - b).abs().max()), float(kl.mean()), float(kl.max())
+
+
 RSS_CHILD = r"""
 import json, torch
-torch.set_num_threads(2)
+torch.set_num_threads(%d)
 from inspector.models.loader import load_model
-from inspector.session.session import Session
-from inspector.engine.config import SamplingParams
-from bench.engine import prompt_ids
+from bench.engine import Ours, prompt_ids
 def rss():
     d = {l.split(':')[0]: int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith(('VmRSS', 'VmHWM'))}
     return d['VmRSS'], d['VmHWM']
@@ -85,59 +150,97 @@ m = load_model()
 with torch.inference_mode():
     m.model(torch.tensor([[1, 2, 3, 4]]))
 base, base_peak = rss()
-s = Session(m, record=%s)
-p = SamplingParams()
-s.prefill_ids(prompt_ids(m.tokenizer, 2048), p, max_new_tokens=64)
-for _ in range(32):
-    s.step(p)
+ours = Ours(m, record=%s)
+ours.prefill(prompt_ids(m.tokenizer, 2048))
+ours.steps(32)
 now, peak = rss()
 print(json.dumps({"base": base, "base_peak": base_peak, "now": now, "peak": peak}))
 """
 
 
 def rss_child(record: bool) -> dict:
-    proc = subprocess.run([sys.executable, "-c", RSS_CHILD % record], capture_output=True, text=True, check=True,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", RSS_CHILD % (THREADS, record)], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+GROUPS = {  # torch op -> what it does in a decode step
+    "aten::mm": "linear (matmul on weights)", "aten::addmm": "linear (matmul on weights)",
+    "aten::bmm": "attention matmuls", "aten::_softmax": "softmax", "aten::masked_fill_": "mask",
+    "aten::copy_": "copies (cache writes, casts)", "aten::cat": "cat", "aten::index": "gather",
+}
+
+
+def profile(loaded, record: bool, n: int = 20) -> None:
+    """Where the time of n decode steps at context 128 goes: torch ops grouped, then the top ops."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    ours = Ours(loaded, record=record)
+    ours.prefill(prompt_ids(loaded.tokenizer, 128))
+    ours.steps(5)
+    plain = statistics.median(ours.steps(n))
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        ours.steps(n)
+        wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    groups: dict[str, list[float]] = {}
+    for e in events:
+        if e.self_cpu_time_total <= 0:
+            continue
+        g = GROUPS.get(e.key, "other torch ops (elementwise, norms, views, ...)")
+        acc = groups.setdefault(g, [0.0, 0])
+        acc[0] += e.self_cpu_time_total / 1e3 / n  # ms per step
+        acc[1] += e.count / n
+    inside = sum(v[0] for v in groups.values())
+    print(f"median step unprofiled {plain * 1e3:.1f} ms; profiled {wall / n * 1e3:.1f} ms per step; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}\n")
+    print("| where (per decode step, ctx 128) | ms | share of profiled step | op calls |")
+    print("|---|---|---|---|")
+    for g, (ms, calls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        print(f"| {g} | {ms:.2f} | {ms / (wall / n * 1e3):.0%} | {calls:.0f} |")
+    outside = wall / n * 1e3 - inside
+    print(f"| outside torch ops (Python, module calls, profiler) | {outside:.2f} | {outside / (wall / n * 1e3):.0%} | |\n")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=20))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
+    ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
+    ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
 
-    import transformers
-
-    from inspector.engine.config import SamplingParams
     from inspector.models.loader import load_model
-    from inspector.session.session import Session
 
     fp32 = load_model()
+    if args.profile:
+        profile(fp32 if args.profile != "bf16" else load_model(dtype=torch.bfloat16), args.profile == "fp32-rec")
+        return
+    import transformers
+
     bf16 = load_model(dtype=torch.bfloat16)
     hf = transformers.LlamaForCausalLM.from_pretrained(fp32.weights_path, dtype=torch.float32).eval()
-    configs = {  # name -> (loaded model, Session keywords, steps per chunk divisor)
-        "ours fp32, no recorder": (fp32, dict(record=False), 1),
-        "ours fp32, full recorder": (fp32, dict(record=True), 1),
-        "ours fp32, recorder, lens on demand": (fp32, dict(record=True, lens=False), 1),
-        "ours fp32, --no-cache": (fp32, dict(recompute=True, record=False), 4),
-        "ours bf16, no recorder": (bf16, dict(record=False), 1),
+    configs = {  # name -> (our configuration, steps per chunk divisor)
+        "ours fp32, no recorder": (Ours(fp32), 1),
+        "ours fp32, summary recorder, lens on demand": (Ours(fp32, record=True), 1),
+        "ours fp32, summary recorder, lens every step": (Ours(fp32, record=True, lens=True), 1),
+        "ours fp32, no KV cache (recompute)": (Ours(fp32, cached=False), 4),
+        "ours bf16, no recorder": (Ours(bf16), 1),
     }
     HF = "transformers generate fp32"
-    params = SamplingParams()
     ctxs = (128, 512)
     prefill_s: dict[tuple[str, int], list[float]] = {}
     decode_s: dict[tuple[str, int], list[float]] = {}
     for n in ctxs:
         ids = prompt_ids(fp32.tokenizer, n)
-        sessions = {name: Session(loaded, **kw) for name, (loaded, kw, _) in configs.items()}
         for r in range(args.rounds + 1):  # round 0 warms up (weights faulted in, allocator sized)
-            for name, s in sessions.items():
-                t0 = time.perf_counter()
-                s.prefill_ids(ids, params, max_new_tokens=10_000)
-                dt = time.perf_counter() - t0
-                steps = step_times(s, params, max(1, args.chunk // configs[name][2]))
+            for name, (ours, div) in configs.items():
+                dt = ours.prefill(ids)
+                steps = ours.steps(max(1, args.chunk // div))
                 if r:
                     prefill_s.setdefault((name, n), []).append(dt)
                     decode_s.setdefault((name, n), []).extend(steps)
@@ -146,26 +249,32 @@ def main() -> None:
                 prefill_s.setdefault((HF, n), []).append(dt)
                 decode_s.setdefault((HF, n), []).extend(steps)
             print(f"ctx {n}: round {r}/{args.rounds} done", file=sys.stderr)
+    max_err, kl_mean, kl_max = bf16_error(fp32, bf16, prompt_ids(fp32.tokenizer, 128))
 
     med = statistics.median
     names = [*configs, HF]
     base = {n: med(decode_s[(names[0], n)]) for n in ctxs}
-    print(f"\nmedians over {args.rounds} interleaved rounds (prefill: one per round; decode: per-step times, "
-          f"{args.chunk} steps per round, no-cache {max(1, args.chunk // 4)}); torch threads "
-          f"{torch.get_num_threads()}; load average at the end {os.getloadavg()[0]:.1f}\n")
+    hf_base = {n: med(decode_s[(HF, n)]) for n in ctxs}
+    print(f"\ntorch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
+          f"medians over {args.rounds} interleaved rounds (prefill: one per round; decode: per-step times, "
+          f"{args.chunk} steps per round, no-cache {max(1, args.chunk // 4)}); load average at the end "
+          f"{os.getloadavg()[0]:.1f}\n")
     print("| configuration | prefill 128 (s) | prefill 512 (s) | decode tok/s ctx 128 | decode tok/s ctx 512 "
-          "| decode speed vs ours fp32 unrecorded, ctx 128 / 512 |")
-    print("|---|---|---|---|---|---|")
+          "| decode vs ours fp32 unrecorded, ctx 128 / 512 | decode vs transformers, ctx 128 / 512 |")
+    print("|---|---|---|---|---|---|---|")
     for name in names:
         d = {n: med(decode_s[(name, n)]) for n in ctxs}
-        print(f"| {name} | {med(prefill_s[(name, 128)]):.3f} | {med(prefill_s[(name, 512)]):.3f} "
-              f"| {1 / d[128]:.1f} | {1 / d[512]:.1f} | {base[128] / d[128]:.2f}x / {base[512] / d[512]:.2f}x |")
-
+        note = f" (logits vs fp32: max abs {max_err:.3f}, KL mean {kl_mean:.2e} / max {kl_max:.2e})" if "bf16" in name else ""
+        print(f"| {name}{note} | {med(prefill_s[(name, 128)]):.3f} | {med(prefill_s[(name, 512)]):.3f} "
+              f"| {1 / d[128]:.1f} | {1 / d[512]:.1f} | {base[128] / d[128]:.2f}x / {base[512] / d[512]:.2f}x "
+              f"| {hf_base[128] / d[128]:.2f}x / {hf_base[512] / d[512]:.2f}x |")
+    if args.no_rss:
+        return
     traced, plain = rss_child(True), rss_child(False)
     print("\n| memory (2,048-token prompt + 32 decode steps) | RSS loaded model (MB) | peak RSS (MB) "
           "| peak above loaded (MB) | RSS at end above loaded (MB) |")
     print("|---|---|---|---|---|")
-    for name, m in (("fully traced", traced), ("no recorder", plain)):
+    for name, m in (("summary recorder", traced), ("no recorder", plain)):
         print(f"| {name} | {m['base']:.0f} | {m['peak']:.0f} | {m['peak'] - m['base']:.0f} | {m['now'] - m['base']:.0f} |")
 
 

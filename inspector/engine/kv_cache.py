@@ -61,11 +61,10 @@ class KVCache:
             raise ValueError(f"a forward of {B} rows on a cache of {self.batch}")
         starts = self.lengths
         if counts is None and B == 1:
-            start = starts[0]
-            end = start + T
+            end = starts[0] + T
             self._grow(layer, end)
-            self.keys[layer][:, :, start:end] = k
-            self.values[layer][:, :, start:end] = v
+            self.keys[layer].narrow(2, starts[0], T).copy_(k)
+            self.values[layer].narrow(2, starts[0], T).copy_(v)
         else:
             counts = [T] * B if counts is None else counts
             end = max(s + n for s, n in zip(starts, counts))
@@ -73,7 +72,7 @@ class KVCache:
             for b, (s, n) in enumerate(zip(starts, counts)):
                 self.keys[layer][b, :, s:s + n] = k[b, :, :n]  # padded slots (past n) are never written
                 self.values[layer][b, :, s:s + n] = v[b, :, :n]
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]  # (B, kv_heads, S, head_dim)
+        return self.keys[layer].narrow(2, 0, end), self.values[layer].narrow(2, 0, end)  # (B, kv_heads, S, head_dim)
 
     def advance(self, counts: int | Sequence[int]) -> None:
         """Commit the positions the forward that just ran wrote: n for every row, or counts[b] for row b."""

@@ -58,8 +58,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        inv_rms = x32.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()  # (..., 1), in place: no temporaries
+        return self.weight * (x32 * inv_rms).to(x.dtype)
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
@@ -89,14 +89,18 @@ def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.d
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with its first half negated: what `apply_rope` multiplies the half-rolled x by."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate (B, heads, T, head_dim) by position: x*cos + rotate_half(x)*sin."""
-    return x * cos + rotate_half(x) * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """Rotate (..., head_dim) by position: x*cos + rotate_half(x)*sin, HF's rotate_half RoPE.
+
+    rotate_half(x) = cat(-x2, x1) is x rolled by half a head with its first half negated; the negation
+    is moved onto sin (`signed_sin`, exact in floating point), so the rotation is one roll."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed
 
 
 class Attention(nn.Module):
@@ -116,10 +120,11 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
                 plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
         B, T, _ = x.shape
+        H, KV, d = self.n_heads, self.n_kv_heads, self.head_dim
         p = f"blocks.{self.layer}.attn."
-        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, KV, T, d)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, KV, T, d)
+        q = self.q_proj(x).view(B, T, H, d).transpose(1, 2)  # (B, H, T, d)
+        k = self.k_proj(x).view(B, T, KV, d).transpose(1, 2)  # (B, KV, T, d)
+        v = self.v_proj(x).view(B, T, KV, d).transpose(1, 2)  # (B, KV, T, d)
         record(rec, p + "hook_q", q)
         record(rec, p + "hook_k", k)
         record(rec, p + "hook_v", v)
@@ -129,7 +134,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
         z = self._attend(q, k, v, plan, rec)  # (B, H, T, d)
-        z = z.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*d)
+        z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         record(rec, p + "hook_z", z)
         return self.o_proj(z)
 
@@ -252,6 +257,7 @@ class Transformer(nn.Module):
         x = self.model.embed_tokens(input_ids)  # (B, T, D)
         record(rec, "hook_embed", x)
         cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
+        sin = signed_sin(sin)  # see apply_rope
         if cos.dim() == 3:
             cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
         for block in self.model.layers:
