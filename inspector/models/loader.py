@@ -21,7 +21,7 @@ from typing import Iterator
 import torch
 
 from inspector.engine.config import ModelConfig
-from inspector.errors import ModelLoadError
+from inspector.errors import InspectorError, ModelLoadError
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -65,10 +65,22 @@ def read_config(directory: Path, name: str) -> ModelConfig:
         raw = json.loads(path.read_text())
     except ValueError as exc:
         raise ModelLoadError(f"cannot parse {path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ModelLoadError(f"{path} is not a model config (a JSON object), it holds a {type(raw).__name__}")
     try:
-        return ModelConfig.from_hf(raw, name=name)
+        config = ModelConfig.from_hf(raw, name=name)
     except KeyError as exc:
         raise ModelLoadError(f"{path} lacks the key {exc.args[0]!r}") from None
+    except InspectorError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:  # a key of the wrong type or value
+        raise ModelLoadError(f"{path} is not a valid model config: {exc}") from None
+    sizes = {k: getattr(config, k) for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                             "num_attention_heads", "num_key_value_heads", "head_dim")}
+    bad = next((k for k, v in sizes.items() if not isinstance(v, int) or v <= 0), None)
+    if bad is not None:
+        raise ModelLoadError(f"{path}: {bad} must be a positive integer, got {sizes[bad]!r}")
+    return config
 
 
 def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:

@@ -50,8 +50,8 @@ def admit_max_new(value: Any, limits: AppLimits) -> int:
     """The max-new-tokens control as a positive int within `max_steps`; InputError otherwise."""
     try:
         n = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"max new tokens must be a whole number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
+        raise InputError(f"max new tokens must be a whole number, got {str(value)[:40]!r}") from None
     if n != n or n in (float("inf"), float("-inf")) or n != int(n):
         raise InputError(f"max new tokens must be a whole number, got {value!r}")
     if n <= 0:

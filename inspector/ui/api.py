@@ -34,10 +34,16 @@ def summary(entry: Any) -> dict:
 
 
 def register(h: Any, sid: gr.State, controls: list) -> None:
-    """Hidden trigger buttons whose events carry api_name `prefill` and `step`."""
+    """Hidden trigger buttons whose events carry api_name `prefill` and `step`.
+
+    The numbers come in through hidden API-only boxes without a range or precision, not through the page's
+    sliders: a slider would refuse an out-of-range or non-numeric value with Gradio's own message, which
+    names no argument, before `parse_params` could say which one is wrong."""
     from inspector.ui.handlers import parse_params
 
-    prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new = controls
+    prompt, chat, system = controls
+    # defaults as on the page: greedy, no filters, seed 0, 32 new tokens
+    temperature, top_k, top_p, min_p, seed, max_new = (gr.Number(v, visible=False) for v in (0, 0, 1.0, 0, 0, 32))
     out = gr.JSON(visible=False)
 
     def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):

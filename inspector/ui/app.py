@@ -183,6 +183,6 @@ def build_app(loaded: Any = None) -> gr.Blocks:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)
         # every page gets its session id at load, so Play pressed during the first prefill finds that prefill
         demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST)
-        api.register(h, sid, [prompt, chat, system, *sampling, max_new])
+        api.register(h, sid, [prompt, chat, system])
     return demo
 
