@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from inspector.engine.config import SamplingParams
-from inspector.engine.sampling import (apply_min_p, apply_top_k, apply_top_p, entropy, generator_for, sample,
-                                sample_record)
+from inspector.engine.sampling import apply_min_p, apply_top_k, apply_top_p, entropy, generator_for, sample
+from inspector.session.sample_records import sample_record
 
 # probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 as logits
 PROBS = torch.tensor([0.5, 0.25, 0.125, 0.0625, 0.0625])

@@ -1,1 +1,11 @@
-"""engine"""
+"""The inference engine: plain PyTorch, token ids in, logits and trace points out; it knows no text.
+
+- `config`: ModelConfig (Hugging Face config keys), SamplingParams.
+- `model`: RMSNorm, RoPE, attention, SwiGLU MLP, blocks, Transformer; several rows at their own positions.
+- `attention`: the one place scores are scaled, causally masked and softmaxed (model and views).
+- `kv_cache`: KVCache, owned by the caller (per-row lengths, read, truncate, measured bytes).
+- `steps`: prefill, decode_step, step_rows, recompute: one forward each, advancing the cache once.
+- `trace` / `recording`: the trace-point names and the recorders that keep what the views need.
+- `sampling`: pure functions (temperature, top-k, top-p, min-p, sample).
+- `memory`: glibc's mmap threshold, so long prompts' buffers go back to the OS.
+"""

@@ -9,13 +9,11 @@ position)` gives the one the session uses, so the same (seed, position) always d
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from inspector.engine.config import SamplingParams
-from inspector.session.records import Candidate, SampleRecord
 
 
 @dataclass
@@ -108,24 +106,3 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         token = force_token
     return SampleResult(token, probs_raw, probs_t, kept_k, kept_p, kept_min, final,
                         entropy(probs_raw), entropy(final), int(kept_min.sum()))
-
-
-def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingParams,
-                  piece: Callable[[int], str], n: int = 20) -> SampleRecord:
-    """The numpy/plain record of a draw: top-n by raw logit (chosen token always included)."""
-    logits = logits.detach().float().reshape(-1)
-    top = torch.topk(logits, min(n, logits.shape[0])).indices.tolist()
-    if result.token not in top:
-        top.append(result.token)
-    cands = [
-        Candidate(
-            id=i, piece=piece(i), logit=float(logits[i]), prob_raw=float(result.probs_raw[i]),
-            prob_temperature=float(result.probs_temperature[i]), kept_top_k=bool(result.kept_top_k[i]),
-            kept_top_p=bool(result.kept_top_p[i]), kept_min_p=bool(result.kept_min_p[i]),
-            prob_final=float(result.probs_final[i]),
-        )
-        for i in top
-    ]
-    return SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
-                        entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,
-                        survivors=result.survivors, vocab_size=int(logits.shape[0]))

@@ -29,11 +29,12 @@ from inspector.engine import steps as engine
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.recording import NORM_POINTS, SummaryRecorder
-from inspector.engine.sampling import generator_for, sample, sample_record
+from inspector.engine.sampling import generator_for, sample
 from inspector.errors import InputError
 from inspector.models.detokenize import Detokenizer
 from inspector.models.loader import LoadedModel
 from inspector.session.records import ForwardRecord, SampleRecord, TopToken
+from inspector.session.sample_records import sample_record
 from inspector.session.trace_store import Forward, TraceStore
 
 

@@ -1,1 +1,1 @@
-"""space"""
+"""The Hugging Face Space: `bundle` assembles the deployable folder from this checkout, `deploy` uploads it."""
