@@ -127,7 +127,8 @@ def test_waste_against_contiguous_caches_computed_by_hand(tiny_loaded):
     cfg = tiny_loaded.config  # 2 layers, 2 KV heads, head_dim 16, fp32
     cache = make_cache(tiny_loaded, num_blocks=10, block_size=4)
     per_position = 2 * 2 * 2 * 16 * 4  # K and V x layers x KV heads x head_dim x 4 bytes = 512
-    assert cache.bytes_per_position == per_position == 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * 4
+    assert cache.bytes_per_position == per_position
+    assert per_position == 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * 4
     for seq_id, (length, max_len) in enumerate([(5, 40), (1, 20), (8, 8)]):
         cache.add(seq_id, max_len=max_len)
         cache.reserve(seq_id, length)

@@ -94,7 +94,8 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         return None if x is None else round(x, 3)
 
     requests = [{
-        "prompt": prompt, "prompt_ids": seq.prompt_ids, "generated_ids": seq.output_ids, "text": tok.decode(seq.output_ids),
+        "prompt": prompt, "prompt_ids": seq.prompt_ids, "generated_ids": seq.output_ids,
+        "text": tok.decode(seq.output_ids),
         "ttft_ms": ms(seq.ttft_ms), "tpot_ms": ms(seq.tpot_ms), "finish_reason": seq.finish_reason,
         "preemptions": seq.preemptions,
     } for prompt, seq in zip(prompts, sched.sequences)]
