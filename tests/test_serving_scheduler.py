@@ -190,3 +190,15 @@ def test_serve_sim_bad_prompts_file(tmp_path):
         serve_sim(["--prompts", str(empty)])
     with pytest.raises(InputError, match="cannot read --prompts"):
         serve_sim(["--prompts", str(tmp_path / "missing.txt")])
+
+
+def test_serve_sim_refuses_a_pool_larger_than_memory(tiny_loaded, tmp_path):
+    from inspector.errors import InputError
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hi\n")
+    with pytest.raises(InputError, match="GB are free"):
+        serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--blocks", str(10 ** 12)])
+    out = serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--max-new-tokens",
+                     str(10 ** 9), "--json"])  # the default pool stops at the model's context; the request is refused
+    assert out["requests"][0]["generated_ids"] == [] and "context" in out["requests"][0]["finish_reason"]

@@ -62,6 +62,20 @@ def check_settings(args: argparse.Namespace) -> None:
                          f"--blocks is {args.blocks}")
 
 
+def check_pool_fits(config: Any, blocks: int, block_size: int, dtype: Any) -> None:
+    """InputError when the pool (allocated up front) would not fit in the memory this machine has free."""
+    import os
+
+    import torch
+
+    elem = torch.empty((), dtype=dtype).element_size()
+    need = (blocks * block_size + 1) * 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * elem
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > free:
+        raise InputError(f"a pool of {blocks} blocks of {block_size} positions takes {need / 1e9:.1f} GB; "
+                         f"{free / 1e9:.1f} GB are free (lower --blocks, --block-size or --max-new-tokens)")
+
+
 def simulate(args: argparse.Namespace) -> dict[str, Any]:
     """Load the model, run the scheduler to the end, return the --json object."""
     import time
@@ -78,9 +92,10 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(f"{loaded.name} has no chat template; drop --chat")
     ids = [tok.encode(tok.render_chat(p) if args.chat else p) for p in prompts]
     blocks = args.blocks
-    if blocks is None:
-        longest = max(len(i) for i in ids) + args.max_new_tokens
+    if blocks is None:  # a full batch of the longest request (one longer than the context is refused anyway)
+        longest = min(max(len(i) for i in ids) + args.max_new_tokens, loaded.config.max_position_embeddings)
         blocks = args.max_batch * math.ceil(longest / args.block_size)
+    check_pool_fits(loaded.config, blocks, args.block_size, loaded.dtype)
     cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype)
     eos = set(loaded.config.eos_token_ids) | ({tok.eos_id} if tok.eos_id is not None else set())
     sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=eos, prefill_chunk=args.prefill_chunk)

@@ -129,10 +129,10 @@ class Scheduler:
         context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         if not prompt_ids or max_new_tokens < 1:
             seq.finish_reason = "an empty prompt or max new tokens < 1"
-        elif seq.max_len > pool_tokens:
-            seq.finish_reason = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
         elif context is not None and seq.max_len > context:
             seq.finish_reason = f"needs {seq.max_len} positions; the model's context is {context}"
+        elif seq.max_len > pool_tokens:
+            seq.finish_reason = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
         if seq.finish_reason:
             seq.status = Status.REFUSED
             return seq
