@@ -202,3 +202,14 @@ def test_serve_sim_refuses_a_pool_larger_than_memory(tiny_loaded, tmp_path):
     out = serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--max-new-tokens",
                      str(10 ** 9), "--json"])  # the default pool stops at the model's context; the request is refused
     assert out["requests"][0]["generated_ids"] == [] and "context" in out["requests"][0]["finish_reason"]
+
+
+def test_serve_sim_chat_wraps_each_prompt(tiny_loaded, tmp_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hi\nhello\n")
+    out = serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--chat",
+                     "--max-new-tokens", "2", "--json"])
+    tok = tiny_loaded.tokenizer
+    for r in out["requests"]:
+        assert r["prompt_ids"] == tok.encode(tok.render_chat(r["prompt"]))
+        assert r["prompt_ids"][0] == tok.bos_id  # <|im_start|> opens the template
