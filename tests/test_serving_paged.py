@@ -163,3 +163,34 @@ def test_block_manager_refuses_double_free():
         m.release(b)
     with pytest.raises(ValueError):
         BlockManager(0)
+
+
+def test_parallel_sampling_children_decode_together_like_solo_runs(tiny_loaded):
+    """n continuations of one prompt: one prefill, n forks, then a batched decode where every child writes
+    into the shared partial block in the same forward; each matches the solo run of prompt + its token."""
+    model = tiny_loaded.model
+    cache = make_cache(tiny_loaded, num_blocks=16, block_size=4)
+    prompt = PROMPTS[0]  # 5 tokens: blocks [full, partial]
+    cache.add(0)
+    step_rows(model, [prompt], cache.batch([0]))
+    children, firsts = [1, 2, 3], [17, 42, 99]  # as if sampled: a different first token per child
+    for c in children:
+        cache.fork(0, c)
+    cache.free(0)  # the parent is done: the children alone share its blocks
+    shared_full = cache.tables[1].blocks[0]
+    assert cache.manager.ref_counts[shared_full] == 3
+    view = cache.batch(children)
+    logits = step_rows(model, [[t] for t in firsts], view)  # (3, V)
+    logits2 = step_rows(model, [[int(row.argmax())] for row in logits], view)
+    assert [cache.tables[c].blocks[0] for c in children] == [shared_full] * 3  # full block still shared
+    assert len({cache.tables[c].blocks[1] for c in children}) == 3  # each child owns its partial block
+    assert cache.manager.num_used == 4
+    for b, first in enumerate(firsts):
+        solo = new_cache(model)
+        prefill(model, prompt, solo)
+        want = decode_step(model, first, solo)
+        torch.testing.assert_close(logits[b], want, atol=1e-4, rtol=0)
+        torch.testing.assert_close(logits2[b], decode_step(model, int(want.argmax()), solo), atol=1e-4, rtol=0)
+    for c in children:
+        cache.free(c)
+    assert cache.manager.num_used == 0
