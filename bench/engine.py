@@ -5,9 +5,10 @@ Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-r
 Rows: our fp32 decode without a recorder, with the summary recorder (logit lens on demand, i.e. not
 computed), with the summary recorder and the lens every step, without the KV cache (recompute), bf16
 without a recorder, and transformers' `generate` fp32 on the same weights. Decode tok/s is wall time per
-step, everything included: forward, reading the recorder's summaries, the lens when on, and sampling
-(greedy, with the engine's `sample`); transformers' per-step times come from a streamer noting when each
-token of one `generate` call arrives. bf16's logit error against fp32 is measured on the same tokens
+step, everything included: forward, reading the recorder's summaries, the lens when on, and choosing the
+token (greedy argmax, as `generate` does; one row uses the app's `sample()`, which also builds every
+distribution it shows); transformers' per-step times come from a streamer noting when each token of one
+`generate` call arrives. bf16's logit error against fp32 is measured on the same tokens
 (teacher-forced): max |logit diff| and KL(fp32 || bf16) per position, over a prefill and 16 steps.
 
 The machine may be shared, so configurations take turns in short chunks, round after round, and medians
@@ -48,8 +49,10 @@ def prompt_ids(tokenizer, n: int) -> list[int]:
 class Ours:
     """One configuration of our engine: a model, whether to record, lens every step, KV cache or not."""
 
-    def __init__(self, loaded, record: bool = False, lens: bool = False, cached: bool = True) -> None:
+    def __init__(self, loaded, record: bool = False, lens: bool = False, cached: bool = True,
+                 sampler: bool = False) -> None:
         self.loaded, self.record, self.lens, self.cached = loaded, record, lens, cached
+        self.sampler = sampler  # True: the app's sample() (all its distributions); False: argmax, as generate
 
     def _forward(self, ids: list[int], fresh: bool) -> torch.Tensor:
         from inspector.engine import steps as engine
@@ -93,7 +96,10 @@ class Ours:
         from inspector.engine.config import SamplingParams
         from inspector.engine.sampling import generator_for, sample
 
-        params = SamplingParams()
+        if not self.sampler:
+            self.ids.append(int(logits.argmax()))
+            return
+        params = SamplingParams()  # greedy, through every stage the app records
         self.ids.append(sample(logits, params, generator_for(params.seed, len(self.ids))).token)
 
 
@@ -211,8 +217,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
+    ap.add_argument("--threads", type=int, default=THREADS, help="torch threads (the issue's numbers: 2)")
     args = ap.parse_args()
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(args.threads)
 
     from inspector.models.loader import load_model
 
@@ -228,6 +235,7 @@ def main() -> None:
         "ours fp32, no recorder": (Ours(fp32), 1),
         "ours fp32, summary recorder, lens on demand": (Ours(fp32, record=True), 1),
         "ours fp32, summary recorder, lens every step": (Ours(fp32, record=True, lens=True), 1),
+        "ours fp32, summary recorder, lens on demand, the app's sample()": (Ours(fp32, record=True, sampler=True), 1),
         "ours fp32, no KV cache (recompute)": (Ours(fp32, cached=False), 4),
         "ours bf16, no recorder": (Ours(bf16), 1),
     }

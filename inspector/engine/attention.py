@@ -51,8 +51,8 @@ def masked_scores(q: torch.Tensor, k: torch.Tensor, future: torch.Tensor | None,
     """Scaled scores (B, H, T, S) in q's dtype with -inf where `future` is True (see `future_mask`)."""
     B, H, T, d = q.shape
     KV, S = k.shape[1], k.shape[2]
-    qg = q.reshape(B, KV, n_rep * T, d)  # (B, KV, n_rep*T, d): the n_rep heads of a KV head, stacked
-    scores = torch.matmul(qg, k.transpose(2, 3)) / math.sqrt(d)  # (B, KV, n_rep*T, S)
+    qg = q.reshape(B * KV, n_rep * T, d)  # (B*KV, n_rep*T, d): the n_rep heads of a KV head, stacked
+    scores = torch.bmm(qg, k.reshape(B * KV, S, d).transpose(1, 2)) / math.sqrt(d)  # (B*KV, n_rep*T, S)
     scores = scores.view(B, H, T, S)  # (B, H, T, S)
     if future is not None:
         scores = scores.masked_fill_(future, float("-inf"))  # in place: one (B, H, T, S) buffer, not two
