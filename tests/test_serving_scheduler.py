@@ -213,3 +213,11 @@ def test_serve_sim_chat_wraps_each_prompt(tiny_loaded, tmp_path):
     for r in out["requests"]:
         assert r["prompt_ids"] == tok.encode(tok.render_chat(r["prompt"]))
         assert r["prompt_ids"][0] == tok.bos_id  # <|im_start|> opens the template
+
+
+def test_serve_sim_through_the_cli_errors_in_one_line(tmp_path, capsys):
+    from inspector.commands.cli import main
+
+    assert main(["serve-sim", "--prompts", str(tmp_path / "missing.txt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read --prompts") and err.count("\n") == 1
