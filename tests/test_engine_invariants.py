@@ -256,3 +256,20 @@ def test_session_logit_lens_ends_at_real_logits(session):
         lens = session.logit_lens(step)
         assert len(lens) == session.config.num_hidden_layers and all(len(layer) == 5 for layer in lens)
         assert lens[-1][0].id == session.generated_ids[step]  # greedy: the logits' argmax
+
+
+def test_attention_weights_by_hand():
+    """GQA head mapping, causal zeros, int and per-row positions, against a softmax written out here."""
+    g = torch.Generator().manual_seed(7)
+    B, H, KV, T, S, d = 2, 6, 2, 3, 7, 8
+    q, k = torch.randn(B, H, T, d, generator=g), torch.randn(B, KV, S, d, generator=g)
+    pos = torch.tensor([[4, 5, 6], [0, 1, 2]])  # row 0 continues after 4 cached keys; row 1 starts at 0
+    got = attention_weights(q, k, pos, n_rep=H // KV)
+    for b in range(B):
+        for h in range(H):
+            for t in range(T):
+                p = int(pos[b, t])
+                s = k[b, h // (H // KV), :p + 1] @ q[b, h, t] / math.sqrt(d)  # keys 0..p of head h's KV head
+                assert torch.allclose(got[b, h, t, :p + 1], torch.softmax(s, -1), atol=1e-6)
+                assert torch.all(got[b, h, t, p + 1:] == 0)
+    assert torch.equal(attention_weights(q[:1], k[:1], 4, n_rep=3), got[:1])

@@ -10,9 +10,12 @@ the weights the model used (up to the dtype the caller passes in).
 - `attention_scores(q, k, q_pos, n_rep=1)`: the scaled scores in q's dtype, -inf where masked.
 - `future_mask(q_pos, T, S)`: the boolean mask itself, True where a key lies after the query; None when
   no key does. The model builds it once per forward and passes it to `masked_scores` for every layer.
+- `plan_forward(...) -> ForwardPlan`: for one forward of a batch of rows, each row's positions, its
+  number of real (unpadded) tokens, and the blocks of queries the model attends with, each with the
+  keys it reads and its mask. Built once per forward; every layer uses it.
 
 Grouped-query attention: query head h reads KV head h // n_rep. The queries are grouped by KV head,
-(B, H, T, d) -> (B, KV, n_rep*T, d), so one matmul per KV head serves its n_rep query heads without
+(B, H, T, d) -> (B*KV, n_rep*T, d), so one matmul per KV head serves its n_rep query heads without
 copying K n_rep times.
 """
 
