@@ -76,9 +76,11 @@ def test_padded_slots_are_never_written_to_the_cache(model):
     cache = engine.new_cache(model, batch=2)
     engine.step_rows(model, [ids(3, 8), ids(11, 9)], cache)
     assert cache.lengths == [3, 11]
+    cache.advance([8, 0])  # expose row 0's slots past its 3 tokens, where its padding would have gone
     for layer in range(model.config.num_hidden_layers):
-        assert torch.all(cache.keys[layer][0, :, 3:] == 0) and torch.all(cache.values[layer][0, :, 3:] == 0)
-        assert torch.all(cache.keys[layer][1, :, :11].abs().sum(-1) > 0)
+        k, v = cache.read(layer, row=0)
+        assert torch.all(k[:, 3:] == 0) and torch.all(v[:, 3:] == 0)  # still as allocated: zeros
+        assert torch.all(k[:, :3].abs().sum(-1) > 0) and torch.all(cache.read(layer, row=1)[0].abs().sum(-1) > 0)
 
 
 def test_truncating_one_row_then_continuing_equals_solo(model):
@@ -157,7 +159,8 @@ def test_cache_grows_in_steps_and_keeps_rows(model):
     assert cache.capacity == 16 and cache.lengths == [11, 3]
     after = [cache.read(layer, row=r, end=n)[0] for layer in range(2) for r, n in ((0, 6), (1, 2))]
     assert all(torch.equal(x, y) for x, y in zip(before, after))
-    assert cache.allocated_nbytes == sum(t.numel() * t.element_size() for t in (*cache.keys, *cache.values))
+    per_entry = model.config.num_key_value_heads * model.config.head_dim * 4
+    assert cache.allocated_nbytes == model.config.num_hidden_layers * 2 * 2 * 16 * per_entry  # K, V x 2 rows x 16
 
 
 # ---- the generation loop from the engine's pieces

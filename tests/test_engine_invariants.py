@@ -105,12 +105,13 @@ def test_recorded_pattern_equals_unblocked_softmax(model, cached):
     if cached:
         engine.prefill(model, tokens[:cached], cache)
     rec = full_forward(model, tokens[cached:], cache)
+    cache.advance(LONG)
     cfg, S, T = model.config, cached + LONG, LONG
     key_pos, q_pos = torch.arange(S), torch.arange(cached, S)
     future = key_pos[None, :] > q_pos[:, None]  # (T, S)
     for layer in range(cfg.num_hidden_layers):
         q = rec.values[f"blocks.{layer}.attn.hook_rot_q"][0].double()  # (H, T, d)
-        k = cache.keys[layer][0, :, :S].double()  # (KV, S, d): cached keys + this forward's
+        k = cache.read(layer)[0].double()  # (KV, S, d): cached keys + this forward's
         k = k.repeat_interleave(cfg.n_rep, dim=0)  # (H, S, d)
         scores = q @ k.transpose(1, 2) / math.sqrt(cfg.head_dim)  # (H, T, S)
         want = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)

@@ -11,8 +11,7 @@ Storage grows in chunks of `step` positions (like mlx-lm), the same capacity for
 Reading: `read(layer, row=0, end=None) -> (k, v)`, each (kv_heads, end, head_dim), are views of the
 committed positions (valid until the next write; clone to keep them). Bytes: `nbytes` counts the entries
 in use and `layer_nbytes(layer)` one layer's, both measured from those views; `allocated_nbytes` is the
-storage of the buffers actually allocated. `keys`/`values` (per-layer buffers, None until first written)
-stay public for callers that index them directly.
+storage of the buffers actually allocated.
 """
 
 from __future__ import annotations
@@ -31,13 +30,13 @@ class KVCache:
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.batch, self.dtype, self.device, self.step = batch, dtype, torch.device(device), step
-        self.keys: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, kv_heads, capacity, head_dim)
-        self.values: list[torch.Tensor | None] = [None] * self.num_layers
+        self._keys: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, kv_heads, capacity, head_dim)
+        self._values: list[torch.Tensor | None] = [None] * self.num_layers
         self.lengths: list[int] = [0] * batch  # positions committed by `advance`, per row
 
     # ---- writing (the model) and committing (the engine)
     def _grow(self, layer: int, needed: int) -> None:
-        old_k, old_v = self.keys[layer], self.values[layer]
+        old_k, old_v = self._keys[layer], self._values[layer]
         if old_k is not None and old_k.shape[2] >= needed:
             return
         capacity = -(-needed // self.step) * self.step  # round up to a whole number of steps
@@ -49,7 +48,7 @@ class KVCache:
             used = max(self.lengths)
             new_k[:, :, :used] = old_k[:, :, :used]
             new_v[:, :, :used] = old_v[:, :, :used]
-        self.keys[layer], self.values[layer] = new_k, new_v
+        self._keys[layer], self._values[layer] = new_k, new_v
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor,
                counts: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,16 +62,16 @@ class KVCache:
         if counts is None and B == 1:
             end = starts[0] + T
             self._grow(layer, end)
-            self.keys[layer].narrow(2, starts[0], T).copy_(k)
-            self.values[layer].narrow(2, starts[0], T).copy_(v)
+            self._keys[layer].narrow(2, starts[0], T).copy_(k)
+            self._values[layer].narrow(2, starts[0], T).copy_(v)
         else:
             counts = [T] * B if counts is None else counts
             end = max(s + n for s, n in zip(starts, counts))
             self._grow(layer, end)
             for b, (s, n) in enumerate(zip(starts, counts)):
-                self.keys[layer][b, :, s:s + n] = k[b, :, :n]  # padded slots (past n) are never written
-                self.values[layer][b, :, s:s + n] = v[b, :, :n]
-        return self.keys[layer].narrow(2, 0, end), self.values[layer].narrow(2, 0, end)  # (B, kv_heads, S, head_dim)
+                self._keys[layer][b, :, s:s + n] = k[b, :, :n]  # padded slots (past n) are never written
+                self._values[layer][b, :, s:s + n] = v[b, :, :n]
+        return self._keys[layer].narrow(2, 0, end), self._values[layer].narrow(2, 0, end)  # (B, kv_heads, S, head_dim)
 
     def advance(self, counts: int | Sequence[int]) -> None:
         """Commit the positions the forward that just ran wrote: n for every row, or counts[b] for row b."""
@@ -106,20 +105,16 @@ class KVCache:
         end = n if end is None else end
         if not 0 <= end <= n:
             raise ValueError(f"row {row} holds {n} positions; cannot read up to {end}")
-        k, v = self.keys[layer], self.values[layer]
+        k, v = self._keys[layer], self._values[layer]
         if k is None:
             empty = torch.empty((self.kv_heads, 0, self.head_dim), dtype=self.dtype, device=self.device)
             return empty, empty
         return k[row, :, :end], v[row, :, :end]
 
-    def layer_keys(self, layer: int) -> torch.Tensor:
-        """Committed keys of one layer for every row, (batch, kv_heads, length, head_dim) (rows of equal length)."""
-        return self.keys[layer][:, :, : self.length]
-
     @property
     def capacity(self) -> int:
         """Positions allocated per row (the buffers' third dimension)."""
-        k = self.keys[0]
+        k = self._keys[0]
         return 0 if k is None else k.shape[2]
 
     @property
@@ -144,4 +139,4 @@ class KVCache:
     @property
     def allocated_nbytes(self) -> int:
         """Bytes of the K and V buffers allocated (their storage), every layer."""
-        return sum(t.untyped_storage().nbytes() for t in (*self.keys, *self.values) if t is not None)
+        return sum(t.untyped_storage().nbytes() for t in (*self._keys, *self._values) if t is not None)
