@@ -23,9 +23,12 @@ import torch
 from inspector.engine.config import ModelConfig
 
 
+ALLOCATION_STEP = 256  # positions a cache grows by when it runs out of room
+
+
 class KVCache:
     def __init__(self, config: ModelConfig, *, batch: int = 1, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", step: int = 256) -> None:
+                 device: torch.device | str = "cpu", step: int = ALLOCATION_STEP) -> None:
         self.num_layers = config.num_hidden_layers
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim

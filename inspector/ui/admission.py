@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from inspector.engine.kv_cache import ALLOCATION_STEP as KV_ALLOCATION_STEP
+from inspector.engine.recording import HALF_QUERIES_FROM, NORM_POINTS
 from inspector.errors import InputError
 from inspector.ui.app_model import AppLimits
 
 MAX_CHARS_PER_TOKEN = 32  # a prompt longer than this many characters per allowed token is refused untokenized
-KV_ALLOCATION_STEP = 256  # positions the KV cache grows by (inspector.engine.kv_cache.KVCache step)
-HALF_QUERIES_FROM = 512  # prompt positions from which stored queries are fp16 (inspector.engine.recording)
-NORM_POINTS = 5  # residual norms recorded per layer and position
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ def estimated_retained_nbytes(config: Any, elem_bytes: int, n_prompt: int, n_ste
     kv = 2 * L * KV * d * elem_bytes * capacity
     prompt_q_bytes = 2 if n_prompt >= HALF_QUERIES_FROM and elem_bytes == 4 else elem_bytes
     queries = L * H * d * (prompt_q_bytes * n_prompt + elem_bytes * n_steps)
-    norms = NORM_POINTS * L * 4 * positions
+    norms = len(NORM_POINTS) * L * 4 * positions
     forwards = 1 + n_steps
     per_forward = config.vocab_size * (4 + 2) + L * config.hidden_size * elem_bytes  # logits fp32 + fp16, lens input
     return kv + queries + norms + forwards * per_forward
