@@ -13,11 +13,13 @@ ALLOWED = {
     "engine": set(),  # torch only: ids in, logits and traces out; knows no text, no session, no UI
     "models": {"engine"},  # where weights and tokenizers come from
     "session": {"engine", "models"},  # generation state and records over the engine
-    "serving": {"engine", "models"},  # paged cache, scheduler, memory calculator
-    "viz": {"session"},  # records -> figures (session.records only, checked below)
+    "serving": {"engine", "models"},  # paged cache, scheduler, memory calculator, roofline
+    "speculative": {"engine", "models", "session"},  # drafters and the verifier over the engine
+    "quant": {"engine", "models", "session"},  # quantized weights and KV, fidelity against fp32
+    "viz": {"session", "serving", "speculative", "quant"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
-    "commands": {"engine", "models", "session", "serving", "space"},  # the CLI
-    "ui": {"engine", "models", "session", "serving", "viz"},  # the web app
+    "commands": {"engine", "models", "session", "serving", "space", "speculative", "quant"},  # the CLI
+    "ui": {"engine", "models", "session", "serving", "viz", "speculative", "quant"},  # the web app
 }
 MAX_LINES = 400
 
@@ -50,8 +52,8 @@ def test_imports_run_one_way(path: Path):
         if target in (None, layer, "errors"):
             continue
         assert target in ALLOWED[layer], f"{path.relative_to(PACKAGE)} imports {module}: {layer} may not use {target}"
-        if layer == "viz":
-            assert module.startswith("inspector.session.records"), f"viz reads records only, not {module}"
+        if layer == "viz":  # plain recorded data (a layer's `records` module: dataclasses, no torch)
+            assert module.startswith(f"inspector.{target}.records"), f"viz reads records only, not {module}"
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -61,6 +61,7 @@ class Entry:
     uncached_ms: float | None = None  # the newest step re-run without cache (KV view toggle)
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
     tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
+    labs: dict[str, Any] = field(default_factory=dict)  # per-lab state of the lab tabs (inspector.ui.tab_context)
 
     @property
     def busy(self) -> bool:
@@ -163,9 +164,12 @@ class SessionStore:
         if entry is not None:
             entry.pause.set()
             entry.session = None
+            entry.labs.clear()
 
     def _evict(self, sid: str, why: str) -> None:
-        self._entries.pop(sid).session = None
+        entry = self._entries.pop(sid)
+        entry.session = None
+        entry.labs.clear()
         self._expired[sid] = why
         while len(self._expired) > EXPIRED_IDS_KEPT:
             self._expired.popitem(last=False)
