@@ -12,6 +12,7 @@ Named API endpoints for scripts (gradio_client): `prefill` and `step`, each retu
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
 from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
@@ -40,6 +42,9 @@ EXAMPLES = [
     ["def fibonacci(n):", False],
 ]
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
+# Lab tabs after the views: each is `inspector/ui/<name>_tab.py` with `build_<name>_tab(ctx)` (TabContext)
+LAB_TABS: tuple[str, ...] = (
+)
 
 
 def launch_kwargs() -> dict[str, Any]:
@@ -148,6 +153,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
             with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                 gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
                 ViewSlot("timing_fig", "timing-chart", plot=True)
+            ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
+                             (temperature, top_k, top_p, min_p, seed), max_new)
+            for name in LAB_TABS:
+                getattr(importlib.import_module(f"inspector.ui.{name}_tab"), f"build_{name}_tab")(ctx)
         ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
         # Every view event has ONE output, the bundle of the views it changed (inspector.ui.bundle: Gradio's
         # cost per update grows with the number of outputs, skipped ones too).
