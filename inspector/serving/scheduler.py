@@ -1,8 +1,13 @@
 """Continuous batching over the paged KV cache: a `Scheduler` with `waiting` and `running` queues.
 
-The shape of nano-vllm's engine, greedy decoding only:
+The shape of nano-vllm's engine:
 - `Sequence`: one request, its prompt and generated ids, its status and timings (its block table lives in
-  the `PagedKVCache` under `seq_id`).
+  the `PagedKVCache` under `seq_id`), its sampling params (None: greedy).
+- Parallel sampling: `add(..., n=k, params=...)` queues k continuations of one prompt. The first is
+  admitted with room for all k in the batch; its prompt is prefilled once, and when it is cached the
+  others fork it (`PagedKVCache.fork`: shared blocks, reference counts; the last partial block is copied
+  on its first write). Continuation i draws with `sample(logits, params with seed + i,
+  generator_for(seed + i, position))`, so each equals a solo run with that seed stream.
 - `Scheduler.step()` is one engine step, one batched forward:
   1. `schedule()`: every running sequence gets a row (a decode row of one token, or the next prompt chunk
      of a sequence still prefilling); when the pool cannot hold every running row's new positions the
@@ -12,8 +17,10 @@ The shape of nano-vllm's engine, greedy decoding only:
      has the blocks for their first chunk; their prefill rides in the same forward as extra rows. No
      admission in a step that preempted (the blocks just freed are what the running ones need).
   2. one `step_rows` forward over all rows through the cache's batch view;
-  3. `postprocess()`: a sequence whose prompt is fully cached takes the argmax token; it finishes on EOS
-     or its max new tokens, and its blocks are freed.
+  3. `postprocess()`: a sequence whose prompt is fully cached takes its next token (`choose`); it
+     finishes on EOS or its max new tokens, and its blocks are freed.
+  Each `StepRecord` carries the forward's FLOPs and bytes moved (`roofline.forward_cost` over its rows'
+  new tokens and cached context) and the forward's own wall time, for the roofline.
 - A request that could never fit (prompt + max new tokens past the whole pool or the model's context) is
   refused alone when submitted; the others run.
 Everything but the timings is deterministic given the inputs. Each step appends a `StepRecord`; timings
@@ -27,20 +34,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from enum import Enum
-
+from dataclasses import dataclass, field, replace
 import torch
 
+from inspector.engine.config import SamplingParams
+from inspector.engine.sampling import generator_for, sample
 from inspector.engine.steps import step_rows
 from inspector.serving.paged_cache import PagedKVCache
-
-
-class Status(str, Enum):
-    WAITING = "waiting"
-    RUNNING = "running"
-    FINISHED = "finished"
-    REFUSED = "refused"
+from inspector.serving.records import Row, Status, StepRecord
+from inspector.serving.roofline import forward_cost
 
 
 @dataclass
@@ -56,6 +58,9 @@ class Sequence:
     preemptions: int = 0
     arrival_time: float | None = None
     token_times: list[float] = field(default_factory=list)
+    params: SamplingParams | None = None  # None or temperature 0: greedy
+    siblings: list["Sequence"] = field(default_factory=list)  # continuations forked from this one after its prompt
+    parent: int | None = None  # the sequence whose prompt blocks this continuation shares
 
     @property
     def tokens(self) -> list[int]:
@@ -83,27 +88,6 @@ class Sequence:
         return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1) * 1e3
 
 
-@dataclass(frozen=True)
-class Row:
-    """One row of a step's batch: which sequence, prefill or decode, how many tokens it fed."""
-
-    seq_id: int
-    kind: str  # "prefill" | "decode"
-    num_tokens: int
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    step: int
-    rows: list[Row]
-    blocks_used: int  # pool blocks held during the forward (before finished sequences free theirs)
-    admitted: list[int]
-    preempted: list[int]
-    finished: list[int]
-    new_tokens: dict[int, int]  # seq_id -> the token this step produced
-    elapsed_ms: float
-
-
 class Scheduler:
     def __init__(self, model: torch.nn.Module, cache: PagedKVCache, *, max_batch: int = 8,
                  eos_ids: Iterable[int] = (), prefill_chunk: int | None = None,
@@ -121,21 +105,34 @@ class Scheduler:
         self.step_index = 0
 
     # ---- requests
-    def add(self, prompt_ids: list[int], max_new_tokens: int, arrival_step: int = 0) -> Sequence:
-        """Queue a request; refuse it alone (status REFUSED) when it could never fit."""
-        seq = Sequence(len(self.sequences), list(prompt_ids), max_new_tokens, arrival_step)
-        self.sequences.append(seq)
+    def add(self, prompt_ids: list[int], max_new_tokens: int, arrival_step: int = 0, *, n: int = 1,
+            params: SamplingParams | None = None) -> Sequence:
+        """Queue a request of `n` continuations (parallel sampling) and return the first; refuse the request
+        alone (status REFUSED) when it could never fit. Continuation i samples with `params` and seed
+        params.seed + i (its own seed stream); the others are `siblings` of the first until its prompt is
+        cached, then forks of it that share the prompt's blocks."""
+        group = [Sequence(len(self.sequences) + i, list(prompt_ids), max_new_tokens, arrival_step,
+                          params=None if params is None else replace(params, seed=params.seed + i))
+                 for i in range(max(n, 1))]
+        self.sequences += group
+        seq = group[0]
         pool_tokens = self.cache.manager.num_blocks * self.cache.block_size
         context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         if not prompt_ids or max_new_tokens < 1:
             seq.finish_reason = "an empty prompt or max new tokens < 1"
+        elif n < 1 or n > self.max_batch:
+            seq.finish_reason = f"{n} continuations do not fit a batch of {self.max_batch}"
         elif context is not None and seq.max_len > context:
             seq.finish_reason = f"needs {seq.max_len} positions; the model's context is {context}"
         elif seq.max_len > pool_tokens:
             seq.finish_reason = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
         if seq.finish_reason:
-            seq.status = Status.REFUSED
+            for s in group:
+                s.status, s.finish_reason = Status.REFUSED, seq.finish_reason
             return seq
+        for sib in group[1:]:
+            sib.parent = seq.seq_id
+        seq.siblings = group[1:]
         # waiting stays sorted by (arrival step, submission order); preempted sequences go in front
         self.waiting.append(seq)
         self.waiting = deque(sorted(self.waiting, key=lambda s: (s.preemptions == 0, s.arrival_step, s.seq_id)))
@@ -184,8 +181,8 @@ class Scheduler:
         admitted: list[int] = []
         while not preempted and self.waiting and len(self.running) < self.max_batch:
             seq = self.waiting[0]
-            if seq.arrival_step > self.step_index:
-                break
+            if seq.arrival_step > self.step_index or len(self.running) + 1 + len(seq.siblings) > self.max_batch:
+                break  # not arrived yet, or no room for all its continuations
             self.cache.add(seq.seq_id, max_len=seq.max_len)
             chunk = self._chunk(seq)
             if self.cache.blocks_needed(seq.seq_id, len(chunk)) > self.cache.manager.num_free:
@@ -207,38 +204,61 @@ class Scheduler:
         rows, admitted, preempted = self.schedule()
         new_tokens: dict[int, int] = {}
         finished: list[int] = []
+        kinds = [Row(seq.seq_id, "prefill" if seq.prefilling else "decode", len(ids), seq.num_cached)
+                 for seq, ids in rows]
+        elem = torch.empty((), dtype=self.cache.dtype).element_size()
+        cost = forward_cost(self.model.config, [(r.num_tokens, r.context) for r in kinds], elem)
+        forward_ms = 0.0
         if rows:
-            kinds = [Row(seq.seq_id, "prefill" if seq.prefilling else "decode", len(ids)) for seq, ids in rows]
             view = self.cache.batch([seq.seq_id for seq, _ in rows])
+            t0 = self.clock()
             logits = step_rows(self.model, [ids for _, ids in rows], view)  # (B, V) fp32
             now, blocks_used = self.clock(), self.cache.manager.num_used  # in use by this forward, before frees
+            forward_ms = (now - t0) * 1e3
             finished = self.postprocess(rows, logits, now, new_tokens)
         else:
-            kinds, now, blocks_used = [], self.clock(), self.cache.manager.num_used
+            now, blocks_used = self.clock(), self.cache.manager.num_used
         record = StepRecord(self.step_index, kinds, blocks_used, admitted, preempted, finished,
-                            new_tokens, (now - start) * 1e3)
+                            new_tokens, (now - start) * 1e3, cost.flops, cost.bytes_moved, forward_ms)
         self.records.append(record)
         self.step_index += 1
         return record
 
+    def choose(self, seq: Sequence, logits: torch.Tensor) -> int:
+        """The sequence's next token: argmax, or a draw by `sample` with generator_for(seed, position)."""
+        if seq.params is None or seq.params.temperature == 0.0:
+            return int(logits.argmax())
+        return sample(logits, seq.params, generator_for(seq.params.seed, len(seq.tokens))).token
+
+    def fork_siblings(self, seq: Sequence) -> list[Sequence]:
+        """Its prompt is cached: each waiting continuation becomes a running fork sharing the prompt's blocks."""
+        for sib in seq.siblings:
+            self.cache.fork(seq.seq_id, sib.seq_id)
+            sib.num_cached, sib.arrival_time, sib.status = seq.num_cached, seq.arrival_time, Status.RUNNING
+            self.running.append(sib)
+        forks, seq.siblings = seq.siblings, []
+        return forks
+
     def postprocess(self, rows: list[tuple[Sequence, list[int]]], logits: torch.Tensor, now: float,
                     new_tokens: dict[int, int]) -> list[int]:
-        """Commit each row's positions, take the greedy token of rows past their prompt, retire finished ones."""
+        """Commit each row's positions, take the next token of rows past their prompt (and of the forks that
+        share it), retire finished ones."""
         finished = []
         for (seq, ids), row_logits in zip(rows, logits):
             seq.num_cached += len(ids)
             if seq.prefilling:
                 continue  # a prompt chunk that is not the last: no token yet
-            token = int(row_logits.argmax())
-            seq.output_ids.append(token)
-            seq.token_times.append(now)
-            new_tokens[seq.seq_id] = token
-            if token in self.eos_ids or len(seq.output_ids) >= seq.max_new_tokens:
-                seq.finish_reason = "eos" if token in self.eos_ids else "max_tokens"
-                seq.status = Status.FINISHED
-                self.running.remove(seq)
-                self.cache.free(seq.seq_id)
-                finished.append(seq.seq_id)
+            for member in [seq, *self.fork_siblings(seq)]:  # forks first: a finishing seq frees its blocks
+                token = self.choose(member, row_logits)
+                member.output_ids.append(token)
+                member.token_times.append(now)
+                new_tokens[member.seq_id] = token
+                if token in self.eos_ids or len(member.output_ids) >= member.max_new_tokens:
+                    member.finish_reason = "eos" if token in self.eos_ids else "max_tokens"
+                    member.status = Status.FINISHED
+                    self.running.remove(member)
+                    self.cache.free(member.seq_id)
+                    finished.append(member.seq_id)
         return finished
 
     def run(self, max_steps: int = 100_000) -> list[StepRecord]:
