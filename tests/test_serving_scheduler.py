@@ -221,3 +221,46 @@ def test_serve_sim_through_the_cli_errors_in_one_line(tmp_path, capsys):
     assert main(["serve-sim", "--prompts", str(tmp_path / "missing.txt")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read --prompts") and err.count("\n") == 1
+
+
+def test_serve_sim_arrivals_parallel_samples_and_roofline(tiny_loaded, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The quick brown fox\nHello world!\nOnce upon a time\n")
+    base = ["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--max-new-tokens", "4", "--json"]
+    out = serve_sim([*base, "--arrivals", "0,2,5"])
+    first_step = {s: st["step"] for st in out["steps"] for s in st["admitted"]}
+    assert [r["arrival_step"] for r in out["requests"]] == [0, 2, 5]
+    assert [first_step[i] for i in range(3)] == [0, 2, 5]  # a free batch admits each the step it arrives
+    lens = [len(r["prompt_ids"]) for r in out["requests"]]
+    assert out["steps"][3]["rows"] == [  # context: the positions cached before this step's token
+        {"request": 0, "kind": "decode", "tokens": 1, "context": lens[0] + 2},
+        {"request": 1, "kind": "decode", "tokens": 1, "context": lens[1]}]
+    assert all(st["flops"] > 0 and st["gb_per_s"] > 0 for st in out["steps"] if st["rows"])
+    assert out["peaks"]["gflops_per_s"] > 0 and out["peaks"]["gb_per_s"] > 0
+    every = serve_sim([*base, "--arrival-every", "3"])
+    assert [r["arrival_step"] for r in every["requests"]] == [0, 3, 6]
+
+    sampled = serve_sim([*base, "--n", "2", "--temperature", "1.0", "--seed", "5"])
+    reqs = sampled["requests"]
+    assert len(reqs) == 6 and [(r["prompt_index"], r["sample"]) for r in reqs[:2]] == [(0, 0), (0, 1)]
+    assert reqs[0]["prompt"] == reqs[1]["prompt"] and all(len(r["generated_ids"]) for r in reqs)
+    assert [st["rows"] for st in sampled["steps"]][0] == [
+        {"request": i, "kind": "prefill", "tokens": len(reqs[i]["prompt_ids"]), "context": 0} for i in (0, 2, 4)]
+    assert serve_sim([*base, "--n", "2", "--temperature", "1.0", "--seed", "5"])["requests"][1]["generated_ids"] == \
+        reqs[1]["generated_ids"]  # deterministic given the seed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arrivals", "0,1"], "one step >= 0 per prompt \\(3\\)"),
+    (["--arrivals", "0,x,1"], "whole numbers"),
+    (["--arrival-every", "-1"], "--arrival-every must be >= 0"),
+    (["--n", "4", "--max-batch", "2"], "--max-batch must be at least 4"),
+    (["--temperature", "-1"], "temperature must be >= 0"),
+])
+def test_serve_sim_bad_arrivals_and_sampling(tmp_path, argv, message):
+    from inspector.errors import InputError
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a\nb\nc\n")
+    with pytest.raises(InputError, match=message):
+        serve_sim(["--prompts", str(prompts), *argv])

@@ -1,14 +1,21 @@
 """`inspector serve-sim --prompts FILE [--max-batch N] [--block-size B] [--blocks N] [--max-new-tokens N]
-[--prefill-chunk N] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank
-lines skipped) through the continuous-batching scheduler over a paged KV cache, greedy, all arriving at
-step 0.
+[--prefill-chunk N] [--arrivals S,S,... | --arrival-every N] [--n K --temperature T --top-k K --top-p P
+--seed S] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank lines
+skipped) through the continuous-batching scheduler over a paged KV cache.
+
+Arrivals: `--arrivals 0,0,3,5` gives each prompt its engine step (one per prompt, in file order);
+`--arrival-every N` makes prompt i arrive at step i x N; by default all arrive at step 0. `--n K` asks
+for K continuations of every prompt (parallel sampling: one prefill, K forks sharing its blocks), drawn
+with the sampling options, continuation i with seed + i; greedy (temperature 0) by default.
 
 `--json` prints one object: requests (per request: prompt, prompt_ids, generated_ids, text, ttft_ms,
-tpot_ms, finish_reason, preemptions), steps (per engine step: rows [{request, kind, tokens}],
-blocks_used, admitted, preempted, finished, paged_bytes, contiguous_bytes: what caches reserved to each
-row's max length would hold, elapsed_ms), throughput (generated_tokens, elapsed_s, tokens_per_s, steps),
-memory (peak_paged_bytes, peak_contiguous_bytes, pool_bytes) and the settings (model, block_size,
-blocks, bytes_per_block, max_batch). Without it, a readable summary. The pool defaults to a full batch
+tpot_ms, finish_reason, preemptions, arrival_step, prompt_index, sample: one entry per continuation, in
+prompt order), steps (per engine step: rows [{request, kind, tokens, context}], blocks_used, admitted,
+preempted, finished, paged_bytes, contiguous_bytes: what caches reserved to each row's max length would
+hold, elapsed_ms, and the roofline: flops, bytes_moved, forward_ms, gflops_per_s, gb_per_s), throughput
+(generated_tokens, elapsed_s, tokens_per_s, steps), memory (peak_paged_bytes, peak_contiguous_bytes,
+pool_bytes), peaks (the machine's measured gflops_per_s and gb_per_s, `inspector.serving.roofline`,
+cached next to the model) and the settings (model, block_size, blocks, bytes_per_block, max_batch, n). Without it, a readable summary. The pool defaults to a full batch
 of the longest request. A request that cannot fit in the pool is refused alone (finish_reason says why);
 the others run.
 """
@@ -34,6 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="blocks in the pool (default: a full batch of the longest request)")
     p.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
     p.add_argument("--prefill-chunk", type=int, default=None, metavar="N", help="prompt tokens per step (default: all)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--arrivals", default=None, metavar="S,S,...", help="arrival step of each prompt, in order")
+    when.add_argument("--arrival-every", type=int, default=None, metavar="N", help="prompt i arrives at step i x N")
+    p.add_argument("--n", type=int, default=1, metavar="K", help="continuations per prompt (parallel sampling)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0, help="continuation i draws with seed + i")
     p.add_argument("--chat", action="store_true", help="wrap each prompt in the model's chat template")
     p.add_argument("--model", default=None, metavar="SOURCE", help="model source (default: SmolLM2-135M-Instruct)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -51,10 +66,40 @@ def read_prompts(path: str) -> list[str]:
     return prompts
 
 
+def arrival_steps(args: argparse.Namespace, count: int) -> list[int]:
+    """Each prompt's arrival step from --arrivals or --arrival-every (0 for all by default)."""
+    if args.arrival_every is not None:
+        if args.arrival_every < 0:
+            raise InputError(f"--arrival-every must be >= 0, got {args.arrival_every}")
+        return [i * args.arrival_every for i in range(count)]
+    if args.arrivals is None:
+        return [0] * count
+    try:
+        steps = [int(x) for x in args.arrivals.split(",")]
+    except ValueError:
+        raise InputError(f"--arrivals takes whole numbers separated by commas, got {args.arrivals!r}") from None
+    if len(steps) != count or min(steps) < 0:
+        raise InputError(f"--arrivals needs one step >= 0 per prompt ({count}), got {args.arrivals!r}")
+    return steps
+
+
+def sampling_params(args: argparse.Namespace) -> Any:
+    from inspector.engine.config import SamplingParams
+
+    params = SamplingParams(args.temperature, args.top_k, args.top_p, 0.0, args.seed)
+    try:
+        params.validate()
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return params
+
+
 def check_settings(args: argparse.Namespace) -> None:
-    for name in ("max_batch", "block_size", "max_new_tokens"):
+    for name in ("max_batch", "block_size", "max_new_tokens", "n"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if args.n > args.max_batch:
+        raise InputError(f"--n {args.n} continuations run together: --max-batch must be at least {args.n}")
     if args.prefill_chunk is not None and args.prefill_chunk < 1:
         raise InputError(f"--prefill-chunk must be a positive integer, got {args.prefill_chunk}")
     if args.blocks is not None and args.blocks < args.max_batch:
@@ -84,8 +129,11 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     from inspector.serving.paged_cache import PagedKVCache
     from inspector.serving.scheduler import Scheduler
 
+    from inspector.serving.roofline import cached_peaks, peaks_directory
+
     prompts = read_prompts(args.prompts)
     check_settings(args)
+    arrivals, params = arrival_steps(args, len(prompts)), sampling_params(args)
     loaded = load_model(args.model)
     tok = loaded.tokenizer
     if args.chat and not tok.has_chat_template:
@@ -99,8 +147,9 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype)
     eos = set(loaded.config.eos_token_ids) | ({tok.eos_id} if tok.eos_id is not None else set())
     sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=eos, prefill_chunk=args.prefill_chunk)
-    for prompt_ids in ids:
-        sched.add(prompt_ids, args.max_new_tokens)
+    for prompt_ids, arrival in zip(ids, arrivals):
+        sched.add(prompt_ids, args.max_new_tokens, arrival, n=args.n, params=params)
+    peaks = cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype)
     t0 = time.perf_counter()
     records = sched.run()
     elapsed = time.perf_counter() - t0
@@ -112,19 +161,23 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         "prompt": prompt, "prompt_ids": seq.prompt_ids, "generated_ids": seq.output_ids,
         "text": tok.decode(seq.output_ids),
         "ttft_ms": ms(seq.ttft_ms), "tpot_ms": ms(seq.tpot_ms), "finish_reason": seq.finish_reason,
-        "preemptions": seq.preemptions,
-    } for prompt, seq in zip(prompts, sched.sequences)]
+        "preemptions": seq.preemptions, "arrival_step": seq.arrival_step,
+        "prompt_index": seq.seq_id // args.n, "sample": seq.seq_id % args.n,
+    } for prompt, seq in zip((p for p in prompts for _ in range(args.n)), sched.sequences)]
     max_len = {s.seq_id: s.max_len for s in sched.sequences}
     steps = [{
-        "step": r.step, "rows": [{"request": row.seq_id, "kind": row.kind, "tokens": row.num_tokens} for row in r.rows],
+        "step": r.step, "rows": [{"request": row.seq_id, "kind": row.kind, "tokens": row.num_tokens, "context": row.context}
+                                for row in r.rows],
         "blocks_used": r.blocks_used, "admitted": r.admitted, "preempted": r.preempted, "finished": r.finished,
         "paged_bytes": r.blocks_used * cache.bytes_per_block,
         "contiguous_bytes": sum(max_len[row.seq_id] for row in r.rows) * cache.bytes_per_position,
-        "elapsed_ms": round(r.elapsed_ms, 3),
+        "elapsed_ms": round(r.elapsed_ms, 3), "flops": r.flops, "bytes_moved": r.bytes_moved,
+        "forward_ms": round(r.forward_ms, 3), "gflops_per_s": round(r.gflops_per_s, 4), "gb_per_s": round(r.gb_per_s, 4),
     } for r in records]
     generated = sum(len(s.output_ids) for s in sched.sequences)
     return {
-        "model": loaded.name, "block_size": args.block_size, "blocks": blocks, "max_batch": args.max_batch,
+        "model": loaded.name, "block_size": args.block_size, "blocks": blocks, "max_batch": args.max_batch, "n": args.n,
+        "peaks": {"gflops_per_s": round(peaks.gflops_per_s, 2), "gb_per_s": round(peaks.gb_per_s, 2), "key": peaks.key},
         "bytes_per_block": cache.bytes_per_block, "requests": requests, "steps": steps,
         "memory": {"peak_paged_bytes": max((st["paged_bytes"] for st in steps), default=0),
                    "peak_contiguous_bytes": max((st["contiguous_bytes"] for st in steps), default=0),
@@ -144,11 +197,14 @@ def summary(result: dict[str, Any]) -> str:
         tpot = f"{r['tpot_ms']:.1f}" if r["tpot_ms"] is not None else "-"
         lines.append(f"  #{i} {len(r['generated_ids'])} tokens ({r['finish_reason']}), ttft {r['ttft_ms']:.0f} ms, "
                      f"tpot {tpot} ms, preempted {r['preemptions']}x: {r['text']!r}")
-    lines.append("  step  rows (request:kind tokens)                blocks")
+    pk = result["peaks"]
+    lines.append(f"  step  rows (request:kind tokens)                blocks  GFLOP/s  GB/s  (peaks {pk['gflops_per_s']:.0f}"
+                 f" GFLOP/s, {pk['gb_per_s']:.1f} GB/s)")
     for s in result["steps"]:
         rows = " ".join(f"{row['request']}:{row['kind'][0]}{row['tokens']}" for row in s["rows"]) or "(idle)"
         extra = f"  preempted {s['preempted']}" if s["preempted"] else ""
-        lines.append(f"  {s['step']:>4}  {rows:<40} {s['blocks_used']:>6}{extra}")
+        lines.append(f"  {s['step']:>4}  {rows:<40} {s['blocks_used']:>6} {s['gflops_per_s']:>8.1f} "
+                     f"{s['gb_per_s']:>5.1f}{extra}")
     m, kib = result["memory"], 1024
     lines.append(f"KV at peak: paged {m['peak_paged_bytes'] / kib:.0f} KiB, contiguous caches reserved to each "
                  f"request's max length {m['peak_contiguous_bytes'] / kib:.0f} KiB")
