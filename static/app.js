@@ -55,8 +55,28 @@
     tip.hidden = false;
   });
 
+  // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab.
+  const openTab = (label) => {
+    // a tab that does not fit the row sits in Gradio's "More tabs" menu, as a plain button
+    const named = (sel) => Array.from(document.querySelectorAll(sel)).find((b) => b.textContent.trim() === label);
+    const tab = named("button[role=tab]") || named(".overflow-dropdown button");
+    if (tab) tab.click();
+  };
+  document.addEventListener("keydown", (ev) => {
+    const stage = ev.target.closest && ev.target.closest(".ii-pipeline [data-tab]");
+    if (stage && ev.key === "Enter") {
+      ev.preventDefault();
+      openTab(stage.dataset.tab);
+    }
+  });
+
   // A click on a token chip selects its position: write it into the position box and fire `input`.
   document.addEventListener("click", (ev) => {
+    const stage = ev.target.closest && ev.target.closest(".ii-pipeline [data-tab]");
+    if (stage) {
+      openTab(stage.dataset.tab);
+      return;
+    }
     const chip = ev.target.closest && ev.target.closest(".ii-chip[data-pos]");
     if (chip) {
       const input = document.querySelector("#position input");

@@ -83,80 +83,85 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=lambda sid: store.drop(sid))
         gr.HTML(model_header_html(loaded.name, n_params, dtype, cfg, weight_bytes, loaded.source_format,
                                   loaded.source_bytes))
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
-                                    placeholder="Type a prompt, then Prefill (→ steps, space plays/pauses)")
-                with gr.Row():
-                    chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle")
-                    system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
-                                        elem_id="system-prompt", scale=3)
-                gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
-                with gr.Accordion("Sampling", open=True):
-                    with gr.Row():
-                        temperature = gr.Slider(0.0, 2.0, 0.0, step=0.05, label="temperature (0 = greedy)",
-                                                elem_id="temperature")
-                        top_k = gr.Slider(0, 200, 0, step=1, label="top-k (0 = off)", elem_id="top-k")
-                    with gr.Row():
-                        top_p = gr.Slider(0.0, 1.0, 1.0, step=0.01, label="top-p", elem_id="top-p")
-                        min_p = gr.Slider(0.0, 1.0, 0.0, step=0.01, label="min-p", elem_id="min-p")
-                    with gr.Row():
-                        seed = gr.Number(0, label="seed", precision=0, elem_id="seed")
-                        max_new = gr.Number(32, label="max new tokens", precision=0, elem_id="max-new-tokens")
-                with gr.Row():
-                    prefill_btn = gr.Button("Prefill", variant="primary", elem_id="prefill-btn")
-                    step_btn = gr.Button("Step →", elem_id="step-btn")
-                    play_btn = gr.Button("Play ▶", elem_id="play-btn")
-                    pause_btn = gr.Button("Pause", elem_id="pause-btn")
-                    reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn")
-            with gr.Column(scale=3, min_width=400):
+        # First screen (1400x900): a prompt bar with the run buttons, settings folded away, then the tokens
+        # beside the views, so after Prefill the tokens and the open view's main plot are both in sight.
+        with gr.Row(equal_height=False, elem_id="prompt-bar"):
+            prompt = gr.Textbox(label="Prompt", lines=2, max_lines=6, elem_id="prompt", scale=5, min_width=260,
+                                placeholder="Type a prompt, then Prefill (→ steps, space plays/pauses)")
+            with gr.Column(scale=4, min_width=300, elem_id="run-controls"):
+                with gr.Row(elem_classes="ii-buttons"):
+                    prefill_btn = gr.Button("Prefill", variant="primary", elem_id="prefill-btn", size="sm")
+                    step_btn = gr.Button("Step →", elem_id="step-btn", size="sm")
+                    play_btn = gr.Button("Play ▶", elem_id="play-btn", size="sm")
+                    pause_btn = gr.Button("Pause", elem_id="pause-btn", size="sm")
+                    reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn", size="sm")
+                with gr.Row(elem_classes="ii-options"):
+                    chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
+                    max_new = gr.Number(32, label="max new tokens", precision=0, elem_id="max-new-tokens",
+                                        min_width=110)
+        with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
+            with gr.Row():
+                temperature = gr.Slider(0.0, 2.0, 0.0, step=0.05, label="temperature (0 = greedy)",
+                                        elem_id="temperature")
+                top_k = gr.Slider(0, 200, 0, step=1, label="top-k (0 = off)", elem_id="top-k")
+                top_p = gr.Slider(0.0, 1.0, 1.0, step=0.01, label="top-p", elem_id="top-p")
+                min_p = gr.Slider(0.0, 1.0, 0.0, step=0.01, label="min-p", elem_id="min-p")
+            with gr.Row():
+                seed = gr.Number(0, label="seed", precision=0, elem_id="seed", min_width=100)
+                system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
+                                    elem_id="system-prompt", scale=4)
+            gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
+        with gr.Row(equal_height=False, elem_id="workspace"):
+            with gr.Column(scale=2, min_width=280, elem_id="token-column"):
                 ViewSlot("status", "status")
                 gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
                 ViewSlot("chips", "tokens")
                 ViewSlot("text", "text")
                 position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                      elem_id="position")
-        with gr.Tabs():
-            with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
-                gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
-                ViewSlot("resid_heat", "resid-heatmap")  # an image (inspector.viz.heatimage)
-                ViewSlot("resid_pos", "resid-position", plot=True)
-                ViewSlot("lens", "logit-lens-view")
-            with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
-                gr.Markdown(va.CAPTION, elem_classes="ii-caption")
-                with gr.Row():
-                    layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
-                    head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
-                                     elem_id="attn-head")
-                ViewSlot("attn_info", "attn-info")
-                ViewSlot("attn_fig", "attn-pattern", plot=True)
-                ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
-            with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
-                gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
-                ViewSlot("kv_summary", "kv-summary-view")
-                with gr.Row():
-                    ViewSlot("kv_bars", "kv-bars", plot=True)
-                    ViewSlot("kv_growth", "kv-growth", plot=True)
-                recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
-                                      elem_id="kv-recompute-btn")
-                ViewSlot("kv_recompute", "kv-recompute-view")
-            with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
-                gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
-                ViewSlot("samp_info", "sampling-view")
-                ViewSlot("samp_fig", "sampling-bars", plot=True)
-                resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
-            with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
-                gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
-                inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
-                                        label="highlight layer", elem_id="inv-layer")
-                inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
-            with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
-                gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
-                ViewSlot("timing_fig", "timing-chart", plot=True)
-            ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
-                             (temperature, top_k, top_p, min_p, seed), max_new)
-            for name in LAB_TABS:
-                getattr(importlib.import_module(f"inspector.ui.{name}_tab"), f"build_{name}_tab")(ctx)
+            with gr.Column(scale=5, min_width=320, elem_id="view-column"):
+                ViewSlot("pipeline", "pipeline")  # the stages of the newest step, along the top of the views
+                with gr.Tabs():
+                    with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
+                        gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
+                        ViewSlot("resid_heat", "resid-heatmap")  # an image (inspector.viz.heatimage)
+                        ViewSlot("resid_pos", "resid-position", plot=True)
+                        ViewSlot("lens", "logit-lens-view")
+                    with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
+                        gr.Markdown(va.CAPTION, elem_classes="ii-caption")
+                        with gr.Row():
+                            layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
+                            head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
+                                             elem_id="attn-head")
+                        ViewSlot("attn_info", "attn-info")
+                        ViewSlot("attn_fig", "attn-pattern", plot=True)
+                        ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
+                    with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
+                        gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
+                        ViewSlot("kv_summary", "kv-summary-view")
+                        with gr.Row():
+                            ViewSlot("kv_bars", "kv-bars", plot=True)
+                            ViewSlot("kv_growth", "kv-growth", plot=True)
+                        recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
+                                              elem_id="kv-recompute-btn")
+                        ViewSlot("kv_recompute", "kv-recompute-view")
+                    with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
+                        gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
+                        ViewSlot("samp_info", "sampling-view")
+                        ViewSlot("samp_fig", "sampling-bars", plot=True)
+                        resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
+                    with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
+                        gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
+                        inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
+                                                label="highlight layer", elem_id="inv-layer")
+                        inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
+                    with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
+                        gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
+                        ViewSlot("timing_fig", "timing-chart", plot=True)
+                    ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
+                                     (temperature, top_k, top_p, min_p, seed), max_new)
+                    for name in LAB_TABS:
+                        getattr(importlib.import_module(f"inspector.ui.{name}_tab"), f"build_{name}_tab")(ctx)
         ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
         # Every view event has ONE output, the bundle of the views it changed (inspector.ui.bundle: Gradio's
         # cost per update grows with the number of outputs, skipped ones too).

@@ -17,6 +17,7 @@ from inspector.ui.sessions import Entry, SessionStore
 from inspector.viz import attention as va
 from inspector.viz import header as vh
 from inspector.viz import kvcache as vk
+from inspector.viz import pipeline as vp
 from inspector.viz import residual as vr
 from inspector.viz import sampling as vs
 from inspector.viz import timing as vt
@@ -24,11 +25,11 @@ from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
 
 # Order of the view outputs every step handler returns (the app wires components in this order).
-VIEW_KEYS = ("status", "chips", "text", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
+VIEW_KEYS = ("status", "chips", "text", "pipeline", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
              "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
              "timing_fig")
-TOKEN_KEYS = VIEW_KEYS[:3]  # what every step updates at once: status line, token chips, generated text
-PLOT_KEYS = VIEW_KEYS[3:]  # the views in tabs: only the open tab's are drawn
+TOKEN_KEYS = VIEW_KEYS[:4]  # what every step updates at once: status line, token chips, text, pipeline strip
+PLOT_KEYS = VIEW_KEYS[4:]  # the views in tabs: only the open tab's are drawn
 
 
 class Views:
@@ -42,6 +43,8 @@ class Views:
         self.weight_bytes = weight_bytes
         cfg = loaded.config
         self.n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
+        self.facts = vp.ModelFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+                                   cfg.num_key_value_heads, cfg.vocab_size)
 
     def blank_views(self, message: str = "", error: bool = False) -> list:
         """Every view in its empty state (page load, Reset)."""
@@ -49,6 +52,7 @@ class Views:
         v = {
             "status": vh.status_html("idle", vt.timing_stats([]), message, error),
             "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
+            "pipeline": vp.pipeline_html(None, self.facts),
             "resid_heat": "", "resid_pos": empty_figure(hint), "lens": "",
             "attn_fig": empty_figure(hint), "attn_overview": "",
             "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
@@ -131,6 +135,7 @@ class Views:
             "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
                                            entry.selected),
             "text": vtok.generated_text_html(s.text, s.finished),
+            "pipeline": vp.pipeline_html(rec, self.facts, tok.decode([rec.sample.token_id]) if rec.sample else ""),
         }
         if not plots:
             return [v.get(k, gr.skip()) for k in VIEW_KEYS]
