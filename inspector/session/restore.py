@@ -1,0 +1,231 @@
+"""A saved trace back into a session: records to and from JSON, and `RestoredSession`.
+
+`record_json(record)` / `record_from_json(d, arrays)` convert a `ForwardRecord`; its arrays (`ARRAY_FIELDS`)
+travel apart, as tensors. `RestoredSession(doc, tensors, loaded, read_only)` rebuilds what a `Session`
+holds from a trace document (`inspector.session.trace_file`): the records, the tensors each forward kept
+(fp32 logits, post-RoPE queries, logit-lens inputs) and the KV cache of the committed positions, so every
+view equals the original's: attention is computed from the same queries and cached keys, the logit lens
+and samples are read from the records, sampling previews redraw from the same fp32 logits.
+
+With the recording model loaded (`read_only` None) the session steps on like the original. Otherwise
+(another model, or none) it is read-only: the views work, and every call that would run the model or
+draw a new token (prefill, step, resample, branch, recompute) raises InputError with `read_only`, the one
+line saying why (it names both models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from inspector.engine import steps
+from inspector.engine.config import ModelConfig, SamplingParams
+from inspector.engine.kv_cache import KVCache
+from inspector.engine.recording import NORM_POINTS
+from inspector.errors import InputError
+from inspector.models.detokenize import Detokenizer
+from inspector.session.records import Candidate, ForwardRecord, KVLayerStat, SampleRecord, TopToken
+from inspector.session.session import Session
+from inspector.session.trace_store import Forward, TraceStore
+
+ARRAY_FIELDS = (*NORM_POINTS, "logits")  # the ForwardRecord fields saved as tensors, not JSON
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+# ---- records <-> JSON
+def record_json(rec: ForwardRecord) -> dict[str, Any]:
+    """Every field of a record but its arrays, as plain JSON values (nested records as dicts)."""
+    out = {f.name: getattr(rec, f.name) for f in fields(rec) if f.name not in ARRAY_FIELDS}
+    out["logit_lens"] = [[asdict(t) for t in layer] for layer in rec.logit_lens]
+    out["kv"] = [asdict(s) for s in rec.kv]
+    out["sample"] = asdict(rec.sample) if rec.sample is not None else None
+    return out
+
+
+def record_from_json(d: dict[str, Any], arrays: dict[str, np.ndarray]) -> ForwardRecord:
+    """The record `record_json` wrote, its arrays (keyed by ARRAY_FIELDS) put back."""
+    return ForwardRecord(
+        kind=str(d["kind"]), step=int(d["step"]), start_pos=int(d["start_pos"]),
+        token_ids=[int(t) for t in d["token_ids"]], cached=bool(d["cached"]),
+        **{p: arrays[p] for p in NORM_POINTS},
+        logit_lens=[[TopToken(**t) for t in layer] for layer in d["logit_lens"]],
+        logits=arrays["logits"],
+        kv=[_kv_stat(s) for s in d["kv"]],
+        forward_ms=float(d["forward_ms"]),
+        sample=_sample(d["sample"]) if d["sample"] is not None else None,
+        sample_ms=float(d["sample_ms"]), tokenize_ms=float(d["tokenize_ms"]), extra=dict(d["extra"]),
+    )
+
+
+def _kv_stat(s: dict[str, Any]) -> KVLayerStat:
+    return KVLayerStat(layer=s["layer"], length=s["length"], capacity=s["capacity"], nbytes=s["nbytes"],
+                       k_shape=tuple(s["k_shape"]), v_shape=tuple(s["v_shape"]), kv_head_groups=s["kv_head_groups"])
+
+
+def _sample(s: dict[str, Any]) -> SampleRecord:
+    return SampleRecord(
+        params=SamplingParams(**s["params"]), token_id=s["token_id"], token_piece=s["token_piece"],
+        candidates=[Candidate(**c) for c in s["candidates"]], entropy_raw=s["entropy_raw"],
+        entropy_final=s["entropy_final"], survivors=s["survivors"], vocab_size=s["vocab_size"],
+    )
+
+
+# ---- what a read-only session uses instead of the model and its tokenizer
+class TracePieces:
+    """The tokenizer a read-only session has: the saved display piece of every id and the special ids."""
+
+    eos_id = None
+
+    def __init__(self, pieces: list[str], specials: set[int]) -> None:
+        self._pieces, self._specials = pieces, specials
+        self.vocab_size = len(pieces)
+
+    def piece(self, token_id: int) -> str:
+        return self._pieces[token_id] if 0 <= token_id < len(self._pieces) else f"<{token_id}>"
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [self.piece(i) for i in ids]
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._specials
+
+
+@dataclass
+class TracedModel:
+    """Who recorded a read-only trace, standing where a session keeps its `LoadedModel` (no weights)."""
+
+    name: str
+    source: str
+    config: ModelConfig
+    tokenizer: TracePieces
+    dtype: torch.dtype
+    model: None = None
+
+
+class RestoredTrace(TraceStore):
+    """A `TraceStore` over forwards and a cache read from a file; `model` is None when read-only."""
+
+    def __init__(self, config: ModelConfig, model: Any, piece: Any, cache: KVCache, forwards: list[Forward]) -> None:
+        self.model, self.config, self.piece = model, config, piece
+        self.cache = cache
+        self.forwards = forwards
+        self.pending = None
+
+
+# ---- the session
+class RestoredSession(Session):
+    """A `Session` rebuilt from a trace document; steps on only when `read_only` is None."""
+
+    def __init__(self, doc: dict[str, Any], tensors: dict[str, torch.Tensor], loaded: Any,
+                 read_only: str | None) -> None:
+        recorded, settings = doc["model"], doc["settings"]
+        self.recorded_model = recorded  # name, source, dtype, config, fingerprint of the recording model
+        self.settings = settings  # prompt, chat, system, params (the newest step's), max_new_tokens, flags
+        self.read_only = read_only
+        config = ModelConfig.from_hf(recorded["config"], name=recorded["name"])
+        if read_only is None:
+            self.loaded = loaded
+        else:
+            tokenizer = TracePieces([str(p) for p in doc["pieces"]], {int(i) for i in doc["specials"]})
+            self.loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer,
+                                      DTYPES[recorded["dtype"]])
+        self.model, self.config, self.tokenizer = self.loaded.model, self.loaded.config, self.loaded.tokenizer
+        self.recompute, self.record, self.lens = bool(settings["recompute"]), bool(settings["record"]), bool(settings["lens"])
+        self.context = self.config.max_position_embeddings
+        self.eos_ids = frozenset(int(i) for i in doc["eos_ids"])
+        self.max_new_tokens = int(settings["max_new_tokens"])
+        self.prompt_ids = [int(i) for i in doc["prompt_ids"]]
+        self.generated_ids = [int(i) for i in doc["generated_ids"]]
+        self.finished = doc["finished"]
+        self.text = str(doc["text"])
+        self._detok = Detokenizer(self.tokenizer)
+        if read_only is None:  # the detokenizer's state (a character may be half-way) as the original left it
+            for t in self.generated_ids:
+                self._detok.add(t)
+            if self.finished:
+                self._detok.finish()
+        forwards = [_forward(d, k, tensors) for k, d in enumerate(doc["forwards"])]
+        _check_shapes(self.config, forwards, tensors["cache.keys"], tensors["cache.values"], len(self.generated_ids))
+        cache = _cache(self.config, self.model, tensors["cache.keys"], tensors["cache.values"])
+        self.trace = RestoredTrace(self.config, self.model, self.tokenizer.piece, cache, forwards)
+
+    def _writable(self) -> None:
+        if self.read_only is not None:
+            raise InputError(self.read_only)
+
+    def prefill(self, *args: Any, **kwargs: Any) -> ForwardRecord:
+        self._writable()
+        return super().prefill(*args, **kwargs)
+
+    def prefill_ids(self, *args: Any, **kwargs: Any) -> ForwardRecord:
+        self._writable()
+        return super().prefill_ids(*args, **kwargs)
+
+    def step(self, params: SamplingParams) -> ForwardRecord:
+        self._writable()
+        return super().step(params)
+
+    def forward_ahead(self, lens: bool = False) -> bool:
+        return self.read_only is None and super().forward_ahead(lens)
+
+    def branch(self, step: int, token_id: int) -> None:
+        self._writable()
+        super().branch(step, token_id)
+
+    def resample(self, params: SamplingParams) -> ForwardRecord:
+        self._writable()
+        return super().resample(params)
+
+    def recompute_last_step(self) -> tuple[float, float]:
+        self._writable()
+        return super().recompute_last_step()
+
+
+def _forward(d: dict[str, Any], k: int, tensors: dict[str, torch.Tensor]) -> Forward:
+    """Forward k: its record and the tensors it kept (queries and lens inputs absent when not recorded)."""
+    name = f"forwards.{k}."
+    arrays = {p: tensors[name + p].numpy() for p in NORM_POINTS}
+    arrays["logits"] = tensors[name + "logits_fp16"].numpy()
+    return Forward(record_from_json(d, arrays), tensors[name + "logits"],
+                   tensors.get(name + "queries"), tensors.get(name + "lens_inputs"))
+
+
+def _check_shapes(cfg: ModelConfig, forwards: list[Forward], keys: torch.Tensor, values: torch.Tensor,
+                  n_generated: int) -> None:
+    """ValueError unless the tensors have the shapes the config and the records say (the views index them)."""
+    L, H, KV, d = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    if not forwards or len(forwards) != n_generated:
+        raise ValueError(f"{len(forwards)} forwards for {n_generated} generated tokens")
+    start = 0
+    for f in forwards:
+        rec, n = f.record, f.record.n_new
+        if rec.start_pos != start:
+            raise ValueError(f"step {rec.step} starts at position {rec.start_pos}, not {start}")
+        start = rec.positions.stop
+        want = {"logits": (cfg.vocab_size,), "record logits": (cfg.vocab_size,)}
+        got = {"logits": tuple(f.logits.shape), "record logits": rec.logits.shape}
+        if f.queries is not None:
+            want["queries"], got["queries"] = (L, H, n, d), tuple(f.queries.shape)
+            want["norms"], got["norms"] = (L, n), rec.resid_post.shape
+        if f.lens_inputs is not None:
+            want["lens inputs"], got["lens inputs"] = (L, cfg.hidden_size), tuple(f.lens_inputs.shape)
+        for what, shape in want.items():
+            if got[what] != shape:
+                raise ValueError(f"step {rec.step}'s {what} have shape {got[what]}, expected {shape}")
+    for what, t in (("keys", keys), ("values", values)):
+        if tuple(t.shape) != (L, KV, start, d):
+            raise ValueError(f"cache {what} have shape {tuple(t.shape)}, expected {(L, KV, start, d)}")
+
+
+def _cache(config: ModelConfig, model: Any, keys: torch.Tensor, values: torch.Tensor) -> KVCache:
+    """A cache holding `keys`/`values` (layers, kv_heads, positions, head_dim) as its committed positions."""
+    cache = steps.new_cache(model) if model is not None else KVCache(config, dtype=keys.dtype)
+    n = keys.shape[2]
+    if n:
+        for layer in range(config.num_hidden_layers):
+            cache.update(layer, keys[layer][None], values[layer][None])  # (1, kv_heads, n, head_dim)
+        cache.advance(n)
+    return cache

@@ -1,0 +1,216 @@
+"""Trace files: one generation saved as one `.safetensors` file, reopened without running the model.
+
+`save_trace(session, path)` writes; `load_trace(path, loaded=None)` reads it back as a `RestoredSession`
+(`inspector.session.restore`) whose views equal the original's, and which steps on when `loaded` is the
+model that recorded it (same config and weights fingerprint); otherwise it is read-only.
+
+Format `FORMAT`, version `FORMAT_VERSION`: safetensors tensors for the arrays, and the safetensors
+header's `__metadata__` (string -> string) holding "format", "version", "trace" (one JSON document) and
+"sha256" (of that document and every tensor's bytes: any flipped byte reads as corrupted). Never pickle.
+- JSON: the model (name, source, dtype, HF config, `weights_fingerprint`), the settings (prompt, chat,
+  system when the caller gives them; the newest step's sampling params; max new tokens; the session's
+  recompute/record/lens flags), prompt and generated ids, the display piece of every vocabulary id and
+  the special ids (a reader without the tokenizer shows any token, sampling previews included), text, finish reason, EOS ids, timings, and per committed forward its `ForwardRecord` without the
+  arrays (sample, KV stats, timings, logit lens). Saving computes the logit lens of every recorded
+  forward that has not shown it yet, kept in its record as showing it would, so a reader without the
+  model shows it too.
+- Tensors: per forward k `forwards.k.{resid_pre, attn_out, resid_mid, mlp_out, resid_post}` (norms),
+  `forwards.k.logits_fp16` (the record's), `forwards.k.logits` (fp32, what sampling and previews use),
+  `forwards.k.queries` and `forwards.k.lens_inputs` (when recorded); `cache.keys` and `cache.values`, the
+  KV cache's committed positions (layers, kv_heads, positions, head_dim), which the attention views read.
+A forward run ahead of the next step (`pending`) is not saved: it is not part of the generation yet.
+
+Reading a file that is missing, not safetensors, truncated, corrupted, foreign (a safetensors file that
+is no trace) or of a newer version raises one `InputError` line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from inspector.engine.recording import NORM_POINTS
+from inspector.engine.config import ModelConfig
+from inspector.errors import InputError, InspectorError
+from inspector.session.restore import RestoredSession, record_json
+
+FORMAT = "inspector-trace"
+FORMAT_VERSION = 1
+FINGERPRINT_SAMPLES = 1024  # evenly strided elements of each parameter hashed into the fingerprint
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """sha256 over every parameter's name, shape and dtype, FINGERPRINT_SAMPLES evenly strided elements and
+    the float64 sum of all its elements: any single changed weight changes the sum. One read of the
+    weights (about 0.2 s for 135M parameters on this machine's CPU), no copy of them."""
+    h = hashlib.sha256()
+    with torch.inference_mode():
+        for name, p in model.named_parameters():
+            flat = p.detach().reshape(-1)
+            n = flat.numel()
+            h.update(f"{name}:{tuple(p.shape)}:{p.dtype};".encode())
+            h.update(flat[::max(1, n // FINGERPRINT_SAMPLES)].float().numpy().tobytes())
+            h.update(flat.sum(dtype=torch.float64).numpy().tobytes())
+    return h.hexdigest()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# ---- writing
+def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None = None,
+               chat: bool | None = None, system: str | None = None) -> int:
+    """Write the session's committed forwards, KV cache and state to `path` (replaced atomically); the
+    file's size in bytes. `prompt`, `chat`, `system` are saved as settings when given (the session keeps
+    only the token ids). InputError when nothing was generated yet."""
+    trace = session.trace
+    if not trace.forwards:
+        raise InputError("nothing to save: run prefill first")
+    tensors: dict[str, torch.Tensor] = {}
+    forwards = []
+    for k, f in enumerate(trace.forwards):
+        if f.lens_inputs is not None:
+            trace.fill_lens(f)  # computed once and kept in the record, as the Residual view would
+        rec, name = f.record, f"forwards.{k}."
+        forwards.append(record_json(rec))
+        for p in NORM_POINTS:
+            tensors[name + p] = torch.from_numpy(getattr(rec, p))
+        tensors[name + "logits_fp16"] = torch.from_numpy(rec.logits)
+        tensors[name + "logits"] = f.logits
+        if f.queries is not None:
+            tensors[name + "queries"] = f.queries
+        if f.lens_inputs is not None:
+            tensors[name + "lens_inputs"] = f.lens_inputs
+    cache, end = trace.cache, trace.end
+    kv = [cache.read(layer, end=end) for layer in range(cache.num_layers)]  # (kv_heads, end, d) each
+    tensors["cache.keys"] = torch.stack([k for k, _ in kv])  # (layers, kv_heads, end, d)
+    tensors["cache.values"] = torch.stack([v for _, v in kv])
+    tensors = {n: t.detach().cpu().contiguous() for n, t in tensors.items()}  # safetensors: own, dense storage
+    doc = json.dumps(_document(session, forwards, prompt, chat, system), ensure_ascii=False)
+    metadata = {"format": FORMAT, "version": str(FORMAT_VERSION), "trace": doc, "sha256": _digest(doc, tensors)}
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    save_file(tensors, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+    return path.stat().st_size
+
+
+def _document(session: Any, forwards: list[dict], prompt: str | None, chat: bool | None,
+              system: str | None) -> dict[str, Any]:
+    loaded, tok = session.loaded, session.tokenizer
+    vocab = range(min(session.config.vocab_size, tok.vocab_size))  # ids past the tokenizer's have no piece
+    last = session.records[-1].sample
+    return {
+        "model": {"name": loaded.name, "source": str(loaded.source), "dtype": dtype_name(loaded.dtype),
+                  "config": session.config.to_hf(), "fingerprint": _fingerprint(session)},
+        "settings": {"prompt": prompt, "chat": chat, "system": system,
+                     "params": asdict(last.params) if last is not None else None,
+                     "max_new_tokens": session.max_new_tokens, "recompute": session.recompute,
+                     "record": session.record, "lens": session.lens},
+        "prompt_ids": list(session.prompt_ids),
+        "generated_ids": list(session.generated_ids),
+        "pieces": tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id
+        "specials": [i for i in vocab if tok.is_special(i)],
+        "text": session.text,
+        "finished": session.finished,
+        "eos_ids": sorted(session.eos_ids),
+        "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms},
+        "forwards": forwards,
+    }
+
+
+def _fingerprint(session: Any) -> str:
+    """The recording model's fingerprint: computed from its weights, or carried over by a read-only restore."""
+    if session.model is None:
+        return session.recorded_model["fingerprint"]
+    return weights_fingerprint(session.model)
+
+
+def _digest(doc: str, tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256(doc.encode())
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+# ---- reading
+def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The JSON document and the tensors of a trace file, checked; one InputError line when it is not one."""
+    path = Path(path)
+    name = path.name
+    if not path.is_file():
+        raise InputError(f"no trace file at {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InputError(f"{name} is not a readable trace file (truncated, or not safetensors): "
+                         f"{_first_line(exc)}") from None
+    if metadata.get("format") != FORMAT:
+        raise InputError(f"{name} is a safetensors file but not an inspector trace (no format {FORMAT!r} "
+                         f"in its metadata)")
+    try:
+        version = int(metadata.get("version", ""))
+    except ValueError:
+        raise InputError(f"{name} is corrupted: bad format version {metadata.get('version')!r}") from None
+    if version > FORMAT_VERSION:
+        raise InputError(f"{name} is a trace of format version {version}; this inspector reads up to version "
+                         f"{FORMAT_VERSION}: upgrade inspector to open it")
+    if version < 1:
+        raise InputError(f"{name} is corrupted: bad format version {version}")
+    try:
+        # Cloned: load_file's tensors sit at the file's offsets, unaligned, and SIMD kernels may then sum in
+        # another order than on the original's tensors (last-bit differences in attention and sampling).
+        tensors = {n: t.clone() for n, t in load_file(str(path)).items()}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InputError(f"{name} is corrupted: {_first_line(exc)}") from None
+    doc_text = metadata.get("trace", "")
+    if _digest(doc_text, tensors) != metadata.get("sha256"):
+        raise InputError(f"{name} is corrupted: its contents do not match the checksum it was saved with")
+    try:
+        doc = json.loads(doc_text)
+    except ValueError as exc:
+        raise InputError(f"{name} is corrupted: {_first_line(exc)}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{name} is corrupted: the trace document is not a JSON object")
+    return doc, tensors
+
+
+def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSession:
+    """The session saved in `path`; it steps on when `loaded` (a LoadedModel) recorded it, else read-only."""
+    doc, tensors = read_trace(path)
+    try:
+        return RestoredSession(doc, tensors, loaded, _read_only_reason(doc["model"], loaded))
+    except InputError:
+        raise
+    except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+        what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else _first_line(exc)
+        raise InputError(f"{Path(path).name} is corrupted: {what}") from None
+
+
+def _read_only_reason(recorded: dict[str, Any], loaded: Any) -> str | None:
+    """None when `loaded` is the model that recorded the trace; else the one line a step refuses with."""
+    was = f"{recorded['name']} ({recorded['dtype']}, weights {recorded['fingerprint'][:12]})"
+    if loaded is None:
+        return f"this trace is read-only: it was recorded with {was} and no model is loaded to step on"
+    fingerprint = weights_fingerprint(loaded.model)
+    if fingerprint == recorded["fingerprint"] and ModelConfig.from_hf(recorded["config"]) == loaded.config:
+        return None
+    now = f"{loaded.name} ({dtype_name(loaded.dtype)}, weights {fingerprint[:12]})"
+    return f"this trace is read-only: it was recorded with {was}, the loaded model is {now}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
