@@ -4,8 +4,10 @@ Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
 no `lm_head` module and unembeds with `model.embed_tokens.weight`.
 
-Contract: `Transformer.forward(input_ids (B, T), cache=None, rec=None, positions=None, last_only=False)
--> logits (B, T, V)`, or (B, 1, V) holding each row's last real token with `last_only`.
+Contract: `Transformer.forward(input_ids (B, T), cache=None, rec=None, positions=None, last_only=False,
+n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real token with `last_only`.
+- `n_layers` L runs only the first L blocks, then the final norm and LM head (the logit lens at layer L
+  as a model of its own: the early-exit draft model); its cache is written for those L layers only.
 - Rows are independent requests, each at its own position. Row b's new tokens sit at positions
   cache.lengths[b], cache.lengths[b] + 1, ... (0, 1, ... without a cache).
 - `positions` None: all T slots of every row are real tokens. Otherwise a (B, T) long tensor giving each
@@ -266,8 +268,10 @@ class Transformer(nn.Module):
         return F.linear(self.model.norm(resid), self.unembed_weight)
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
-                positions: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
-        """Logits (B, T, V), or (B, 1, V) of each row's last real token with `last_only` (see the module doc)."""
+                positions: torch.Tensor | None = None, last_only: bool = False,
+                n_layers: int | None = None) -> torch.Tensor:
+        """Logits (B, T, V), or (B, 1, V) of each row's last real token with `last_only`; only the first
+        `n_layers` blocks when given (see the module doc)."""
         B, T = input_ids.shape
         starts = cache.lengths if cache is not None else [0] * B
         plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
@@ -277,7 +281,8 @@ class Transformer(nn.Module):
         sin = signed_sin(sin)  # see apply_rope
         if cos.dim() == 3:
             cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
-        for block in self.model.layers:
+        blocks = self.model.layers if n_layers is None else self.model.layers[:n_layers]
+        for block in blocks:
             x = block(x, cos, sin, cache, plan, rec)
         if last_only:
             if plan.counts is None:

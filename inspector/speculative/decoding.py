@@ -1,0 +1,181 @@
+"""`SpeculativeRun`: speculative decoding as a state machine of rounds, driven by the CLI, the tab and the bench.
+
+`prefill(ids)` runs the full model over the prompt and draws token 1 exactly as `Session` does. Each
+`round()` then:
+1. asks the drafter for k tokens after the context (the prompt and the output so far),
+2. runs the full model ONCE over the last token and the k drafts (k+1 positions, written to the cache),
+3. keeps the drafts the acceptance rule keeps and adds the corrected or bonus token (`verify`),
+4. rolls the target cache and the drafter back past the rejected positions,
+and returns a `RoundRecord`. Like `Session`, the newest token is generated but not yet in the cache: the
+cache holds prompt + generated[:-1]. Generation ends at EOS, `max_new_tokens` or the context window, at
+the exact token where plain decoding would end; k is capped per round so the verify never passes the
+context and no round drafts past `max_new_tokens`. Greedy output equals plain greedy decoding token for
+token; sampled output has the full model's distribution (not the same draws as `Session`).
+
+`plain_decode(model, ids, tokens)` times plain greedy decoding of the same prompt and length (the speedup's
+peer). Bad input (draft length < 1 or past the context, bad sampling settings) raises InputError.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from inspector.engine import steps
+from inspector.engine.config import SamplingParams
+from inspector.engine.model import Transformer
+from inspector.engine.sampling import generator_for, sample
+from inspector.errors import InputError
+from inspector.models.detokenize import Detokenizer
+from inspector.models.loader import LoadedModel
+from inspector.speculative.drafters import Draft, Drafter
+from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
+from inspector.speculative.verify import accept_drafts, rollback, target_probs, verify_forward
+
+TOP_N = 20  # candidates kept per emitted token when `keep_top` (the CLI's --json)
+
+
+def check_draft_len(draft_len: int, prompt_len: int, context: int) -> None:
+    """InputError unless 1 <= draft_len and one verify over the prompt's next k+1 positions fits the context."""
+    if draft_len < 1:
+        raise InputError(f"draft length must be >= 1, got {draft_len}")
+    room = context - 1 - prompt_len  # the first verify writes positions prompt_len .. prompt_len + k
+    if draft_len > room:
+        raise InputError(f"draft length {draft_len} is past the context: a prompt of {prompt_len} tokens leaves "
+                         f"room for {max(room, 0)} drafts in the {context}-token context window")
+
+
+class SpeculativeRun:
+    """One speculative generation over `loaded`'s model with `drafter`; rounds recorded in `self.rounds`."""
+
+    def __init__(self, loaded: LoadedModel, drafter: Drafter, draft_len: int, params: SamplingParams, *,
+                 max_new_tokens: int = 64, keep_top: bool = False) -> None:
+        try:
+            params.validate()
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        if draft_len < 1:
+            raise InputError(f"draft length must be >= 1, got {draft_len}")
+        if max_new_tokens <= 0:
+            raise InputError(f"max new tokens must be > 0, got {max_new_tokens}")
+        self.model: Transformer = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.context = loaded.config.max_position_embeddings
+        eos = set(loaded.config.eos_token_ids)
+        if getattr(self.tokenizer, "eos_id", None) is not None:
+            eos.add(self.tokenizer.eos_id)
+        self.eos_ids = frozenset(eos)
+        self.drafter, self.draft_len, self.params = drafter, draft_len, params
+        self.max_new_tokens, self.keep_top = max_new_tokens, keep_top
+        self.cache = steps.new_cache(self.model)
+        self.prompt_ids: list[int] = []
+        self.generated_ids: list[int] = []
+        self.tops: list[list[tuple[int, float, float]]] = []  # per generated token: (id, logit, prob) top-N
+        self.rounds: list[RoundRecord] = []
+        self.stats = SpecStats(drafter.name, draft_len)
+        self.finished: str | None = None
+        self.prefill_ms = 0.0
+        self._detok = Detokenizer(self.tokenizer)
+
+    @property
+    def text(self) -> str:
+        return self._detok.text
+
+    def prefill(self, ids: Sequence[int]) -> None:
+        """The full model over the prompt; token 1 drawn as `Session` draws it."""
+        ids = list(ids)
+        if not ids:
+            raise InputError("prompt is empty")
+        if len(ids) >= self.context:
+            raise InputError(f"prompt is {len(ids)} tokens; the context window is {self.context} tokens")
+        check_draft_len(self.draft_len, len(ids), self.context)
+        self.drafter.reset()
+        self.prompt_ids = ids
+        t0 = time.perf_counter()
+        logits = steps.prefill(self.model, ids, self.cache)  # (V,)
+        token = sample(logits, self.params, generator_for(self.params.seed, len(ids))).token
+        self.prefill_ms = (time.perf_counter() - t0) * 1e3
+        self._keep_top(logits[None])
+        self._append(token)
+
+    def round(self) -> RoundRecord:
+        """Draft, verify in one forward, accept, roll back; InputError when finished or not prefilled."""
+        if not self.prompt_ids:
+            raise InputError("nothing to continue: run prefill first")
+        if self.finished:
+            raise InputError(f"generation has finished ({self.finished})")
+        n = self.cache.lengths[0]  # position of the newest token, the first one fed
+        context = self.prompt_ids + self.generated_ids
+        remaining = self.max_new_tokens - len(self.generated_ids)
+        k = max(0, min(self.draft_len, remaining - 1, self.context - 1 - n))
+        t0 = time.perf_counter()
+        draft = self.drafter.draft(context, k, self.params) if k else Draft([], None, [])
+        drafts = draft.ids[:k]
+        t1 = time.perf_counter()
+        logits = verify_forward(self.model, self.cache, [context[-1], *drafts])  # (k+1, V)
+        p = target_probs(logits, self.params)  # (k+1, V)
+        q = None if draft.q is None else draft.q[:len(drafts)]
+        verdict = accept_drafts(drafts, p, q, self.params, first_position=n + 1)
+        kept = n + 1 + verdict.accepted  # the fed token and the kept drafts stay in the cache
+        rollback(self.cache, kept)
+        self.drafter.rollback(kept)
+        shown_p = torch.softmax(logits, -1) if self.params.temperature == 0.0 else p  # (k+1, V)
+        emitted: list[int] = []
+        for i, token in enumerate([*drafts[:verdict.accepted], verdict.token]):
+            if self.finished:
+                break
+            self._keep_top(logits[i:i + 1])
+            self._append(token)
+            emitted.append(token)
+        t2 = time.perf_counter()
+        piece = self.tokenizer.piece
+        nxt = verdict.token if len(emitted) == verdict.accepted + 1 else None
+        rec = RoundRecord(
+            index=len(self.rounds), start_pos=n, fed_id=context[-1], fed_piece=piece(context[-1]),
+            drafts=[DraftToken(x, piece(x), float(draft.shown_q[i]), float(shown_p[i, x]), i < verdict.accepted)
+                    for i, x in enumerate(drafts)],
+            accepted=verdict.accepted, next_id=nxt, next_piece=piece(nxt) if nxt is not None else "",
+            next_p=float(shown_p[verdict.accepted, nxt]) if nxt is not None else 0.0,
+            next_kind="none" if nxt is None else "plain" if not drafts else "bonus" if verdict.bonus else "corrected",
+            emitted=emitted, kv_before=n, kv_written=n + len(drafts) + 1, kv_after=self.cache.lengths[0],
+            draft_ms=(t1 - t0) * 1e3, verify_ms=(t2 - t1) * 1e3,
+        )
+        self.rounds.append(rec)
+        self.stats.add(rec)
+        return rec
+
+    def play(self) -> Iterator[RoundRecord]:
+        """Rounds until EOS, max new tokens or the context end."""
+        while not self.finished:
+            yield self.round()
+
+    def _append(self, token: int) -> None:
+        self.generated_ids.append(token)
+        self._detok.add(token)
+        if token in self.eos_ids:
+            self.finished = "eos"
+        elif len(self.generated_ids) >= self.max_new_tokens:
+            self.finished = "max_tokens"
+        elif len(self.prompt_ids) + len(self.generated_ids) >= self.context:
+            self.finished = "context_full"
+        if self.finished:
+            self._detok.finish()
+
+    def _keep_top(self, logits: torch.Tensor) -> None:
+        """The top-N (id, logit, prob) of the logits row (1, V) that decided the next token, when asked."""
+        if self.keep_top:
+            top = torch.topk(logits[0], TOP_N)
+            probs = torch.softmax(logits[0], -1)[top.indices]
+            self.tops.append([(int(i), float(v), float(pr)) for i, v, pr in zip(top.indices, top.values, probs)])
+
+
+def plain_decode(model: Transformer, ids: Sequence[int], tokens: int) -> tuple[list[int], PlainTiming]:
+    """Plain greedy decoding of `ids`: the prefill's token, then `tokens` decode steps (timed, the prefill not)."""
+    cache = steps.new_cache(model)
+    out = [int(steps.prefill(model, list(ids), cache).argmax())]
+    t0 = time.perf_counter()
+    for _ in range(tokens):
+        out.append(int(steps.decode_step(model, out[-1], cache).argmax()))
+    return out, PlainTiming(tokens, time.perf_counter() - t0)
