@@ -1,12 +1,21 @@
 """Batched decode throughput and paged vs contiguous KV memory on the default model; prints markdown tables.
 
 Run: python bench/batching.py [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
+     [--remeasure-peaks]
+     python bench/batching.py --quick   (batches 1,2,4, a few steps: a smoke test in seconds, not a measurement)
 
 Throughput: for each batch size b, b copies of the same prompt (greedy) are prefilled in one forward, then
 decode steps of all b rows run through `step_rows`, on the engine's contiguous `KVCache` and on the
 `PagedKVCache` batch view (blocks of 16). Aggregate tokens/s = b / the median step time. The machine may
 be shared, so configurations take turns in short chunks, round after round (as bench/engine.py does), and
 a burst of load elsewhere hits every configuration rather than one. Compare ratios within a run.
+
+Roofline: each batch's decode step is counted by `inspector.serving.roofline.forward_cost` (b rows of one
+token after the prompt and half the steps: weights read once, KV read and written) and divided by the
+median contiguous step time: achieved GB/s and GFLOP/s, beside the machine's peaks (a matmul and a
+memory-read benchmark, measured once and cached next to the model). Decode at batch 1 should sit near the
+bandwidth roof; as the batch grows the same weight bytes serve more tokens, so GFLOP/s rises and the
+step moves right on the roofline (FLOPs per byte).
 
 Memory: a fixed mixed set of requests (prompt lengths, max new tokens, where each actually stopped),
 held at once: a contiguous cache reserves every request's prompt + max new tokens, the paged cache holds
@@ -30,6 +39,7 @@ sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .`
 
 from inspector.engine.steps import new_cache, step_rows  # noqa: E402
 from inspector.serving.paged_cache import PagedKVCache  # noqa: E402
+from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory  # noqa: E402
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -103,7 +113,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--remeasure-peaks", action="store_true", help="measure the peaks again (on a quiet machine)")
+    ap.add_argument("--quick", action="store_true", help="batches 1,2,4, prompt 8, 2 steps each: a smoke test")
     args = ap.parse_args()
+    if args.quick:
+        args.batches, args.prompt_len, args.rounds, args.chunk = "1,2,4", 8, 1, 2
     if args.threads:
         torch.set_num_threads(args.threads)
     from inspector.models.loader import load_model
@@ -112,13 +126,24 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     rows = throughput(loaded, batches, args.prompt_len, args.rounds, args.chunk)
     base = rows[0]["tok_s"]
-    print(f"## Batched decode, {loaded.name} fp32, prompt {args.prompt_len} tokens, {torch.get_num_threads()} threads, "
-          f"median of {args.rounds * args.chunk} steps\n")
-    print("| batch | step ms | tokens/s | x batch 1 | paged step ms | paged tokens/s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    dtype = loaded.model.model.embed_tokens.weight.dtype
+    peaks = cached_peaks(peaks_directory(loaded.weights_path), dtype, refresh=args.remeasure_peaks)
+    elem = torch.empty((), dtype=dtype).element_size()
+    context = args.prompt_len + args.rounds * args.chunk // 2  # mid-run: what a median step reads
+    print(f"## Batched decode, {loaded.name} {str(dtype).removeprefix('torch.')}, prompt {args.prompt_len} tokens, "
+          f"{torch.get_num_threads()} threads, median of {args.rounds * args.chunk} steps\n")
+    print(f"Peaks (measured once, cached): {peaks.gflops_per_s:.1f} GFLOP/s matmul, {peaks.gb_per_s:.1f} GB/s read "
+          f"({peaks.key}); ridge {peaks.ridge:.1f} FLOP/byte.\n")
+    print("| batch | step ms | tokens/s | x batch 1 | paged step ms | paged tokens/s | FLOP/byte | GB/s | % of peak GB/s "
+          "| GFLOP/s | % of peak GFLOP/s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        cost = forward_cost(loaded.config, [(1, context)] * r["batch"], elem)
+        secs = r["step_ms"] / 1e3
+        gbs, gflops = cost.bytes_moved / secs / 1e9, cost.flops / secs / 1e9
         print(f"| {r['batch']} | {r['step_ms']:.1f} | {r['tok_s']:.1f} | {r['tok_s'] / base:.2f} | "
-              f"{r['paged_step_ms']:.1f} | {r['paged_tok_s']:.1f} |")
+              f"{r['paged_step_ms']:.1f} | {r['paged_tok_s']:.1f} | {cost.intensity:.2f} | {gbs:.1f} | "
+              f"{100 * gbs / peaks.gb_per_s:.0f} | {gflops:.1f} | {100 * gflops / peaks.gflops_per_s:.0f} |")
     reqs = mixed_requests()
     mib = 2 ** 20
     print(f"\n## KV memory of {len(reqs)} mixed requests held at once (prompt 8-400, max new 256/512/1024, "

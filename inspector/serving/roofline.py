@@ -131,9 +131,10 @@ def measure_peaks(dtype: torch.dtype = torch.float32, device: torch.device | str
 
 
 def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", **measure_kwargs) -> Peaks:
-    """The peaks stored in `directory`/roofline-peaks.json for this machine key, measured and stored if absent.
-    An unwritable directory only costs the caching."""
+                 device: torch.device | str = "cpu", *, refresh: bool = False, **measure_kwargs) -> Peaks:
+    """The peaks stored in `directory`/roofline-peaks.json for this machine key, measured and stored if absent
+    (or `refresh`: a measurement taken while the machine was busy is replaced). An unwritable directory only
+    costs the caching."""
     path = Path(directory) / PEAKS_FILE
     key = machine_key(dtype, device)
     stored: dict = {}
@@ -142,7 +143,7 @@ def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.f
         stored = found if isinstance(found, dict) else {}
     except (OSError, ValueError):
         pass
-    entry = stored.get(key)
+    entry = None if refresh else stored.get(key)
     if isinstance(entry, dict):
         try:
             return Peaks(float(entry["gflops_per_s"]), float(entry["gb_per_s"]), str(entry["dtype"]), key)
