@@ -148,9 +148,9 @@ def _digest(doc: str, tensors: dict[str, torch.Tensor]) -> str:
 def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """The JSON document and the tensors of a trace file, checked; one InputError line when it is not one."""
     path = Path(path)
-    name = path.name
+    name = _shown(path.name)
     if not path.is_file():
-        raise InputError(f"no trace file at {path}")
+        raise InputError(f"no trace file at {_shown(str(path))}")
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
@@ -196,7 +196,7 @@ def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSess
         raise
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
         what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else _first_line(exc)
-        raise InputError(f"{Path(path).name} is corrupted: {what}") from None
+        raise InputError(f"{_shown(Path(path).name)} is corrupted: {what}") from None
 
 
 def _read_only_reason(recorded: dict[str, Any], loaded: Any) -> str | None:
@@ -209,6 +209,12 @@ def _read_only_reason(recorded: dict[str, Any], loaded: Any) -> str | None:
         return None
     now = f"{loaded.name} ({dtype_name(loaded.dtype)}, weights {fingerprint[:12]})"
     return f"this trace is read-only: it was recorded with {was}, the loaded model is {now}"
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """A file name or path on one line (control characters escaped), shortened past `limit` characters."""
+    one = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return one if len(one) <= limit else one[:limit] + "..."
 
 
 def _first_line(exc: BaseException) -> str:
