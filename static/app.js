@@ -55,6 +55,15 @@
     tip.hidden = false;
   });
 
+  // Write a value into a (hidden) Gradio textbox and fire `input`, which runs its event on the server.
+  // The value is sent even when it equals the last one (a second click on the same candidate).
+  const send = (selector, value) => {
+    const box = document.querySelector(selector);
+    if (!box) return;
+    box.value = value;
+    box.dispatchEvent(new Event("input", { bubbles: true }));
+  };
+
   // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab.
   const openTab = (label) => {
     // a tab that does not fit the row sits in Gradio's "More tabs" menu, as a plain button
@@ -75,6 +84,19 @@
     const stage = ev.target.closest && ev.target.closest(".ii-pipeline [data-tab]");
     if (stage) {
       openTab(stage.dataset.tab);
+      return;
+    }
+    // branching: a "what if" candidate or a logit-lens cell forces that token; a tree node switches branch
+    const force = ev.target.closest && (ev.target.closest(".ii-branch-force[data-step]")
+      || ev.target.closest("table.ii-lens td[data-id]"));
+    if (force) {
+      const step = force.dataset.step || force.closest("table").dataset.step;
+      send("#branch-request textarea", `${step}:${force.dataset.id}`);
+      return;
+    }
+    const node = ev.target.closest && ev.target.closest(".ii-branch-node[data-branch]");
+    if (node) {
+      send("#branch-switch textarea", node.dataset.branch);
       return;
     }
     const chip = ev.target.closest && ev.target.closest(".ii-chip[data-pos]");

@@ -167,6 +167,29 @@ class Session:
         self._sample_into(step, rec.sample.params, force=token_id)
         rec.extra["forced"] = True
 
+    def follow(self, generated_ids: list[int]) -> None:
+        """Make the run's sampled tokens `generated_ids` (another branch of it): keep the steps both share,
+        force the first token where they part, then one forward per further token, each forced to the
+        branch's token. Records and cache end as if the branch had been generated step by step."""
+        target = list(generated_ids)
+        if not self.trace.forwards:
+            raise InputError("nothing to follow: run prefill first")
+        if not target:
+            raise InputError("a branch holds at least the prefill's token")
+        shared = next((i for i, (a, b) in enumerate(zip(self.generated_ids, target)) if a != b),
+                      min(len(self.generated_ids), len(target)))
+        if shared < len(target) and shared < len(self.generated_ids):
+            self.branch(shared, target[shared])  # they part at `shared`: rewind there, force the branch's token
+        elif len(target) < len(self.generated_ids):
+            self.branch(len(target) - 1, target[-1])  # the branch is a prefix of this run: rewind to its end
+        while len(self.generated_ids) < len(target):
+            k = len(self.generated_ids)
+            if self.finished:
+                raise InputError(f"the run finished ({self.finished}) before step {k} of the branch")
+            self.step(self.trace.forwards[-1].record.sample.params)
+            if self.generated_ids[k] != target[k]:
+                self.branch(k, target[k])
+
     def preview_sample(self, params: SamplingParams, step: int | None = None) -> SampleRecord:
         """Re-run sampling (no model) on a step's stored logits with other params; same seed rule as step."""
         _check(params)

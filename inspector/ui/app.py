@@ -117,6 +117,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
                 ViewSlot("chips", "tokens")
                 ViewSlot("text", "text")
+                ViewSlot("branches", "branches")  # the branch tree, once the run has branched
+                # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
+                branch_request = gr.Textbox(elem_id="branch-request", elem_classes="ii-offscreen", container=False)
+                branch_switch = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
                 position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                      elem_id="position")
             with gr.Column(scale=5, min_width=320, elem_id="view-column"):
@@ -190,6 +194,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
               bundled(h.preview, ("samp_fig", "samp_info", "status")), [sid, *sampling], [bundle], **latest, **FAST)
         gr.on([position.input, position.submit, layer.release, head.release], bundled(h.select, VIEW_KEYS),
               [sid, position, layer, head], [bundle], **latest, **FAST)
+        branch_request.input(bundled(h.branch, VIEW_KEYS), [sid, branch_request, layer, head], [bundle],
+                             api_name="ui_branch", **hidden, **FAST)
+        branch_switch.input(bundled(h.switch, VIEW_KEYS), [sid, branch_switch, layer, head], [bundle],
+                            api_name="ui_switch", **hidden, **FAST)
         recompute.click(bundled(h.recompute, ("kv_recompute", "status")), [sid], [bundle], **hidden, **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], **hidden, **FAST)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),

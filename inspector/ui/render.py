@@ -12,9 +12,11 @@ from typing import Any
 import gradio as gr
 
 from inspector.ui.app_model import AppLimits
+from inspector.ui.branch_handlers import tree_html
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, SessionStore
 from inspector.viz import attention as va
+from inspector.viz import branches as vb
 from inspector.viz import header as vh
 from inspector.viz import kvcache as vk
 from inspector.viz import pipeline as vp
@@ -25,11 +27,12 @@ from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
 
 # Order of the view outputs every step handler returns (the app wires components in this order).
-VIEW_KEYS = ("status", "chips", "text", "pipeline", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
+VIEW_KEYS = ("status", "chips", "text", "pipeline", "branches", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
              "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
              "timing_fig")
-TOKEN_KEYS = VIEW_KEYS[:4]  # what every step updates at once: status line, token chips, text, pipeline strip
-PLOT_KEYS = VIEW_KEYS[4:]  # the views in tabs: only the open tab's are drawn
+TOKEN_KEYS = VIEW_KEYS[:5]  # what every step updates: status line, token chips, text, pipeline strip, branches
+PLOT_KEYS = VIEW_KEYS[5:]  # the views in tabs: only the open tab's are drawn
+BRANCH_CHOICES = 10  # candidates offered as "what if it had picked..." buttons in the Sampling view
 
 
 class Views:
@@ -52,7 +55,7 @@ class Views:
         v = {
             "status": vh.status_html("idle", vt.timing_stats([]), message, error),
             "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
-            "pipeline": vp.pipeline_html(None, self.facts),
+            "pipeline": vp.pipeline_html(None, self.facts), "branches": tree_html(None),
             "resid_heat": "", "resid_pos": empty_figure(hint), "lens": "",
             "attn_fig": empty_figure(hint), "attn_overview": "",
             "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
@@ -113,7 +116,9 @@ class Views:
                     vs.sampling_info_html(entry.preview, rec.step, preview_of=actual))
         if rec.sample is None:
             return empty_figure("no sample recorded"), ""
-        return vs.sampling_bars(rec.sample), vs.sampling_info_html(rec.sample, rec.step)
+        top = [(c.id, c.piece, c.prob_raw) for c in rec.sample.candidates[:BRANCH_CHOICES]]
+        info = vs.sampling_info_html(rec.sample, rec.step) + vb.force_buttons_html(rec.step, top, rec.sample.token_id)
+        return vs.sampling_bars(rec.sample), info
 
     @on_model_thread
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,
@@ -136,6 +141,7 @@ class Views:
                                            entry.selected),
             "text": vtok.generated_text_html(s.text, s.finished),
             "pipeline": vp.pipeline_html(rec, self.facts, tok.decode([rec.sample.token_id]) if rec.sample else ""),
+            "branches": tree_html(entry),
         }
         if not plots:
             return [v.get(k, gr.skip()) for k in VIEW_KEYS]

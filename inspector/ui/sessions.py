@@ -61,6 +61,7 @@ class Entry:
     uncached_ms: float | None = None  # the newest step re-run without cache (KV view toggle)
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
     tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
+    branches: Any = None  # inspector.session.branches.BranchTree of the run, once it has branched
     labs: dict[str, Any] = field(default_factory=dict)  # per-lab state of the lab tabs (inspector.ui.tab_context)
 
     @property
@@ -156,6 +157,7 @@ class SessionStore:
         entry.selected = None
         entry.uncached_ms = None
         entry.preview = None
+        entry.branches = None
 
     def drop(self, sid: str | None) -> None:
         """Free a session's records and KV cache (State delete_callback / page unload)."""

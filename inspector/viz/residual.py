@@ -86,7 +86,7 @@ def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) 
         for t in tops:
             hit = pieces_of_chosen is not None and t.piece == pieces_of_chosen
             cls = ' class="ii-hit"' if hit else ""
-            cells.append(f'<td{cls} title="id {t.id} · logit {t.logit:.2f}">'
+            cells.append(f'<td{cls} data-id="{t.id}" title="id {t.id} · logit {t.logit:.2f} · click: force it here">'
                          f'{esc(show_piece(t.piece, 14))} <small>{t.prob:.0%}</small></td>')
         tag = " (= real logits)" if layer == last else ""
         rows.append(f"<tr><th>{layer}{tag}</th>{''.join(cells)}</tr>")
@@ -94,5 +94,5 @@ def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) 
     head = "".join(f"<th>top {i + 1}</th>" for i in range(max((len(t) for t in record.logit_lens), default=0)))
     return (f'<div class="ii-caption">Logit lens at position {pos} (the newest): each layer\'s residual '
             f'→ final RMSNorm → LM head.</div>'
-            f'<table id="logit-lens" class="ii-table"><thead><tr><th>layer</th>{head}</tr></thead>'
+            f'<table id="logit-lens" class="ii-table ii-lens" data-step="{record.step}"><thead><tr><th>layer</th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
