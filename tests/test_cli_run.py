@@ -66,3 +66,48 @@ def test_prompt_longer_than_context(tiny_llama_dir):  # noqa: F811
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: prompt is ") and "context window is 256 tokens" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_speculative_json(capsys, tiny_llama_dir):  # noqa: F811
+    common = ["--prompt", "The quick brown fox jumps over the lazy dog. The quick brown fox", "--model",
+              str(tiny_llama_dir), "--max-new-tokens", "10"]
+    plain = run_json(capsys, *common)
+    for drafter in ("ngram", "early-exit:1"):
+        out = run_json(capsys, *common, "--speculative", drafter, "--draft-len", "3")
+        assert out["generated_ids"] == plain["generated_ids"] and out["text"] == plain["text"]  # greedy: the same
+        assert {"model", "prompt_ids", "prompt_pieces", "finished", "steps", "timings"} <= set(out)
+        spec = out["speculative"]
+        assert {"drafter", "draft_len", "rounds", "drafted", "accepted", "target_forwards",
+                "tokens_per_forward"} <= set(spec)
+        assert spec["drafter"] == drafter and spec["draft_len"] == 3
+        assert spec["rounds"] == spec["target_forwards"] == len(spec["per_round"]) >= 1
+        assert spec["accepted"] == sum(r["accepted"] for r in spec["per_round"]) <= spec["drafted"]
+        assert all(len(r["drafted"]) <= 3 for r in spec["per_round"])
+        made = sum(r["accepted"] + (r["correction"] is not None) for r in spec["per_round"])
+        assert made == len(out["generated_ids"]) - 1
+        assert spec["tokens_per_forward"] == pytest.approx(made / spec["rounds"])
+        assert [s["chosen_id"] for s in out["steps"]] == out["generated_ids"] and len(out["steps"][0]["top"]) == 20
+        assert len(out["timings"]["tpot_ms"]) == len(out["generated_ids"]) - 1
+
+
+def test_speculative_streams_text(capsys, tiny_llama_dir):  # noqa: F811
+    args = ["run", "--prompt", "hello hello hello", "--model", str(tiny_llama_dir), "--max-new-tokens", "6",
+            "--speculative", "ngram"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert captured.out == run_json(capsys, *args[1:])["text"] + "\n"
+    assert "tokens per full-model forward" in captured.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--speculative", "ngram", "--draft-len", "0"], "--draft-len must be >= 1"),
+    (["--speculative", "ngram", "--draft-len", "400"], "draft length 400 is past the context"),
+    (["--speculative", "lookahead"], "unknown drafter 'lookahead'"),
+    (["--speculative", "early-exit:9"], "early-exit layer must be between 1 and 1"),
+    (["--draft-len", "3"], "--draft-len needs --speculative"),
+    (["--speculative", "ngram", "--no-cache"], "drop --no-cache"),
+])
+def test_speculative_bad_input_is_one_line(capsys, tiny_llama_dir, args, message):  # noqa: F811
+    assert main(["run", "--prompt", "hello", "--model", str(tiny_llama_dir), *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1

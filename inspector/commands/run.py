@@ -5,6 +5,13 @@ generated_ids, text, finished, steps (one per sampled token: step, chosen_id, ch
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
 timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms).
+
+`--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
+proposes up to K tokens, the full model verifies them in one forward. The JSON then gains `speculative`:
+drafter, draft_len, rounds, drafted, accepted, target_forwards, tokens_per_forward, acceptance_rate and
+per_round (drafted ids, accepted count, correction: the corrected or bonus token, kind); its steps carry
+step, chosen_id, chosen_piece, top and round (no recorder runs: no resid_norms, kv_bytes or per-step
+forward times), and tpot_ms splits each round's time evenly over the tokens it produced.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from inspector.errors import InputError
 
 DTYPES = ("fp32", "bf16")
 TOP_N = 20
+DEFAULT_DRAFT_LEN = 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="fp32")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object with per-step details")
+    p.add_argument("--speculative", default=None, metavar="DRAFTER",
+                   help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L (first L layers)")
+    p.add_argument("--draft-len", type=int, default=None, metavar="K",
+                   help=f"tokens drafted per round with --speculative (default {DEFAULT_DRAFT_LEN})")
     p.set_defaults(func=run)
 
 
@@ -88,13 +100,22 @@ def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens <= 0:
         raise InputError(f"--max-new-tokens must be > 0, got {args.max_new_tokens}")
     params = params_from(args)
+    if args.speculative is None and args.draft_len is not None:
+        raise InputError("--draft-len needs --speculative ngram|early-exit:L")
+    if args.speculative is not None and args.no_cache:
+        raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
 
     import torch
 
     from inspector.models.loader import load_model
     from inspector.session.session import Session
 
+    draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
+    if args.speculative is not None and draft_len < 1:
+        raise InputError(f"--draft-len must be >= 1, got {draft_len}")
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+    if args.speculative is not None:
+        return run_speculative(args, loaded, params, draft_len)
     session = Session(loaded, recompute=args.no_cache, record=args.json)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
@@ -112,6 +133,67 @@ def run(args: argparse.Namespace) -> int:
     print(f"[{len(session.generated_ids)} tokens, finished: {session.finished}, "
           f"time to first token {session.ttft_ms:.0f} ms{per_tok}]", file=sys.stderr)
     return 0
+
+
+def run_speculative(args: argparse.Namespace, loaded: Any, params: SamplingParams, draft_len: int) -> int:
+    """`run --speculative`: rounds of draft + one verify forward, streamed per round (or one JSON object)."""
+    import time
+
+    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.drafters import make_drafter
+
+    drafter = make_drafter(args.speculative, loaded.model)
+    t0 = time.perf_counter()
+    text = loaded.tokenizer.render_chat(args.prompt, system=args.system) if args.chat else args.prompt
+    ids = loaded.tokenizer.encode(text)
+    tokenize_ms = (time.perf_counter() - t0) * 1e3
+    run = SpeculativeRun(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=args.json)
+    run.prefill(ids)
+    shown = 0 if args.json else _stream(run.text, 0)
+    for _ in run.play():
+        if not args.json:
+            shown = _stream(run.text, shown)
+    if args.json:
+        print(json.dumps(speculative_dict(loaded, run, tokenize_ms), ensure_ascii=False))
+        return 0
+    print(flush=True)
+    st = run.stats
+    print(f"[{len(run.generated_ids)} tokens, finished: {run.finished}, {st.drafter} k={draft_len}: "
+          f"{st.rounds} rounds, acceptance {st.acceptance_rate:.0%}, {st.tokens_per_forward:.2f} tokens per "
+          f"full-model forward, {st.tokens_per_s:.1f} tok/s after the prefill]", file=sys.stderr)
+    return 0
+
+
+def speculative_dict(loaded: Any, run: Any, tokenize_ms: float) -> dict[str, Any]:
+    """The `--json` object of a finished speculative run (the plain run's keys, plus `speculative`)."""
+    piece = loaded.tokenizer.piece
+    round_of = [None]  # the round that produced each generated token (None: the prefill's)
+    tpot: list[float] = []
+    for r in run.rounds:
+        round_of += [r.index] * len(r.emitted)
+        tpot += [(r.draft_ms + r.verify_ms) / len(r.emitted)] * len(r.emitted)
+    steps = [{"step": i, "chosen_id": t, "chosen_piece": piece(t), "round": round_of[i],
+              "top": [{"id": c, "piece": piece(c), "logit": lg, "prob": pr} for c, lg, pr in run.tops[i]]}
+             for i, t in enumerate(run.generated_ids)]
+    st = run.stats
+    return {
+        "model": loaded.name,
+        "prompt_ids": run.prompt_ids,
+        "prompt_pieces": loaded.tokenizer.pieces(run.prompt_ids),
+        "generated_ids": run.generated_ids,
+        "text": run.text,
+        "finished": run.finished,
+        "steps": steps,
+        "timings": {"ttft_ms": tokenize_ms + run.prefill_ms, "tpot_ms": tpot, "tokenize_ms": tokenize_ms,
+                    "prefill_ms": run.prefill_ms},
+        "speculative": {
+            "drafter": st.drafter, "draft_len": st.draft_len, "rounds": st.rounds, "drafted": st.drafted,
+            "accepted": st.accepted, "target_forwards": st.target_forwards,
+            "tokens_per_forward": st.tokens_per_forward, "acceptance_rate": st.acceptance_rate,
+            "per_round": [{"drafted": [d.id for d in r.drafts], "accepted": r.accepted, "correction": r.next_id,
+                           "kind": r.next_kind} for r in run.rounds],
+        },
+    }
 
 
 def _stream(text: str, shown: int) -> int:
