@@ -1,0 +1,126 @@
+"""Trace files in the web app: export this browser's run to a download, import an uploaded one.
+
+Two handlers the page wires to its buttons, both taking the app's `Handlers` as `h`:
+- `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, status line).
+  Files go to one temporary folder per process, removed at exit; only the newest `EXPORTS_KEPT` are kept
+  (Gradio copies a returned file into its own cache when it sends it).
+- `import_trace(h, sid, file, layer, head)` -> what `Handlers.views` returns, so every view redraws from
+  the file without running the model. The restored session replaces this browser's, under the entry's
+  lock; it steps on when the page's model recorded it, else Step says why in the status line.
+Caps come first: the file's size against the session memory cap before parsing, the restored session's
+retained bytes against it after (`limits.max_trace_mb`), and a trace of another model shape than the
+page's is refused (the views are laid out for the page's model). Errors go to the status line; the
+handlers never raise. The file work (saving, reading, rebuilding the KV cache) runs on the model thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from inspector.errors import InputError, InspectorError
+from inspector.session.trace_file import load_trace, save_trace
+from inspector.ui.model_thread import run
+
+EXPORTS_KEPT = 8  # exported files kept on disk per process (older ones are deleted)
+
+_lock = threading.Lock()
+_folder: Path | None = None
+
+
+def export_folder() -> Path:
+    """This process's folder of exported traces (made on first use, removed at exit)."""
+    global _folder
+    with _lock:
+        if _folder is None or not _folder.is_dir():
+            _folder = Path(tempfile.mkdtemp(prefix="inspector-traces-"))
+            atexit.register(shutil.rmtree, _folder, True)
+        return _folder
+
+
+def _new_export_path(model_name: str) -> Path:
+    """A fresh path `<folder>/<unique>/trace-<model>.safetensors`; deletes the oldest exports beyond EXPORTS_KEPT."""
+    folder = export_folder()
+    with _lock:
+        old = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        for stale in old[:max(0, len(old) - EXPORTS_KEPT + 1)]:
+            shutil.rmtree(stale, ignore_errors=True)
+        unique = Path(tempfile.mkdtemp(dir=folder))
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name).strip("-.") or "model"
+    return unique / f"trace-{safe}.safetensors"
+
+
+def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
+                 system: str | None = None) -> tuple[str | None, str]:
+    """Save this browser's run (prompt, chat, system: the page's settings, saved when given)."""
+    entry = h.store.get(sid)
+    try:
+        if entry is None or entry.session is None or not entry.session.records:
+            raise InputError("nothing to export yet: press Prefill first")
+        path = _new_export_path(entry.session.loaded.name)
+        with entry.exclusive("export"):
+            size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
+        return str(path), h.status(entry, f"exported the trace: {path.name} ({size / 2**20:.1f} MB)")
+    except (InspectorError, ValueError, OSError) as exc:
+        return None, h.status(entry, _one_line(exc), error=True)
+
+
+def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> list:
+    """Open an uploaded trace file in this browser's session and redraw every view from it."""
+    entry = h.store.get(sid)
+    try:
+        path = _uploaded_path(file)
+        cap = h.limits.max_trace_mb * 2**20
+        size = path.stat().st_size
+        if size >= cap:
+            raise InputError(f"the trace file is {size / 2**20:.1f} MB; this server allows {h.limits.max_trace_mb} "
+                             f"MB per session (INSPECTOR_MAX_TRACE_MB)")
+        if not sid:
+            raise InputError("this page has no session id: reload the page")
+        sid, entry = h.store.get_or_create(sid)
+        with entry.exclusive("import"):
+            session = run(load_trace, path, h.loaded)
+            _admit(h, session, path.name, cap)
+            h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
+            entry.session = session
+            entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
+        how = session.read_only or f"it steps on with {h.loaded.name}"
+        return h.views(entry, layer, head, f"opened {path.name}: {how}")
+    except (InspectorError, ValueError, OSError) as exc:
+        return h.error_views(entry, InputError(_one_line(exc)))
+
+
+def _admit(h: Any, session: Any, name: str, cap: int) -> None:
+    """InputError unless the page can show the restored session: its model's shape, and the memory cap."""
+    if session.config != h.loaded.config:
+        c = session.config
+        raise InputError(f"{name} was recorded with {session.recorded_model['name']} ({c.num_hidden_layers} layers, "
+                         f"{c.num_attention_heads} heads, vocab {c.vocab_size}), not with {h.loaded.name}, the model "
+                         f"of this page: open it with `inspector trace FILE`")
+    if session.retained_nbytes >= cap:
+        raise InputError(f"this trace holds {session.retained_nbytes / 2**20:.1f} MB; this server allows "
+                         f"{h.limits.max_trace_mb} MB per session (INSPECTOR_MAX_TRACE_MB)")
+
+
+def _uploaded_path(file: Any) -> Path:
+    """The path of what Gradio hands a file input: a path string, or an object with `.path` / `.name`."""
+    if file is None or file == "":
+        raise InputError("no trace file chosen: pick a .safetensors file first")
+    raw = file if isinstance(file, (str, os.PathLike)) else getattr(file, "path", None) or getattr(file, "name", None)
+    if raw is None:
+        raise InputError("no trace file chosen: pick a .safetensors file first")
+    path = Path(raw)
+    if not path.is_file():
+        raise InputError(f"the uploaded file {path.name} is gone: upload it again")
+    return path
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
