@@ -99,6 +99,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
                     max_new = gr.Number(32, label="max new tokens", precision=0, elem_id="max-new-tokens",
                                         min_width=110)
+                    link_btn = gr.Button("Link to this run", elem_id="link-btn", size="sm", min_width=110)
         with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
             with gr.Row():
                 temperature = gr.Slider(0.0, 2.0, 0.0, step=0.05, label="temperature (0 = greedy)",
@@ -118,6 +119,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 ViewSlot("chips", "tokens")
                 ViewSlot("text", "text")
                 ViewSlot("branches", "branches")  # the branch tree, once the run has branched
+                run_link = gr.Textbox(label="link to this run (opening it runs the same prompt, settings and steps)",
+                                      elem_id="run-link", interactive=False, buttons=["copy"], visible=False)
                 # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
                 branch_request = gr.Textbox(elem_id="branch-request", elem_classes="ii-offscreen", container=False)
                 branch_switch = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
@@ -204,7 +207,14 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)
         # every page gets its session id at load, so Play pressed during the first prefill finds that prefill
-        demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST)
+        # "Link to this run": the page's settings and step count as a URL (static/app.js `runLink`)
+        link_btn.click(lambda url: gr.update(value=url, visible=True), [run_link], [run_link], queue=False,
+                       js="(current) => window.inspectorRunLink()", **hidden)
+        # a link with query parameters (inspector.ui.run_links) fills the controls, then runs prefill + steps
+        link = gr.State(None)
+        demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST).then(
+            h.link_fill, None, [prompt, chat, system, *sampling, max_new, link], **hidden, **FAST).then(
+            bundled(h.link_run, VIEW_KEYS, lead=1), [sid, link, layer, head], [sid, bundle], **hidden, **FAST)
         api.register(h, sid, [prompt, chat, system])
     return demo
 

@@ -23,6 +23,7 @@ from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
 from inspector.ui import admission
 from inspector.ui.branch_handlers import BranchHandlers
+from inspector.ui.link_handlers import LinkHandlers
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry, SessionExpiredError
@@ -38,7 +39,7 @@ PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it t
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
 
 
-class Handlers(BranchHandlers, Views):
+class Handlers(BranchHandlers, LinkHandlers, Views):
     """The app's event handlers (rendering inherited from `Views`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

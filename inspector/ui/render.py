@@ -38,6 +38,8 @@ BRANCH_CHOICES = 10  # candidates offered as "what if it had picked..." buttons 
 class Views:
     """Rendering over one loaded model and a session store."""
 
+    view_keys = VIEW_KEYS
+
     def __init__(self, loaded: Any, store: SessionStore, limits: AppLimits, inventory: list, weight_bytes: int) -> None:
         self.loaded = loaded
         self.store = store
