@@ -1,0 +1,129 @@
+"""The Serving tab's handlers without a browser, over a tiny model: load / step / play / pause, caps before
+model work, one-line errors, the memory calculator; and the figure builders on the records a real run makes."""
+
+from __future__ import annotations
+
+import pytest
+
+from inspector.errors import InputError
+from inspector.ui import serving_tab as st
+from inspector.ui.app_model import AppLimits
+from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.tab_context import TabContext
+from tests.viz_records import tiny_loaded  # noqa: F401
+
+SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
+REQUESTS = "0 | 4 | The quick brown fox\nHello world\n2 | 3 | Once upon a time"
+STATUS, SUMMARY, GRID, TIMELINE, TOKENS, ROOF, TABLE = range(7)
+
+
+def make_ctx(loaded, **limits) -> TabContext:
+    lim = AppLimits(**limits)
+    store = SessionStore(lambda: new_ui_session(loaded), lim)
+    return TabContext(loaded, store, lim, None, None, None, None, (None,) * 5, None)
+
+
+def load(ctx, text=REQUESTS, max_batch=2, block_size=4, pool=0, n=1, max_new=5, sampling=SAMPLING, sid="s1"):
+    return st.load(ctx, sid, text, max_batch, block_size, pool, n, False, "", max_new, *sampling)
+
+
+def test_parse_requests():
+    assert st.parse_requests(REQUESTS, 7) == [("The quick brown fox", 4, 0), ("Hello world", 7, 0),
+                                              ("Once upon a time", 3, 2)]
+    assert st.parse_requests("a | b\n", 5) == [("a | b", 5, 0)]  # not the three-field form: all prompt
+    for text, msg in [("", "no requests"), ("\n \n", "no requests"), ("1 | 2 |  ", "request 1 has no prompt"),
+                      ("x\n" * 17, "at most 16")]:
+        with pytest.raises(InputError, match=msg):
+            st.parse_requests(text, 5)
+
+
+def test_load_step_play_to_the_end(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    out = load(ctx)
+    assert 'data-error="0"' in out[STATUS] and "queued 3 sequences" in out[STATUS]
+    out = st.step(ctx, "s1")
+    assert "step 0: #0 prefill" in out[STATUS] and "#1 prefill" in out[STATUS]
+    assert 'data-steps="1"' in out[SUMMARY] and 'data-tokens="2"' in out[SUMMARY]
+    grid = out[GRID].data[0]
+    owners = [t for t in grid.text if t]
+    assert set(owners) == {"0", "1"} and "blocks in use" in out[GRID].layout.title.text
+    assert [t.name for t in out[TIMELINE].data] == ["waiting", "prefill", "decode", "preempted", "finished"]
+    assert list(out[TOKENS].data[0].y) == [sum(len(tiny_loaded.tokenizer.encode(p)) for p in
+                                               ("The quick brown fox", "Hello world"))]
+    last = None
+    for last in st.play(ctx, "s1"):
+        pass
+    assert "all done" in last[STATUS]
+    assert last[TABLE].count('data-status="finished"') == 3
+    _, state = st.lab_state(ctx, "s1", "serving")
+    assert [len(s.output_ids) for s in state["sched"].sequences] == [4, 5, 3]
+    roof = last[ROOF]
+    assert roof.data[0].name == "roof" and {t.name for t in roof.data[1:]} == {"prefill", "decode", "mixed"}
+    assert sum(len(t.x) for t in roof.data[1:]) == len(state["sched"].records)
+    assert "every request has finished" in st.step(ctx, "s1")[STATUS]
+    # the third request arrives at step 2 and waits for a slot of the batch of 2: #0 finishes at step 3
+    timeline = {t.name: sorted(x for x, y in zip(t.x, t.y) if y.startswith("#2")) for t in last[TIMELINE].data}
+    assert timeline["waiting"] == [2, 3] and timeline["prefill"] == [4]
+
+
+def test_pause_stops_play_and_step_continues(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    load(ctx, sid="p")
+    run = st.play(ctx, "p")
+    first = next(run)
+    assert "step 0" in first[STATUS]
+    st.pause(ctx, "p")
+    assert "paused" in next(run)[STATUS]
+    assert "step 1" in st.step(ctx, "p")[STATUS]
+
+
+def test_parallel_samples_share_the_prompt_blocks_in_the_grid(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    out = load(ctx, text="0 | 3 | The quick brown fox jumps", max_batch=3, n=3, sampling=(1.0, 0, 1.0, 0.0, 4))
+    assert "queued 3 sequences" in out[STATUS]
+    out = st.step(ctx, "s1")
+    assert "shared" in out[GRID].layout.title.text and "0,1,2" in list(out[GRID].data[0].text)
+
+
+@pytest.mark.parametrize("kwargs, limits, message", [
+    ({"text": ""}, {}, "no requests"),
+    ({"n": 3, "max_batch": 2}, {}, "need a max batch of at least 3"),
+    ({"sampling": (-1, 0, 1.0, 0.0, 0)}, {}, "temperature"),
+    ({"max_new": 500}, {}, "capped at 256"),
+    ({"text": "0 | 9 | The quick brown fox"}, {"max_steps": 8}, "capped at 8"),
+    ({}, {"max_prompt_tokens": 4, "max_steps": 8}, "the prompt is"),
+    ({"text": "0 | 8 | a b c\n0 | 8 | d e f\n0 | 8 | g h"}, {"max_prompt_tokens": 8, "max_steps": 8},
+     "the Serving lab allows 16 per visitor"),
+    ({"pool": 100_000}, {"max_trace_mb": 1}, "INSPECTOR_MAX_TRACE_MB"),
+    ({"block_size": 0}, {}, "block size must be a whole number from 1"),
+])
+def test_bad_input_is_one_line_before_any_model_work(tiny_loaded, kwargs, limits, message):
+    ctx = make_ctx(tiny_loaded, **limits)
+    out = load(ctx, **kwargs)
+    assert 'data-error="1"' in out[STATUS] and message in out[STATUS] and "\n" not in out[STATUS]
+    assert len(ctx.store) == 0 or not st.lab_state(ctx, "s1", "serving")[1]  # nothing was queued
+
+
+def test_step_or_play_before_load(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    assert "press Load first" in st.step(ctx, "x")[STATUS]
+    assert "press Load first" in list(st.play(ctx, "x"))[-1][STATUS]
+    st.pause(ctx, "x")  # no error
+
+
+def test_a_request_past_the_pool_is_refused_alone(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    out = load(ctx, text="0 | 4 | hi\n0 | 30 | The quick brown fox jumps over", pool=4, block_size=4)
+    assert "1 refused" in out[STATUS]
+    for out in st.play(ctx, "s1"):
+        pass
+    assert out[TABLE].count('data-status="finished"') == 1 and "refused: needs" in out[TABLE]
+
+
+def test_memory_calculator():
+    fig, line = st.memory_view("meta-llama/Llama-3.1-8B", 8192, 8, "bf16", 80)
+    assert [t.name for t in fig.data] == ["weights", "KV cache"] and len(fig.data[0].y) == 2
+    assert "4.0x less than full MHA" in line and "65 requests of 8192 tokens fit in 80 GiB" in line
+    fig, line = st.memory_view("no-such/model", 8192, 8, "bf16", 80)
+    assert 'data-error="1"' in line and "no-such/model" in line
+    assert 'data-error="1"' in st.memory_view("meta-llama/Llama-3.1-8B", 0, 8, "bf16", 80)[1]
