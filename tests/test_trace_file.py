@@ -18,6 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from inspector.engine.config import SamplingParams
+from inspector.engine.recording import HALF_QUERIES_FROM
 from inspector.errors import InputError
 from inspector.models.loader import load_model
 from inspector.session import restore, trace_file
@@ -57,8 +58,10 @@ def assert_records_equal(a: list[ForwardRecord], b: list[ForwardRecord], timings
                 assert x == y, f"step {ra.step}: {f.name}"
 
 
-def assert_views_equal(a: Session, b: Session) -> None:
-    """Every record field, every kept tensor, the cache and every on-demand view of every step."""
+def assert_views_equal(a: Session, b: Session, every_head: bool = True) -> None:
+    """Every record field, every kept tensor, the cache and the on-demand views of every step: attention of
+    every layer and head (`every_head=False`: the overview, which has every layer and head of one query
+    position, at the first and last query, and patterns and rows of the first, middle and last layer and head)."""
     assert_records_equal(a.records, b.records)
     assert (a.prompt_ids, a.generated_ids, a.text, a.finished) == (b.prompt_ids, b.generated_ids, b.text, b.finished)
     assert a.token_pieces() == b.token_pieces() and a.ttft_ms == b.ttft_ms and a.tpot_ms == b.tpot_ms
@@ -77,10 +80,12 @@ def assert_views_equal(a: Session, b: Session) -> None:
         if fa.queries is None:
             continue
         assert a.logit_lens(step) == b.logit_lens(step)
-        for q in range(fa.record.n_new):
+        L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+        layers, heads = (range(L), range(H)) if every_head else ({0, L // 2, L - 1}, {0, H // 2, H - 1})
+        for q in range(fa.record.n_new) if every_head else {0, fa.record.n_new - 1}:
             assert np.array_equal(a.attention_overview(step, q), b.attention_overview(step, q))
-        for layer in range(cfg.num_hidden_layers):
-            for head in range(cfg.num_attention_heads):
+        for layer in layers:
+            for head in heads:
                 assert np.array_equal(a.attention_pattern(step, layer, head), b.attention_pattern(step, layer, head))
                 assert np.array_equal(a.attention_row(step, layer, head), b.attention_row(step, layer, head))
         pa, pb = a.preview_sample(other, step), b.preview_sample(other, step)
@@ -99,6 +104,25 @@ def test_round_trip_on_the_tiny_model(tiny_loaded, tmp_path, lens):  # noqa: F81
         assert_views_equal(s, back)
         assert back.records[2].extra["forced"] is True
     assert back.settings["prompt"] == "The quick brown fox jumps" and back.settings["params"]["top_k"] == 5
+
+
+def test_round_trip_of_bf16_and_of_fp16_queries(tiny_loaded, tmp_path):  # noqa: F811
+    bf16 = load_model(tiny_loaded.weights_path, dtype=torch.bfloat16)  # bf16 queries, cache and lens inputs
+    long_dir = make_tiny_checkpoint(tmp_path / "long-tiny", max_position_embeddings=1024)
+    long = Session(load_model(str(long_dir)))
+    long.prefill_ids([(7 * i) % 300 + 3 for i in range(HALF_QUERIES_FROM + 8)], SAMPLED, max_new_tokens=4)
+    long.step(SAMPLED)
+    assert long.trace.forwards[0].queries.dtype == torch.float16  # a long prefill keeps fp16 queries
+    for s in (generate(bf16, 2), long):
+        save_trace(s, tmp_path / "t.safetensors")
+        for loaded in (s.loaded, None):
+            back = load_trace(tmp_path / "t.safetensors", loaded)
+            assert_views_equal(s, back, every_head=False)
+            assert back.cache.dtype == s.cache.dtype
+    back = load_trace(tmp_path / "t.safetensors", long.loaded)
+    long.step(SAMPLED)
+    back.step(SAMPLED)
+    assert back.generated_ids == long.generated_ids
 
 
 def test_a_restored_session_steps_on_like_the_original(tiny_loaded, tmp_path):  # noqa: F811
@@ -170,7 +194,7 @@ def test_round_trip_on_the_real_model(default_model, tmp_path):
     save_trace(s, path, prompt="What is the capital of France?", chat=True)
     back = load_trace(path, default_model)
     assert back.read_only is None
-    assert_views_equal(s, back)
+    assert_views_equal(s, back, every_head=False)
     assert back.recorded_model["config"]["num_hidden_layers"] == 30
     for _ in range(2):
         s.step(SamplingParams())

@@ -133,7 +133,8 @@ class RestoredSession(Session):
             self.loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer,
                                       DTYPES[recorded["dtype"]])
         self.model, self.config, self.tokenizer = self.loaded.model, self.loaded.config, self.loaded.tokenizer
-        self.recompute, self.record, self.lens = bool(settings["recompute"]), bool(settings["record"]), bool(settings["lens"])
+        self.recompute, self.record = bool(settings["recompute"]), bool(settings["record"])
+        self.lens = bool(settings["lens"])
         self.context = self.config.max_position_embeddings
         self.eos_ids = frozenset(int(i) for i in doc["eos_ids"])
         self.max_new_tokens = int(settings["max_new_tokens"])
