@@ -1,0 +1,147 @@
+"""The quantized weight modules that replace the model's projections, embedding and LM head.
+
+Each holds one (N, K) matrix in a low-precision form and keeps activations fp32: `forward(x (..., K))
+-> (..., N)` fp32, as `nn.Linear` would, plus `rows(ids) -> (len(ids), K)` fp32 (an embedding lookup that
+dequantizes only the rows read), `dequantize() -> (N, K)` fp32 (the matrix the forward multiplies by, up
+to rounding order), `nbytes` (what the module holds: packed weights, scales, zeros, bias) and
+`precision` (a label for the inventory).
+
+Compute paths (`path`), chosen by `bench/quant.py`'s measurements on this CPU:
+- bf16: `F.linear` on bf16 weights with the input cast to bf16, the output cast back to fp32 (oneDNN's
+  bf16 matmul; the weights are read at half the bytes).
+- int8 "dequant": `F.linear(x, q.float()) * scale`, converting the int8 matrix per call (the scale
+  applied to the N outputs instead of the N x K weights); "kernel": `aten._weight_int8pack_mm`.
+- int4 "dequant": unpack the nibbles and apply scale and zero per group, then `F.linear`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inspector.engine.model import NoHooks
+from inspector.quant import packing
+
+INT8_PATHS = ("dequant", "kernel")
+
+
+class QuantWeight(NoHooks, nn.Module):
+    """Base: one (N, K) matrix plus an optional fp32 bias (shared with the fp32 model, not copied)."""
+
+    precision = "?"
+    path = "dequant"
+
+    def __init__(self, out_features: int, in_features: int, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.out_features, self.in_features = out_features, in_features
+        self.bias = bias
+
+    def dequantize(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [b for b in self.buffers(recurse=False)] + ([self.bias] if self.bias is not None else [])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self._tensors())
+
+    def _bias(self, y: torch.Tensor) -> torch.Tensor:
+        return y if self.bias is None else y + self.bias
+
+
+class Bf16Linear(QuantWeight):
+    precision = "bf16"
+    path = "bf16 matmul"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        super().__init__(*weight.shape, bias)
+        self.register_buffer("weight", weight.to(torch.bfloat16))  # (N, K)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._bias(F.linear(x.to(torch.bfloat16), self.weight).float())
+
+    def dequantize(self) -> torch.Tensor:
+        return self.weight.float()
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.weight[ids].float()
+
+
+class Int8Linear(QuantWeight):
+    precision = "int8 per-channel"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, path: str = "dequant") -> None:
+        super().__init__(*weight.shape, bias)
+        if path not in INT8_PATHS:
+            raise ValueError(f"int8 path must be one of {INT8_PATHS}, got {path!r}")
+        self.path = path
+        q, scale = packing.quantize_int8(weight)
+        self.register_buffer("qweight", q)  # (N, K) int8
+        self.register_buffer("scale", scale)  # (N,) fp32
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.path == "kernel":
+            flat = x.reshape(-1, self.in_features)  # (B*T, K): the kernel takes a matrix
+            y = torch.ops.aten._weight_int8pack_mm(flat, self.qweight, self.scale)
+            return self._bias(y.view(*x.shape[:-1], self.out_features))
+        return self._bias(F.linear(x, self.qweight.float()) * self.scale)  # (x @ q^T) * scale = x @ (q * scale)^T
+
+    def dequantize(self) -> torch.Tensor:
+        return packing.dequantize_int8(self.qweight, self.scale)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.qweight[ids].float() * self.scale[ids][..., None]
+
+
+class Int4Linear(QuantWeight):
+    def __init__(self, weight: torch.Tensor, group: int, bias: torch.Tensor | None = None) -> None:
+        super().__init__(*weight.shape, bias)
+        self.group = group
+        self.precision = f"int4 g{group} (fp16 scale+min)"
+        packed, scale, zero = packing.quantize_int4(weight, group)
+        self.register_buffer("qweight", packed)  # (N, K/2) uint8
+        self.register_buffer("scale", scale)  # (N, K/group) fp16
+        self.register_buffer("zero", zero)  # (N, K/group) fp16
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._bias(F.linear(x, self.dequantize()))
+
+    def dequantize(self) -> torch.Tensor:
+        return packing.dequantize_int4(self.qweight, self.scale, self.zero)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        flat = ids.reshape(-1)
+        deq = packing.dequantize_int4(self.qweight[flat], self.scale[flat], self.zero[flat])  # (n, K)
+        return deq.view(*ids.shape, self.in_features)
+
+
+def quantize_weight(weight: torch.Tensor, bias: torch.Tensor | None, weights: str, group: int | None,
+                    int8_path: str = "dequant") -> QuantWeight:
+    """The module holding `weight` (N, K) in precision `weights` ("bf16", "int8", "int4")."""
+    if weights == "bf16":
+        return Bf16Linear(weight, bias)
+    if weights == "int8":
+        return Int8Linear(weight, bias, int8_path)
+    if weights == "int4":
+        return Int4Linear(weight, group, bias)
+    raise ValueError(f"no quantized module for {weights!r}")
+
+
+class QuantEmbedding(NoHooks, nn.Module):
+    """Token ids (B, T) -> embeddings (B, T, D) fp32, dequantizing only the rows looked up.
+
+    `weight` is an empty fp32 tensor: it only tells readers of `embed_tokens.weight` (the engine's
+    `new_cache`, the app's admission) the activations' dtype and device; the table is `table`."""
+
+    def __init__(self, table: QuantWeight) -> None:
+        super().__init__()
+        self.table = table
+        self.register_buffer("weight", torch.empty(0, dtype=torch.float32), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table.rows(ids)  # (B, T, D)

@@ -1,0 +1,93 @@
+"""Plain records of the quantization lab for the views (`inspector.viz.quant`): dataclasses, no torch.
+
+A `FidelityRecord` is one comparison of a quantized model with the fp32 model, teacher-forced on the
+fp32 model's greedy continuation of a prompt (see `inspector.quant.fidelity`); `SchemeStats` one
+precision's memory and measured decode speed; `WeightHistogram` one matrix before and after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TopTokens:
+    """The most probable next tokens of one distribution, most probable first."""
+
+    ids: list[int]
+    pieces: list[str]
+    probs: list[float]
+
+
+@dataclass(frozen=True)
+class StepFidelity:
+    step: int  # 0 = the token predicted by the prefill
+    token_id: int  # the fp32 model's greedy token at this step (what both models are fed next)
+    piece: str
+    kl: float  # KL(p_fp32 || p_quant) in nats
+    top1_agree: bool  # the quantized model's argmax is the fp32 token
+    fp32_top: TopTokens
+    quant_top: TopTokens
+
+
+@dataclass(frozen=True)
+class LayerFidelity:
+    layer: int
+    resid_cos_min: float  # cosine of the two residual streams after the block, lowest over the steps
+    resid_cos_mean: float
+
+
+@dataclass(frozen=True)
+class FidelityRecord:
+    scheme: str  # canonical scheme string, e.g. "int4:32"
+    label: str  # e.g. "int4-g32"
+    kv: str  # "fp32" | "int8"
+    prompt_tokens: int
+    steps: list[StepFidelity]
+    layers: list[LayerFidelity]
+    kl_mean: float
+    kl_max: float
+    top1_agreement: float
+    first_divergence_step: int | None  # first step where free-running greedy output differs; None: never
+    weight_bytes: int
+    fp32_weight_bytes: int
+
+    @property
+    def positions(self) -> int:
+        return len(self.steps)
+
+    def summary(self) -> dict[str, Any]:
+        """The `inspector quant --json` object."""
+        return {"scheme": self.scheme, "kv": self.kv, "weight_bytes": self.weight_bytes,
+                "fp32_weight_bytes": self.fp32_weight_bytes, "positions": self.positions,
+                "kl_mean": self.kl_mean, "kl_max": self.kl_max, "top1_agreement": self.top1_agreement,
+                "first_divergence_step": self.first_divergence_step,
+                "layers": [{"layer": x.layer, "resid_cos_min": x.resid_cos_min} for x in self.layers]}
+
+
+@dataclass(frozen=True)
+class SchemeStats:
+    """One precision of the selector: weights memory, compute path, measured decode speed."""
+
+    label: str
+    weight_bytes: int
+    path: str  # how its matmuls run, e.g. "int8 -> fp32 per layer, then fp32 matmul"
+    decode_tok_s: float | None = None  # None until measured
+    kv: str = "fp32"
+    kv_bytes_per_token: int = 0
+
+
+@dataclass(frozen=True)
+class WeightHistogram:
+    """Values of one weight matrix before and after quantization, on shared bins."""
+
+    name: str
+    label: str  # the scheme
+    edges: list[float]  # bins + 1
+    before: list[int]
+    after: list[int]
+    max_abs_err: float
+    rms_err: float
+    rms_weight: float
+    notes: list[str] = field(default_factory=list)
