@@ -57,7 +57,7 @@ def test_export_then_import_gives_equal_views(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
     sid = a_run(h)
     path, line = export_trace(h, sid, "The quick brown fox jumps", False, "")
-    assert "ii-error" not in line and "exported the trace" in line and Path(path).is_file()
+    assert "ii-error" not in line and "exported the trace: trace-" in line and " KB)" in line and Path(path).is_file()
 
     h2, store2 = make(tiny_loaded)  # another server process: a fresh store
     sid2 = store2.new_id()

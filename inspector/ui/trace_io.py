@@ -66,7 +66,7 @@ def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool 
         path = _new_export_path(entry.session.loaded.name)
         with entry.exclusive("export"):
             size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
-        return str(path), h.status(entry, f"exported the trace: {path.name} ({size / 2**20:.1f} MB)")
+        return str(path), h.status(entry, f"exported the trace: {path.name} ({_size(size)})")
     except (InspectorError, ValueError, OSError) as exc:
         return None, h.status(entry, _one_line(exc), error=True)
 
@@ -79,7 +79,7 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
         cap = h.limits.max_trace_mb * 2**20
         size = path.stat().st_size
         if size >= cap:
-            raise InputError(f"the trace file is {size / 2**20:.1f} MB; this server allows {h.limits.max_trace_mb} "
+            raise InputError(f"the trace file is {_size(size)}; this server allows {h.limits.max_trace_mb} "
                              f"MB per session (INSPECTOR_MAX_TRACE_MB)")
         if not sid:
             raise InputError("this page has no session id: reload the page")
@@ -104,7 +104,7 @@ def _admit(h: Any, session: Any, name: str, cap: int) -> None:
                          f"{c.num_attention_heads} heads, vocab {c.vocab_size}), not with {h.loaded.name}, the model "
                          f"of this page: open it with `inspector trace FILE`")
     if session.retained_nbytes >= cap:
-        raise InputError(f"this trace holds {session.retained_nbytes / 2**20:.1f} MB; this server allows "
+        raise InputError(f"this trace holds {_size(session.retained_nbytes)}; this server allows "
                          f"{h.limits.max_trace_mb} MB per session (INSPECTOR_MAX_TRACE_MB)")
 
 
@@ -121,6 +121,19 @@ def _uploaded_path(file: Any) -> Path:
     return path
 
 
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KB"
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def export_trace_shown(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
+                       system: str | None = None) -> tuple[Any, str]:
+    """`export_trace` for the page: the file component shown with the new file (left hidden on an error)."""
+    import gradio as gr
+
+    path, status = export_trace(h, sid, prompt, chat, system)
+    return (gr.update(value=path, visible=True) if path else gr.skip()), status
