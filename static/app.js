@@ -73,13 +73,15 @@
     return `${location.origin}${location.pathname}?${q.toString()}`;
   };
 
-  // Write a value into a (hidden) Gradio textbox and fire `input`, which runs its event on the server.
+  // Write a value into a (hidden) Gradio textbox and fire its `input` event, which runs on the server.
   // The value is sent even when it equals the last one (a second click on the same candidate).
   const send = (selector, value) => {
     const box = document.querySelector(selector);
     if (!box) return;
     box.value = value;
-    box.dispatchEvent(new Event("input", { bubbles: true }));
+    box.dispatchEvent(new Event("input", { bubbles: true })); // updates the component's value
+    // Gradio 6's textbox fires its `input` event from `keypress`, after taking the value
+    box.dispatchEvent(new KeyboardEvent("keypress", { key: "0", bubbles: true }));
   };
 
   // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab.

@@ -36,6 +36,13 @@ def goto(page: Page, url: str) -> None:
     expect(page.locator("#status-line")).to_be_visible(timeout=T)
 
 
+def open_settings(page: Page) -> None:
+    """Unfold the sampling / system prompt / examples panel (folded on the first screen)."""
+    if not page.locator("#temperature").is_visible():
+        page.get_by_text("Sampling, system prompt, example prompts").click()
+    expect(page.locator("#temperature")).to_be_visible(timeout=T)
+
+
 def prefill(page: Page, prompt: str, max_new: int = 32) -> None:
     page.locator("#prompt textarea").fill(prompt)
     page.locator("#max-new-tokens input").fill(str(max_new))
@@ -104,6 +111,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     page.screenshot(path=str(ARTIFACTS / "ui_sampling.png"), full_page=True)
 
     # a sampling slider moves: the distribution is redrawn from stored logits, no new token
+    open_settings(page)
     box = page.locator("#temperature input[type=number]")
     box.fill("1.5")
     box.press("Tab")
@@ -169,6 +177,7 @@ def test_bad_settings_are_reported(page: Page, app_url):
     page.locator("#prefill-btn").click()
     expect(page.locator("#status-message")).to_contain_text("max new tokens must be > 0", timeout=T)
     page.locator("#max-new-tokens input").fill("4")
+    open_settings(page)
     page.locator("#seed input").fill("-3")
     page.locator("#prefill-btn").click()
     expect(page.locator("#status-message")).to_contain_text("seed must be >= 0", timeout=T)

@@ -13,12 +13,13 @@ Named API endpoints for scripts (gradio_client): `prefill` and `step`, each retu
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from inspector.ui import api
+from inspector.ui import api, trace_io
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
@@ -44,6 +45,7 @@ EXAMPLES = [
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
 # Lab tabs after the views: each is `inspector/ui/<name>_tab.py` with `build_<name>_tab(ctx)` (TabContext)
 LAB_TABS: tuple[str, ...] = (
+    "serving",
 )
 
 
@@ -119,6 +121,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 ViewSlot("chips", "tokens")
                 ViewSlot("text", "text")
                 ViewSlot("branches", "branches")  # the branch tree, once the run has branched
+                with gr.Row(elem_classes="ii-trace-row"):
+                    save_trace_btn = gr.Button("Save trace", elem_id="trace-save-btn", size="sm", min_width=90)
+                    open_trace_btn = gr.UploadButton("Open trace", elem_id="trace-open-btn", size="sm", min_width=90,
+                                                     file_types=[".safetensors"], file_count="single")
+                trace_file = gr.File(label="trace file (safetensors: reopen it with Open trace, or `inspector trace`)",
+                                     elem_id="trace-file", visible=False, interactive=False)
                 run_link = gr.Textbox(label="link to this run (opening it runs the same prompt, settings and steps)",
                                       elem_id="run-link", interactive=False, buttons=["copy"], visible=False)
                 # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
@@ -154,8 +162,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                         ViewSlot("kv_recompute", "kv-recompute-view")
                     with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                         gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
-                        ViewSlot("samp_info", "sampling-view")
                         ViewSlot("samp_fig", "sampling-bars", plot=True)
+                        ViewSlot("samp_info", "sampling-view")
                         resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
                     with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
                         gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
@@ -207,6 +215,11 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)
         # every page gets its session id at load, so Play pressed during the first prefill finds that prefill
+        # trace files (inspector.ui.trace_io): save this run for download; open one and redraw every view
+        save_trace_btn.click(bundled(partial(trace_io.export_trace_shown, h), ("status",), lead=1),
+                             [sid, prompt, chat, system], [trace_file, bundle], **hidden, **FAST)
+        open_trace_btn.upload(bundled(partial(trace_io.import_trace, h), VIEW_KEYS), [sid, open_trace_btn, layer, head],
+                              [bundle], **hidden, **FAST)
         # "Link to this run": the page's settings and step count as a URL (static/app.js `runLink`)
         link_btn.click(lambda url: gr.update(value=url, visible=True), [run_link], [run_link], queue=False,
                        js="(current) => window.inspectorRunLink()", **hidden)

@@ -1,0 +1,95 @@
+"""Screenshots of the real app for the README: `python docs/screenshots.py` refreshes docs/img/*.png.
+
+It starts the app in process on the embedded default model (127.0.0.1, a free port), drives Debian
+chromium with Playwright at 1400x900 the way a visitor does (a prompt, Prefill, a few Steps) and saves
+the first screen and each view. Nothing is drawn by hand: every picture is the page as served.
+
+Options: --out DIR (default docs/img), --steps N decode steps before the shots (default 6), --chromium PATH.
+Also prints, for the layout checks, how far down the page the tokens and the open view's plot end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+PROMPT = "Why is the sky blue?"
+VIEWS = [  # (tab label, file name, the element the shot waits for)
+    ("Residual stream", "view_residual.png", "#resid-heatmap img"),
+    ("Attention", "view_attention.png", "#attn-pattern .js-plotly-plot"),
+    ("KV cache", "view_kv_cache.png", "#kv-growth .js-plotly-plot"),
+    ("Sampling", "view_sampling.png", "#sampling-bars .js-plotly-plot"),
+    ("Tensor inventory", "view_inventory.png", "#inventory table"),
+    ("Timing", "view_timing.png", "#timing-chart .js-plotly-plot"),
+]
+T = 120_000  # ms
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--chromium", default=os.environ.get("CHROMIUM_PATH") or shutil.which("chromium"))
+    args = ap.parse_args(argv)
+    if not args.chromium:
+        sys.exit("error: chromium not found (apt-get install chromium, or --chromium PATH)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from inspector.models.loader import load_model
+    from inspector.ui.app import build_app, launch_kwargs
+
+    demo = build_app(load_model(None))
+    demo.queue(default_concurrency_limit=None)
+    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
+                run_history=False, **launch_kwargs())
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(demo.local_url, timeout=T)
+            expect(page.locator("#status-line")).to_be_visible(timeout=T)
+            page.locator("#prompt textarea").fill(PROMPT)
+            page.locator("#prefill-btn").click()
+            expect(page.locator("#status-phase")).to_have_text("prefill done", timeout=T)
+            for k in range(1, args.steps + 1):
+                page.locator("#step-btn").click()
+                expect(page.locator("#status-phase")).to_contain_text(f"decode step {k} ", timeout=T)
+            page.evaluate("window.scrollTo(0, 0)")
+            page.wait_for_timeout(800)
+            page.screenshot(path=str(out / "first_screen.png"))
+            print(f"{'element':<28} bottom (px, viewport 900)")
+            for sel in ("#token-chips", "#resid-heatmap", "#pipeline-strip"):
+                box = page.locator(sel).first.bounding_box() if page.locator(sel).count() else None
+                print(f"{sel:<28} {'-' if box is None else round(box['y'] + box['height'])}")
+            for label, name, ready in VIEWS:
+                page.get_by_role("tab", name=label).click()
+                expect(page.locator(ready).first).to_be_visible(timeout=T)
+                page.wait_for_timeout(600)
+                page.screenshot(path=str(out / name), full_page=False)
+            browser.close()
+    finally:
+        demo.close()
+    print(f"wrote {1 + len(VIEWS)} screenshots to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
