@@ -125,17 +125,17 @@ class RestoredSession(Session):
         self.recorded_model = recorded  # name, source, dtype, config, fingerprint of the recording model
         self.settings = settings  # prompt, chat, system, params (the newest step's), max_new_tokens, flags
         self.read_only = read_only
-        config = ModelConfig.from_hf(recorded["config"], name=recorded["name"])
-        if read_only is None:
-            self.loaded = loaded
-        else:
+        flags = {k: bool(settings[k]) for k in ("recompute", "record", "lens")}
+        if read_only is None:  # a session of the recording model, whose state is then replaced by the file's
+            super().__init__(loaded, **flags)
+        else:  # no model: what the views need, from the file
+            config = ModelConfig.from_hf(recorded["config"], name=recorded["name"])
             tokenizer = TracePieces([str(p) for p in doc["pieces"]], {int(i) for i in doc["specials"]})
             self.loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer,
                                       DTYPES[recorded["dtype"]])
-        self.model, self.config, self.tokenizer = self.loaded.model, self.loaded.config, self.loaded.tokenizer
-        self.recompute, self.record = bool(settings["recompute"]), bool(settings["record"])
-        self.lens = bool(settings["lens"])
-        self.context = self.config.max_position_embeddings
+            self.model, self.config, self.tokenizer = None, config, tokenizer
+            self.recompute, self.record, self.lens = flags["recompute"], flags["record"], flags["lens"]
+            self.context = config.max_position_embeddings
         self.eos_ids = frozenset(int(i) for i in doc["eos_ids"])
         self.max_new_tokens = int(settings["max_new_tokens"])
         self.prompt_ids = [int(i) for i in doc["prompt_ids"]]
