@@ -291,7 +291,13 @@ def test_no_pickle_anywhere(saved, tiny_loaded, monkeypatch):  # noqa: F811
     save_trace(back, saved.with_name("again.safetensors"))
 
 
-def test_saving_needs_a_run(tiny_loaded, tmp_path):  # noqa: F811
+def test_saving_needs_a_run_and_a_writable_place(tiny_loaded, tmp_path):  # noqa: F811
     with pytest.raises(InputError, match="nothing to save"):
         save_trace(Session(tiny_loaded), tmp_path / "empty.safetensors")
     assert not list(tmp_path.iterdir())
+    s = generate(tiny_loaded, 1)
+    for where in (tmp_path / "no-such-folder" / "t.safetensors", tmp_path):  # a missing folder; a folder
+        with pytest.raises(InputError, match="cannot write the trace to") as err:
+            save_trace(s, where)
+        assert "\n" not in str(err.value)
+    assert not list(tmp_path.iterdir())  # no partial file left behind

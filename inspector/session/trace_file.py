@@ -118,8 +118,12 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     metadata = {"format": FORMAT, "version": str(FORMAT_VERSION), "trace": doc, "sha256": _digest(doc, tensors)}
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    save_file(tensors, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    try:
+        save_file(tensors, str(tmp), metadata=metadata)
+        os.replace(tmp, path)
+    except (SafetensorError, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write the trace to {_shown(str(path))}: {_first_line(exc)}") from None
     return path.stat().st_size
 
 
