@@ -158,7 +158,7 @@ def summary_html(view: ServingView, tokens: int, tok_s: float | None, bytes_per_
     """Totals after the last step; data-* attributes for tests."""
     last = view.steps[-1] if view.steps else None
     rate = f"{tok_s:.1f} tokens/s" if tok_s is not None else "-"
-    done = sum(1 for t in view.timelines if t.states and t.states[-1] == "finished")
+    done = len({s for r in view.steps for s in r.finished})
     paged = view.grid.used * bytes_per_block
     return (f'<div id="serving-summary" data-steps="{len(view.steps)}" data-tokens="{tokens}" '
             f'data-finished="{done}" data-blocks="{view.grid.used}">'

@@ -1,0 +1,60 @@
+"""End-to-end: the Serving tab in headless chromium over the real default model.
+
+Open the tab, queue two requests (one arriving later), Step, Play to the end, read the summary and the
+request table; a bad request box gives one line in the status; the memory calculator redraws when a
+slider moves. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() retries until then
+
+
+def test_serving_tab_load_step_play(page: Page, app_url):
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    page.goto(app_url, timeout=T)
+    expect(page.locator("#status-line")).to_be_visible(timeout=T)
+    page.get_by_role("tab", name="Serving").click()
+    status = page.locator("#serving-status")
+    expect(status).to_contain_text("press Load", timeout=T)
+
+    page.locator("#serving-step").click()  # nothing queued yet: one line, no crash
+    expect(status).to_contain_text("nothing queued: press Load first", timeout=T)
+
+    page.locator("#serving-requests textarea").fill("0 | 4 | The capital of France is\n2 | 3 | Hello")
+    page.locator("#serving-load").click()
+    expect(status).to_contain_text("queued 2 sequences", timeout=T)
+    page.locator("#serving-step").click()
+    expect(status).to_contain_text("step 0: #0 prefill", timeout=T)
+    summary = page.locator("#serving-summary")
+    expect(summary).to_have_attribute("data-steps", "1", timeout=T)
+    expect(page.locator("#serving-grid .js-plotly-plot")).to_be_visible(timeout=T)
+
+    page.locator("#serving-play").click()
+    expect(status).to_contain_text("all done", timeout=T)
+    expect(summary).to_have_attribute("data-finished", "2", timeout=T)
+    expect(summary).to_have_attribute("data-tokens", "7")
+    expect(summary).to_contain_text(re.compile(r"tokens/s aggregate"))
+    expect(page.locator('#serving-table tr[data-status="finished"]')).to_have_count(2)
+    expect(page.locator("#serving-roofline .js-plotly-plot")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "ui_serving_done.png"), full_page=True)
+
+    page.locator("#serving-requests textarea").fill("")
+    page.locator("#serving-load").click()
+    expect(status).to_contain_text("no requests", timeout=T)
+    expect(status.locator("[data-error='1']")).to_have_count(1)
+
+    info = page.locator("#serving-mem-info")
+    expect(info).to_contain_text("requests of 4096 tokens fit in 80 GiB", timeout=T)
+    slider = page.locator("#serving-mem-context input[type='number']")
+    slider.fill("8192")
+    slider.blur()  # the slider's number box sends `release` when it loses focus
+    expect(info).to_contain_text("requests of 8192 tokens fit in 80 GiB", timeout=T)
