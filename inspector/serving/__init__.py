@@ -1,1 +1,7 @@
-"""Serving: what it takes to run a model for many requests. `memory`: the memory calculator (no torch)."""
+"""Serving: what it takes to run a model for many requests.
+
+`memory`: the memory calculator (no torch). `paged_cache`: blocks, block tables, fork / copy on write.
+`scheduler`: continuous batching with preemption and parallel sampling. `roofline`: FLOPs and bytes of a
+forward and the machine's measured peaks. `records`: what a run records, plain dataclasses for `viz`.
+`view`: a scheduler's state as those records.
+"""
