@@ -13,6 +13,7 @@ from inspector.session.session import Session
 from inspector.ui import trace_io
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import VIEW_KEYS, Handlers
+from inspector.ui.model_thread import run
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.trace_io import EXPORTS_KEPT, export_trace, import_trace
 from tests.tiny import make_tiny_checkpoint
@@ -79,6 +80,20 @@ def test_export_then_import_gives_equal_views(tiny_loaded):  # noqa: F811
         h.step(sid, *SAMPLING, 1, 3)
         assert "ii-error" not in status(h2.step(sid2, *SAMPLING, 1, 3))
     assert a.session.generated_ids == b.session.generated_ids and a.session.text == b.session.text
+
+
+def test_import_runs_the_next_forward_ahead(tiny_loaded, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "1")
+    h, store = make(tiny_loaded)
+    sid = a_run(h, 1)
+    path, _ = export_trace(h, sid)
+    sid2 = store.new_id()
+    import_trace(h, sid2, path, 0, 0)
+    assert run(lambda: store.get(sid2).session.is_ahead)  # queued on the decode thread before this check
+    out = h.step(sid2, *SAMPLING, 0, 0)
+    h.step(sid, *SAMPLING, 0, 0)
+    assert "ii-error" not in status(out)
+    assert store.get(sid2).session.generated_ids == store.get(sid).session.generated_ids
 
 
 def test_a_trace_of_other_weights_opens_read_only(tiny_loaded, tmp_path):  # noqa: F811

@@ -91,7 +91,9 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
             entry.session = session
             entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
         how = session.read_only or f"it steps on with {h.loaded.name}"
-        return h.views(entry, layer, head, f"opened {path.name}: {how}")
+        views = h.views(entry, layer, head, f"opened {path.name}: {how}")
+        h.queue_forward_ahead(entry)  # as after a prefill: the next Step only samples (nothing when read-only)
+        return views
     except (InspectorError, ValueError, OSError) as exc:
         return h.error_views(entry, InputError(_one_line(exc)))
 
