@@ -120,7 +120,9 @@ class Scheduler:
         context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         if not prompt_ids or max_new_tokens < 1:
             seq.finish_reason = "an empty prompt or max new tokens < 1"
-        elif n < 1 or n > self.max_batch:
+        elif n < 1:
+            seq.finish_reason = f"a request needs at least 1 continuation, got {n}"
+        elif n > self.max_batch:
             seq.finish_reason = f"{n} continuations do not fit a batch of {self.max_batch}"
         elif context is not None and seq.max_len > context:
             seq.finish_reason = f"needs {seq.max_len} positions; the model's context is {context}"
