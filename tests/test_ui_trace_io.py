@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gradio as gr
 import pytest
 
 from inspector.models.loader import load_model
@@ -15,7 +16,7 @@ from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.model_thread import run
 from inspector.ui.sessions import SessionStore, new_ui_session
-from inspector.ui.trace_io import EXPORTS_KEPT, export_trace, import_trace
+from inspector.ui.trace_io import EXPORTS_KEPT, export_trace, export_trace_shown, import_trace
 from tests.tiny import make_tiny_checkpoint
 from tests.viz_records import tiny_loaded  # noqa: F401
 
@@ -157,8 +158,13 @@ def test_export_errors_and_the_folder_stays_bounded(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
     path, line = export_trace(h, store.new_id())
     assert path is None and "ii-error" in line and "nothing to export yet" in line
+    update, line = export_trace_shown(h, store.new_id())
+    assert update == gr.skip() and "nothing to export yet" in line  # the hidden file component stays hidden
     sid = a_run(h, 0)
-    paths = [export_trace(h, sid)[0] for _ in range(EXPORTS_KEPT + 3)]
+    paths = [export_trace(h, sid)[0] for _ in range(EXPORTS_KEPT + 2)]
+    update, _ = export_trace_shown(h, sid)
+    assert update["visible"] is True and Path(update["value"]).is_file()
+    paths.append(update["value"])
     folder = trace_io.export_folder()
     assert len(list(folder.iterdir())) <= EXPORTS_KEPT
     assert Path(paths[-1]).is_file() and not Path(paths[0]).exists()

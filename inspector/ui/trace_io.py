@@ -3,7 +3,8 @@
 Two handlers the page wires to its buttons, both taking the app's `Handlers` as `h`:
 - `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, status line).
   Files go to one temporary folder per process, removed at exit; only the newest `EXPORTS_KEPT` are kept
-  (Gradio copies a returned file into its own cache when it sends it).
+  (Gradio copies a returned file into its own cache when it sends it). `export_trace_shown` is the same
+  for a hidden `gr.File`: an update that shows it with the new file.
 - `import_trace(h, sid, file, layer, head)` -> what `Handlers.views` returns, so every view redraws from
   the file without running the model. The restored session replaces this browser's, under the entry's
   lock; it steps on when the page's model recorded it, else Step says why in the status line.
@@ -23,6 +24,8 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+import gradio as gr
 
 from inspector.errors import InputError, InspectorError
 from inspector.session.trace_file import load_trace, save_trace
@@ -135,7 +138,5 @@ def _one_line(exc: BaseException) -> str:
 def export_trace_shown(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
                        system: str | None = None) -> tuple[Any, str]:
     """`export_trace` for the page: the file component shown with the new file (left hidden on an error)."""
-    import gradio as gr
-
     path, status = export_trace(h, sid, prompt, chat, system)
     return (gr.update(value=path, visible=True) if path else gr.skip()), status
