@@ -199,3 +199,12 @@ def test_quantize_loaded_keeps_tokenizer_and_refuses_bad_input(tiny):
         quantize_loaded(loaded, "int3")
     with pytest.raises(InputError, match="does not divide"):
         quantize_loaded(loaded, "int4:256")
+
+
+@pytest.mark.parametrize("scheme", ["bf16", "int8", "int4:32", "int4:16"])
+@pytest.mark.parametrize("which", ["tiny", "tiny_untied"])
+def test_planned_bytes_equal_the_built_models(scheme, which, request):
+    from inspector.quant.model import planned_weight_bytes
+
+    ours, _ = request.getfixturevalue(which)
+    assert planned_weight_bytes(ours, parse_scheme(scheme)) == weight_bytes(quantize_model(ours, scheme))

@@ -99,6 +99,10 @@ class QuantLab:
             self._speed[key] = 1.0 / float(np.median(times))
         return self._speed[key]
 
+    def measured_tok_s(self, scheme: str, kv: str = "fp32") -> float | None:
+        """The decode speed measured so far for (scheme, kv), or None (measures nothing)."""
+        return self._speed.get((parse_scheme(scheme).name, parse_kv(kv)))
+
     def stats(self, scheme: str, kv: str = "fp32", measure: bool = True) -> SchemeStats:
         parsed, kv = parse_scheme(scheme), parse_kv(kv)
         model = self.model(parsed)

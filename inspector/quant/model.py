@@ -134,6 +134,19 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
+def planned_weight_bytes(fp32: Transformer, scheme: Scheme) -> int:
+    """The bytes `quantize_model(fp32, scheme)` would hold, from the fp32 model's shapes alone (no build)."""
+    if scheme.weights == "fp32":
+        return weight_bytes(fp32)
+    per_matrix = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 4 * n,
+                  "int4": lambda n, k: n * k // 2 + 2 * 2 * n * (k // scheme.group)}[scheme.weights]
+    total = fp32.inv_freq.nbytes
+    for name, p in fp32.named_parameters():
+        quantized = name.endswith(".weight") and ("proj" in name or "embed_tokens" in name or name == "lm_head.weight")
+        total += per_matrix(*p.shape) if quantized else p.nbytes  # norms and biases: shared fp32
+    return total
+
+
 @dataclasses.dataclass
 class QuantLoadedModel(LoadedModel):
     """A LoadedModel over a quantized model; `scheme` of its weights, `kv` ("fp32" | "int8") of its KV cache."""

@@ -66,9 +66,9 @@ def parse_kv(text: Any) -> str:
 
 def quantized_in_dims(config: Any) -> dict[str, int]:
     """Input dimension of each kind of matrix a scheme quantizes (the tied head reads hidden_size too)."""
-    return {"hidden size (q/k/v, gate/up, embedding)": config.hidden_size,
-            "attention width (o_proj)": config.num_attention_heads * config.head_dim,
-            "intermediate size (down_proj)": config.intermediate_size}
+    return {"hidden size": config.hidden_size,  # q/k/v, gate/up and the embedding read it
+            "attention width": config.num_attention_heads * config.head_dim,  # o_proj
+            "intermediate size": config.intermediate_size}  # down_proj
 
 
 def check_shapes(scheme: Scheme, config: Any) -> None:

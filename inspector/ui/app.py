@@ -46,6 +46,7 @@ FAST = {"show_progress": "hidden", "concurrency_limit": None}
 # Lab tabs after the views: each is `inspector/ui/<name>_tab.py` with `build_<name>_tab(ctx)` (TabContext)
 LAB_TABS: tuple[str, ...] = (
     "serving",
+    "quant",
 )
 
 
