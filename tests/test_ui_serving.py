@@ -44,6 +44,13 @@ def test_load_step_play_to_the_end(tiny_loaded):
     out = st.step(ctx, "s1")
     assert "step 0: #0 prefill" in out[STATUS] and "#1 prefill" in out[STATUS]
     assert 'data-steps="1"' in out[SUMMARY] and 'data-tokens="2"' in out[SUMMARY]
+    _, state = st.lab_state(ctx, "s1", "serving")
+    cache, seqs = state["sched"].cache, state["sched"].sequences
+    blocks = sum(-(-len(s.prompt_ids) // 4) for s in seqs[:2])  # each prompt in blocks of 4, nothing shared
+    assert state["sched"].records[0].blocks_used == blocks
+    paged, contiguous = blocks * cache.bytes_per_block, (seqs[0].max_len + seqs[1].max_len) * cache.bytes_per_position
+    from inspector.viz.common import human_bytes
+    assert f"KV at peak: paged {human_bytes(paged)}" in out[SUMMARY] and human_bytes(contiguous) in out[SUMMARY]
     grid = out[GRID].data[0]
     owners = [t for t in grid.text if t]
     assert set(owners) == {"0", "1"} and "blocks in use" in out[GRID].layout.title.text

@@ -37,6 +37,7 @@ def test_serving_tab_load_step_play(page: Page, app_url):
     summary = page.locator("#serving-summary")
     expect(summary).to_have_attribute("data-steps", "1", timeout=T)
     expect(page.locator("#serving-grid .js-plotly-plot")).to_be_visible(timeout=T)
+    page.screenshot(path=str(ARTIFACTS / "ui_serving_step.png"), full_page=True)
 
     page.locator("#serving-play").click()
     expect(status).to_contain_text("all done", timeout=T)

@@ -114,8 +114,11 @@ def outputs(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
     sched: Scheduler = state["sched"]
     view = serving_view(sched, state["labels"], state["peaks"])
     tokens, tok_s = throughput(view.steps)
-    contiguous = sched.cache.reserved_contiguous_bytes()
-    summary = vs.summary_html(view, tokens, tok_s, sched.cache.bytes_per_block, contiguous)
+    max_len = {s.seq_id: s.max_len for s in sched.sequences}
+    paged = max((r.blocks_used for r in view.steps), default=0) * sched.cache.bytes_per_block
+    contiguous = max((sum(max_len[row.seq_id] for row in r.rows) for r in view.steps), default=0) * \
+        sched.cache.bytes_per_position
+    summary = vs.summary_html(view, tokens, tok_s, paged, contiguous)
     return (status_html(message, error), summary, vs.block_grid_figure(view.grid), vs.timeline_figure(view.timelines),
             vs.tokens_figure(view.steps), vs.roofline_figure(view.steps, view.peaks), requests_html(ctx, state))
 

@@ -36,6 +36,12 @@ CAPTION = ("Serving: requests share one pool of fixed-size KV blocks (PagedAtten
            "pool runs out, the newest request is preempted and recomputed later.")
 
 
+def step_axis(n_steps: int) -> dict:
+    """An engine-step x axis: one tick per step while they are few (no fractional steps)."""
+    ticks = {"tickmode": "linear", "tick0": 0, "dtick": 1} if n_steps <= 24 else {"tickformat": "d"}
+    return {"title": {"text": "engine step"}, **ticks}
+
+
 def owner_color(seq_id: int) -> str:
     return OWNER_COLORS[seq_id % len(OWNER_COLORS)]
 
@@ -80,7 +86,7 @@ def timeline_figure(timelines: list[RequestTimeline]) -> go.Figure:
                            hoverinfo="text", marker={"symbol": "square", "size": 14, "color": STATE_COLORS[state]}))
     labels = [t.label for t in timelines]
     return figure(traces, "Requests over engine steps", 120 + 22 * max(len(timelines), 1),
-                  xaxis={"title": {"text": "engine step"}, "rangemode": "tozero"},
+                  xaxis={**step_axis(max((len(t.states) for t in timelines), default=0)), "rangemode": "tozero"},
                   yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels[::-1]},
                   legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
 
@@ -99,7 +105,7 @@ def tokens_figure(steps: list[StepRecord]) -> go.Figure:
              yaxis="y2", line={"color": MLP}, hovertemplate="step %{x}: %{y} blocks<extra></extra>"),
     ]
     return figure(traces, "Tokens per engine step", 300, barmode="stack",
-                  xaxis={"title": {"text": "engine step"}}, yaxis={"title": {"text": "tokens in the forward"}},
+                  xaxis=step_axis(len(steps)), yaxis={"title": {"text": "tokens in the forward"}},
                   yaxis2={"overlaying": "y", "side": "right", "title": {"text": "blocks"}, "rangemode": "tozero",
                           "showgrid": False},
                   legend={"orientation": "h", "y": -0.3})
@@ -153,16 +159,15 @@ def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.
                   legend={"orientation": "h", "y": -0.4}, margin={"l": 160, "r": 20, "t": 40, "b": 50})
 
 
-def summary_html(view: ServingView, tokens: int, tok_s: float | None, bytes_per_block: int,
-                 contiguous_bytes: int) -> str:
+def summary_html(view: ServingView, tokens: int, tok_s: float | None, peak_paged_bytes: int,
+                 peak_contiguous_bytes: int) -> str:
     """Totals after the last step; data-* attributes for tests."""
-    last = view.steps[-1] if view.steps else None
     rate = f"{tok_s:.1f} tokens/s" if tok_s is not None else "-"
     done = len({s for r in view.steps for s in r.finished})
-    paged = view.grid.used * bytes_per_block
+    saved = f" ({peak_contiguous_bytes / peak_paged_bytes:.1f}x)" if peak_paged_bytes else ""
     return (f'<div id="serving-summary" data-steps="{len(view.steps)}" data-tokens="{tokens}" '
             f'data-finished="{done}" data-blocks="{view.grid.used}">'
             f"{len(view.steps)} engine steps, {tokens} tokens generated, {rate} aggregate; "
-            f"{done} of {len(view.timelines)} requests finished; "
-            f"{last.blocks_used if last else 0} blocks in the last forward. KV now: paged {human_bytes(paged)} "
-            f"vs contiguous caches reserved to each live request's max length {human_bytes(contiguous_bytes)}.</div>")
+            f"{done} of {len(view.timelines)} requests finished. KV at peak: paged {human_bytes(peak_paged_bytes)}, "
+            f"contiguous caches reserved to each running request's max length {human_bytes(peak_contiguous_bytes)}"
+            f"{saved}.</div>")
