@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--model", default=None)
-    ap.add_argument("--remeasure-peaks", action="store_true", help="measure the peaks again (on a quiet machine)")
+    ap.add_argument("--remeasure-peaks", action="store_true", help="measure the peaks again, keeping the higher")
     ap.add_argument("--quick", action="store_true", help="batches 1,2,4, prompt 8, 2 steps each: a smoke test")
     args = ap.parse_args()
     if args.quick:

@@ -112,3 +112,14 @@ def test_scheduler_steps_carry_their_forward_cost(tmp_path_factory):
     assert second.bytes_moved == forward_cost(loaded.config, [(1, 5), (2, 0)], 4).bytes_moved
     assert all(r.forward_ms > 0 and 0 < r.gflops_per_s and 0 < r.gb_per_s for r in sched.records)
     assert first.intensity > sched.records[-1].intensity  # a 5-token prefill vs a lone decode row
+
+
+def test_refresh_keeps_the_higher_of_each_roof(tmp_path, monkeypatch):
+    key = machine_key(__import__("torch").float32)
+    (tmp_path / roofline.PEAKS_FILE).write_text(json.dumps({key: {"gflops_per_s": 50.0, "gb_per_s": 5.0,
+                                                                  "dtype": "float32"}}))
+    monkeypatch.setattr(roofline, "measure_peaks", lambda *a, **k: Peaks(40.0, 9.0, "float32", key))
+    assert cached_peaks(tmp_path).gflops_per_s == 50.0  # no refresh: the stored entry
+    again = cached_peaks(tmp_path, refresh=True)  # a busier run measured less compute, more bandwidth
+    assert (again.gflops_per_s, again.gb_per_s) == (50.0, 9.0)
+    assert json.loads((tmp_path / roofline.PEAKS_FILE).read_text())[key]["gb_per_s"] == 9.0

@@ -17,7 +17,8 @@ Peaks, measured once per machine and cached: `measure_peaks` times a square matm
 over a tensor far larger than the CPU caches (GB/s of reading) in the model's dtype, best of a few runs.
 `cached_peaks(directory, ...)` keeps them in `directory/roofline-peaks.json` (the loader's model directory
 is the caller's choice: next to the converted weights), one entry per machine | torch | threads | dtype,
-and measures only when the entry is missing.
+and measures only when the entry is missing, or on `refresh`, which keeps the higher of the old and new
+value of each roof (a busy machine only makes a measurement lower).
 """
 
 from __future__ import annotations
@@ -132,9 +133,10 @@ def measure_peaks(dtype: torch.dtype = torch.float32, device: torch.device | str
 
 def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32,
                  device: torch.device | str = "cpu", *, refresh: bool = False, **measure_kwargs) -> Peaks:
-    """The peaks stored in `directory`/roofline-peaks.json for this machine key, measured and stored if absent
-    (or `refresh`: a measurement taken while the machine was busy is replaced). An unwritable directory only
-    costs the caching."""
+    """The peaks stored in `directory`/roofline-peaks.json for this machine key, measured and stored if absent.
+    `refresh` measures again and keeps the higher of the stored and new value of each roof: a peak is the
+    best the machine did, and a measurement taken while it was busy only underestimates it. An unwritable
+    directory only costs the caching."""
     path = Path(directory) / PEAKS_FILE
     key = machine_key(dtype, device)
     stored: dict = {}
@@ -143,13 +145,19 @@ def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.f
         stored = found if isinstance(found, dict) else {}
     except (OSError, ValueError):
         pass
-    entry = None if refresh else stored.get(key)
+    before = None
+    entry = stored.get(key)
     if isinstance(entry, dict):
         try:
-            return Peaks(float(entry["gflops_per_s"]), float(entry["gb_per_s"]), str(entry["dtype"]), key)
+            before = Peaks(float(entry["gflops_per_s"]), float(entry["gb_per_s"]), str(entry["dtype"]), key)
         except (KeyError, TypeError, ValueError):
             pass  # a damaged entry: measure again
+    if before is not None and not refresh:
+        return before
     peaks = measure_peaks(dtype, device, **measure_kwargs)
+    if before is not None:
+        peaks = Peaks(max(peaks.gflops_per_s, before.gflops_per_s), max(peaks.gb_per_s, before.gb_per_s),
+                      peaks.dtype, key)
     stored[key] = {"gflops_per_s": peaks.gflops_per_s, "gb_per_s": peaks.gb_per_s, "dtype": peaks.dtype}
     try:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
