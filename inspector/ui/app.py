@@ -45,6 +45,7 @@ EXAMPLES = [
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
 # Lab tabs after the views: each is `inspector/ui/<name>_tab.py` with `build_<name>_tab(ctx)` (TabContext)
 LAB_TABS: tuple[str, ...] = (
+    "speculative",
     "serving",
     "quant",
 )
