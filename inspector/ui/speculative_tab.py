@@ -167,7 +167,8 @@ def build_speculative_tab(ctx: TabContext) -> None:
         with gr.Row():
             drafter = gr.Dropdown(DRAFTERS, value="ngram", label="drafter (ngram = prompt lookup)",
                                   elem_id="speculative-drafter")
-            layer = gr.Slider(1, max(1, n_layers - 1), max(1, round(0.8 * n_layers)), step=1,
+            # a slider needs min < max: a 2-layer model shows 1..2, and 2 is refused in one line
+            layer = gr.Slider(1, max(2, n_layers - 1), max(1, min(n_layers - 1, round(0.8 * n_layers))), step=1,
                               label="early-exit layer L (draft with the first L layers)", elem_id="speculative-layer")
             k = gr.Slider(1, MAX_DRAFT_LEN, 5, step=1, label="draft length k", elem_id="speculative-k")
         with gr.Row():
