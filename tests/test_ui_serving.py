@@ -134,3 +134,14 @@ def test_memory_calculator():
     fig, line = st.memory_view("no-such/model", 8192, 8, "bf16", 80)
     assert 'data-error="1"' in line and "no-such/model" in line
     assert 'data-error="1"' in st.memory_view("meta-llama/Llama-3.1-8B", 0, 8, "bf16", 80)[1]
+
+
+def test_load_during_play_ends_the_old_play(tiny_loaded):
+    ctx = make_ctx(tiny_loaded)
+    load(ctx, sid="q")
+    run = st.play(ctx, "q")
+    assert "step 0" in next(run)[STATUS]
+    assert "queued 1 sequence in" in load(ctx, text="hello", sid="q")[STATUS]
+    assert list(run) == []  # the old Play stops without stepping the new run
+    _, state = st.lab_state(ctx, "q", "serving")
+    assert state["sched"].records == []

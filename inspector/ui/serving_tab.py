@@ -155,7 +155,7 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
             raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {pool_bytes / 2**20:.0f} MB; "
                              f"this server allows {ctx.limits.max_trace_mb} MB per visitor (INSPECTOR_MAX_TRACE_MB)")
         entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
+        with entry.exclusive("serving load"):
             def build() -> tuple[Scheduler, Any]:
                 cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
                 eos = set(config.eos_token_ids) | {t for t in [ctx.loaded.tokenizer.eos_id] if t is not None}
@@ -171,7 +171,8 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
             state.update(sched=sched, peaks=peaks, paused=False, labels=labels)
         refused = sum(1 for s in sched.sequences if s.status is Status.REFUSED)
         note = f"; {refused} refused (see the table)" if refused else ""
-        return outputs(ctx, state, f"queued {len(sched.sequences)} sequences in a pool of {pool_blocks} blocks "
+        k = len(sched.sequences)
+        return outputs(ctx, state, f"queued {k} sequence{'s' if k != 1 else ''} in a pool of {pool_blocks} blocks "
                                    f"of {block_size}{note}: press Step or Play")
     except InputError as exc:
         return empty_outputs(str(exc), error=True)
@@ -188,7 +189,7 @@ def _one_step(entry: Any, state: dict) -> str:
     sched: Scheduler = state["sched"]
     if sched.done:
         return "every request has finished (or was refused): press Load to start again"
-    with entry.exclusive(LAB):
+    with entry.exclusive("serving step"):
         rec = model_thread.run(sched.step)
     rows = ", ".join(f"#{r.seq_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
     return f"step {rec.step}: {rows}" + (" — all done" if sched.done else "")
@@ -206,13 +207,14 @@ def play(ctx: TabContext, sid: str | None) -> Iterator[tuple]:
     """Step until every request is done or Pause is pressed, drawing after each step."""
     try:
         entry, state = _scheduler(ctx, sid)
-        state["paused"] = False
+        sched, state["paused"] = state["sched"], False
         for _ in range(PLAY_MAX_STEPS):
-            if state["paused"] or state["sched"].done:
+            if state["paused"] or sched.done or state.get("sched") is not sched:  # Pause, the end, or a new Load
                 break
             yield outputs(ctx, state, _one_step(entry, state))
-        yield outputs(ctx, state, "paused" if state["paused"] else "all done" if state["sched"].done
-                      else f"stopped after {PLAY_MAX_STEPS} steps")
+        if state.get("sched") is sched:
+            yield outputs(ctx, state, "paused" if state["paused"] else "all done" if sched.done
+                          else f"stopped after {PLAY_MAX_STEPS} steps")
     except InputError as exc:
         yield empty_outputs(str(exc), error=True)
 
