@@ -49,7 +49,8 @@ def empty_outputs(message: str, error: bool = False) -> tuple:
 
 
 def outputs(run: SpeculativeRun, message: str) -> tuple:
-    text = (f'<div id="spec-text" data-generated="{len(run.generated_ids)}" data-finished="{run.finished or ""}">'
+    text = (f'<div id="spec-text" style="white-space:pre-wrap;font-family:monospace" '
+            f'data-generated="{len(run.generated_ids)}" data-finished="{run.finished or ""}">'
             f"{esc(run.text)}</div>")
     return (status_html(message), text, vsp.rounds_html(run.rounds), vsp.kv_figure(run.rounds),
             vsp.stats_html(run.stats))
