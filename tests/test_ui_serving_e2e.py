@@ -59,3 +59,22 @@ def test_serving_tab_load_step_play(page: Page, app_url):
     slider.fill("8192")
     slider.blur()  # the slider's number box sends `release` when it loses focus
     expect(info).to_contain_text("requests of 8192 tokens fit in 80 GiB", timeout=T)
+
+
+def test_serving_tab_fits_a_phone_sized_screen(page: Page, app_url):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(app_url, timeout=T)
+    expect(page.locator("#status-line")).to_be_visible(timeout=T)
+    page.evaluate("""() => {  // on a narrow screen the tab may sit in Gradio's "More tabs" menu
+        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === "Serving");
+        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
+    }""")
+    page.locator("#serving-requests textarea").fill("0 | 3 | The capital of France is a city")
+    page.locator("#serving-load").click()
+    expect(page.locator("#serving-status")).to_contain_text("queued 1 sequence", timeout=T)
+    page.locator("#serving-step").click()
+    expect(page.locator("#serving-summary")).to_have_attribute("data-steps", "1", timeout=T)
+    page.wait_for_timeout(700)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    page.screenshot(path=str(ARTIFACTS / "ui_serving_390.png"), full_page=True)
+    assert width <= 390, f"the Serving tab is {width} px wide at 390 px"
