@@ -89,17 +89,20 @@ def test_group_that_does_not_divide_the_model_is_one_line(tiny):
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("scheme,tol", [("int8", 1e-5), ("int4:32", 1e-5), ("int4:16", 1e-5), ("bf16", 5e-2)])
+# bf16 and the int4 kernel also round the activations they multiply to bf16: a looser tolerance
+@pytest.mark.parametrize("scheme,int4_path,tol", [("int8", "dequant", 1e-5), ("int4:32", "dequant", 1e-5),
+                                                  ("int4:16", "dequant", 1e-5), ("int4:32", "kernel", 5e-2),
+                                                  ("bf16", "dequant", 5e-2)])
 @pytest.mark.parametrize("which", ["tiny", "tiny_untied"])
-def test_quantized_forward_equals_dequantize_then_fp32_forward(scheme, tol, which, request):
+def test_quantized_forward_equals_dequantize_then_fp32_forward(scheme, int4_path, tol, which, request):
     ours, cfg = request.getfixturevalue(which)
-    qm = quantize_model(ours, scheme)
+    qm = quantize_model(ours, scheme, int4_path=int4_path)
     ref = Transformer(cfg).eval()
     ref.load_state_dict(qm.dequantized_state(), strict=True)
     ids = torch.randint(0, cfg.vocab_size, (2, 12))
     with torch.no_grad():
         got, want, orig = qm(ids), ref(ids), ours(ids)
-    assert (got - want).abs().max() <= tol * want.abs().max()  # bf16 also rounds the activations it multiplies
+    assert (got - want).abs().max() <= tol * want.abs().max()
     assert (got - orig).abs().max() > 0  # it really is quantized
 
 
@@ -203,8 +206,23 @@ def test_quantize_loaded_keeps_tokenizer_and_refuses_bad_input(tiny):
 
 @pytest.mark.parametrize("scheme", ["bf16", "int8", "int4:32", "int4:16"])
 @pytest.mark.parametrize("which", ["tiny", "tiny_untied"])
-def test_planned_bytes_equal_the_built_models(scheme, which, request):
+@pytest.mark.parametrize("int4_path", ["dequant", "kernel"])
+def test_planned_bytes_equal_the_built_models(scheme, which, int4_path, request):
     from inspector.quant.model import planned_weight_bytes
 
     ours, _ = request.getfixturevalue(which)
-    assert planned_weight_bytes(ours, parse_scheme(scheme)) == weight_bytes(quantize_model(ours, scheme))
+    built = quantize_model(ours, scheme, int4_path=int4_path)
+    assert planned_weight_bytes(ours, parse_scheme(scheme), int4_path) == weight_bytes(built)
+
+
+def test_int4_kernel_layout_holds_the_same_weights_as_the_packed_one():
+    from inspector.quant.linear import Int4Linear
+
+    w = torch.randn(64, 128) * 0.05
+    kernel, plain = Int4Linear(w, 32, path="kernel"), Int4Linear(w, 32, path="dequant")
+    assert kernel.qweight.nbytes == plain.qweight.nbytes == 64 * 64  # two weights per byte either way
+    # the same integers; only the kernel's bf16 scale and zero (8-bit mantissa) differ from the fp16 ones
+    step = float(plain.scale.float().max())
+    torch.testing.assert_close(kernel.dequantize(), plain.dequantize(), atol=0.1 * step, rtol=0)
+    x = torch.randn(3, 128)
+    torch.testing.assert_close(kernel(x), x.bfloat16().float() @ kernel.dequantize().t(), atol=2e-2, rtol=2e-2)

@@ -23,7 +23,7 @@ import torch
 from inspector.engine import steps
 from inspector.quant import fidelity
 from inspector.quant.kv_int8 import new_kv_cache
-from inspector.quant.model import QuantTransformer, quantize_model, weight_bytes
+from inspector.quant.model import DEFAULT_INT4_PATH, QuantTransformer, quantize_model, weight_bytes
 from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
@@ -34,8 +34,12 @@ PATHS = {
     "fp32": "fp32 matmuls (the loaded model)",
     "bf16": "bf16 weights, bf16 matmuls, fp32 activations between them",
     "int8": "int8 -> fp32 per matrix at each call, fp32 matmul, scale on the outputs",
-    "int4": "unpack int4 and apply scale+min per group at each call, then an fp32 matmul",
+    "int4": "aten._weight_int4pack_mm_for_cpu (a packed int4 kernel) on bf16 activations",
 }
+
+
+if DEFAULT_INT4_PATH == "dequant":  # a torch without the int4 kernel
+    PATHS["int4"] = "unpack int4 and apply scale+min per group at each call, then an fp32 matmul"
 
 
 class QuantLab:

@@ -11,7 +11,9 @@ Compute paths (`path`), chosen by `bench/quant.py`'s measurements on this CPU:
   bf16 matmul; the weights are read at half the bytes).
 - int8 "dequant": `F.linear(x, q.float()) * scale`, converting the int8 matrix per call (the scale
   applied to the N outputs instead of the N x K weights); "kernel": `aten._weight_int8pack_mm`.
-- int4 "dequant": unpack the nibbles and apply scale and zero per group, then `F.linear`.
+- int4 "kernel" (the default where torch has it): `aten._weight_int4pack_mm_for_cpu` on bf16 activations,
+  as fast as an fp32 matmul or faster here, while "dequant" (unpack the nibbles, apply scale and zero per
+  group, then `F.linear`) was 10-20x slower; fp32 activations into that kernel were slower still.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from inspector.engine.model import NoHooks
 from inspector.quant import packing
 
 INT8_PATHS = ("dequant", "kernel")
+INT4_PATHS = ("dequant", "kernel")
 
 
 class QuantWeight(NoHooks, nn.Module):
@@ -99,36 +102,73 @@ class Int8Linear(QuantWeight):
 
 
 class Int4Linear(QuantWeight):
-    def __init__(self, weight: torch.Tensor, group: int, bias: torch.Tensor | None = None) -> None:
+    """int4 group-wise. "dequant" holds `packing`'s layout (fp16 scale and min) and multiplies in fp32;
+    "kernel" holds the layout of `aten._weight_int4pack_mm_for_cpu` (its packed nibbles and a bf16
+    (groups, N, 2) table of scale and zero, where w = (q - 8) * scale + zero) and runs that kernel on bf16
+    activations. Both are quantized by `packing.quantize_int4`; the kernel's bf16 table rounds scale and
+    zero further (8 bits of mantissa instead of 11)."""
+
+    def __init__(self, weight: torch.Tensor, group: int, bias: torch.Tensor | None = None, path: str = "dequant") -> None:
         super().__init__(*weight.shape, bias)
-        self.group = group
-        self.precision = f"int4 g{group} (fp16 scale+min)"
+        if path not in INT4_PATHS or (path == "kernel" and not has_int4_kernel()):
+            raise ValueError(f"int4 path {path!r} is not available (paths: {INT4_PATHS})")
+        self.group, self.path = group, path
+        self.precision = f"int4 g{group} ({'bf16' if path == 'kernel' else 'fp16'} scale+min)"
         packed, scale, zero = packing.quantize_int4(weight, group)
-        self.register_buffer("qweight", packed)  # (N, K/2) uint8
-        self.register_buffer("scale", scale)  # (N, K/group) fp16
-        self.register_buffer("zero", zero)  # (N, K/group) fp16
+        if path == "dequant":
+            self.register_buffer("qweight", packed)  # (N, K/2) uint8
+            self.register_buffer("scale", scale)  # (N, K/group) fp16
+            self.register_buffer("zero", zero)  # (N, K/group) fp16
+            return
+        q = packing.unpack_int4(packed).to(torch.int32)  # (N, K), the kernel's converter takes int32
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))  # (N, K/2) uint8
+        table = torch.stack((scale.float(), zero.float() + 8 * scale.float()), dim=-1)  # (N, G, 2): q-8 centred
+        self.register_buffer("scale_zero", table.transpose(0, 1).contiguous().to(torch.bfloat16))  # (G, N, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.path == "kernel":
+            flat = x.reshape(-1, self.in_features).to(torch.bfloat16)  # (B*T, K)
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.qweight, self.group, self.scale_zero)
+            return self._bias(y.float().view(*x.shape[:-1], self.out_features))
         return self._bias(F.linear(x, self.dequantize()))
 
     def dequantize(self) -> torch.Tensor:
+        if self.path == "kernel":  # the kernel applied to the identity, in fp32: exactly its weights, transposed
+            eye = torch.eye(self.in_features)
+            table = self.scale_zero.float()
+            return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group, table).t().contiguous()
         return packing.dequantize_int4(self.qweight, self.scale, self.zero)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.path == "kernel":
+            raise ValueError("the int4 kernel layout has no row lookup: embed with the dequant path")
         flat = ids.reshape(-1)
         deq = packing.dequantize_int4(self.qweight[flat], self.scale[flat], self.zero[flat])  # (n, K)
         return deq.view(*ids.shape, self.in_features)
 
 
+def has_int4_kernel() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and hasattr(
+        torch.ops.aten, "_convert_weight_to_int4pack_for_cpu")
+
+
+KERNEL_GROUPS = (32, 64, 128, 256)  # the group sizes the int4 kernel takes
+
+
+def int4_kernel_fits(out_features: int, group: int) -> bool:
+    """Whether the int4 kernel takes this matrix: outputs a multiple of 16 and one of its group sizes."""
+    return has_int4_kernel() and out_features % 16 == 0 and group in KERNEL_GROUPS
+
+
 def quantize_weight(weight: torch.Tensor, bias: torch.Tensor | None, weights: str, group: int | None,
-                    int8_path: str = "dequant") -> QuantWeight:
+                    int8_path: str = "dequant", int4_path: str = "dequant") -> QuantWeight:
     """The module holding `weight` (N, K) in precision `weights` ("bf16", "int8", "int4")."""
     if weights == "bf16":
         return Bf16Linear(weight, bias)
     if weights == "int8":
         return Int8Linear(weight, bias, int8_path)
-    if weights == "int4":
-        return Int4Linear(weight, group, bias)
+    if weights == "int4":  # a matrix the kernel cannot take falls back to the dequant path
+        return Int4Linear(weight, group, bias, int4_path if int4_kernel_fits(weight.shape[0], group) else "dequant")
     raise ValueError(f"no quantized module for {weights!r}")
 
 

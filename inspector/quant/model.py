@@ -1,6 +1,6 @@
 """A quantized copy of a loaded model that shares the fp32 model's unquantized tensors.
 
-`quantize_model(fp32, scheme, int8_path="dequant") -> QuantTransformer`: the engine's `Transformer` (same
+`quantize_model(fp32, scheme, int8_path="dequant", int4_path=DEFAULT_INT4_PATH) -> QuantTransformer`: the engine's `Transformer` (same
 forward, same trace points, same cache contract) whose linear projections, token embedding and LM head
 are held by the modules of `inspector.quant.linear`. What stays fp32, shared with the fp32 model (the
 very same tensors, nothing copied):
@@ -11,6 +11,8 @@ Activations and the KV cache stay fp32 (the KV cache can be int8 by its own swit
 The embedding is quantized with the same scheme: for a tied model it is also the LM head, whose output
 channels are its rows, so int8 per output channel is int8 per token row, and int4 groups run along the
 hidden dimension. Keeping it fp32 would hold 113 MB of the default model's 538 MB (21%) in full precision.
+With int4's kernel path the tied LM head is a second int4 copy in the kernel's layout (that layout has no
+row lookup for the embedding): 18 MB more for the default model, counted in `weight_bytes`.
 
 `quantize_loaded(loaded, scheme, kv=None) -> QuantLoadedModel`: a `LoadedModel` over the quantized model
 (same tokenizer and config) carrying its `scheme` and `kv` precision. `Scheme` strings and their errors:
@@ -28,9 +30,10 @@ from torch import nn
 
 from inspector.engine.model import Transformer
 from inspector.models.loader import LoadedModel
-from inspector.quant.linear import QuantEmbedding, QuantWeight, quantize_weight
+from inspector.quant.linear import QuantEmbedding, QuantWeight, has_int4_kernel, int4_kernel_fits, quantize_weight
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
+DEFAULT_INT4_PATH = "kernel" if has_int4_kernel() else "dequant"  # see inspector.quant.linear and bench/quant.py
 PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
@@ -55,13 +58,18 @@ class QuantHead:
 class QuantTransformer(Transformer):
     """The engine's Transformer over quantized weights (see the module doc); `scheme` says which."""
 
-    def __init__(self, fp32: Transformer, scheme: Scheme, int8_path: str = "dequant") -> None:
+    def __init__(self, fp32: Transformer, scheme: Scheme, int8_path: str = "dequant",
+                 int4_path: str = DEFAULT_INT4_PATH) -> None:
         with torch.device("meta"):  # the skeleton's fp32 matrices are placeholders, replaced below
             super().__init__(fp32.config)
         self.scheme = scheme
         src, dst = fp32.model, self.model
         self.inv_freq = fp32.inv_freq  # shared buffer
-        q = lambda lin: quantize_weight(lin.weight.detach(), lin.bias, scheme.weights, scheme.group, int8_path)  # noqa: E731
+
+        def q(lin: nn.Module, path4: str = int4_path) -> QuantWeight:
+            return quantize_weight(lin.weight.detach(), getattr(lin, "bias", None), scheme.weights, scheme.group,
+                                   int8_path, path4)
+
         for block_src, block in zip(src.layers, dst.layers):
             block.input_layernorm = block_src.input_layernorm  # shared fp32 modules
             block.post_attention_layernorm = block_src.post_attention_layernorm
@@ -69,10 +77,11 @@ class QuantTransformer(Transformer):
                 owner, name = path.split(".")
                 setattr(getattr(block, owner), name, q(getattr(getattr(block_src, owner), name)))
         dst.norm = src.norm
-        dst.embed_tokens = QuantEmbedding(quantize_weight(src.embed_tokens.weight.detach(), None, scheme.weights,
-                                                          scheme.group, int8_path))
+        dst.embed_tokens = QuantEmbedding(q(src.embed_tokens, "dequant"))  # row lookups need packing's layout
         if not self.config.tie_word_embeddings:
             self.lm_head = q(fp32.lm_head)
+        elif scheme.weights == "int4" and int4_path != "dequant" and int4_kernel_fits(self.config.vocab_size, scheme.group):
+            self.tied_head = q(src.embed_tokens)  # the same matrix in the kernel's layout, for the LM head
         left = [n for n, t in [*self.named_parameters(), *self.named_buffers()] if t.is_meta]
         if left:
             raise RuntimeError(f"quantize_model left placeholder tensors: {left[:3]}")
@@ -80,7 +89,9 @@ class QuantTransformer(Transformer):
 
     @property
     def head_module(self) -> QuantWeight:
-        return self.model.embed_tokens.table if self.config.tie_word_embeddings else self.lm_head
+        if not self.config.tie_word_embeddings:
+            return self.lm_head
+        return getattr(self, "tied_head", self.model.embed_tokens.table)
 
     @property
     def unembed_weight(self) -> Any:
@@ -96,12 +107,16 @@ class QuantTransformer(Transformer):
                 out[f"model.layers.{i}.{path}.weight"] = getattr(getattr(block, owner), name)
         if not self.config.tie_word_embeddings:
             out["lm_head.weight"] = self.lm_head
+        elif hasattr(self, "tied_head"):
+            out["lm_head.weight (tied, kernel layout)"] = self.tied_head
         return out
 
     def dequantized_state(self) -> dict[str, torch.Tensor]:
         """An fp32 state dict of what this model computes with: for `Transformer.load_state_dict` (tests)."""
         state = {}
         for name, module in self.quant_modules().items():
+            if "tied" in name:
+                continue  # a second copy of the embedding: the fp32 model has one matrix for both
             state[name] = module.dequantize()
             if module.bias is not None:
                 state[name.removesuffix("weight") + "bias"] = module.bias
@@ -111,7 +126,8 @@ class QuantTransformer(Transformer):
         return state
 
 
-def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = "dequant") -> QuantTransformer:
+def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = "dequant",
+                   int4_path: str = DEFAULT_INT4_PATH) -> QuantTransformer:
     """A quantized copy of an fp32 model (see the module doc); InputError on a bad scheme or shapes."""
     scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
     if scheme.weights == "fp32":
@@ -120,7 +136,7 @@ def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = "de
         raise ValueError("quantize an fp32 model (load it with dtype=float32)")
     check_shapes(scheme, fp32.config)
     with torch.inference_mode(False), torch.no_grad():
-        return QuantTransformer(fp32, scheme, int8_path)
+        return QuantTransformer(fp32, scheme, int8_path, int4_path)
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -134,16 +150,19 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def planned_weight_bytes(fp32: Transformer, scheme: Scheme) -> int:
+def planned_weight_bytes(fp32: Transformer, scheme: Scheme, int4_path: str = DEFAULT_INT4_PATH) -> int:
     """The bytes `quantize_model(fp32, scheme)` would hold, from the fp32 model's shapes alone (no build)."""
     if scheme.weights == "fp32":
         return weight_bytes(fp32)
-    per_matrix = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 4 * n,
+    per_matrix = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 4 * n,  # int4: either layout
                   "int4": lambda n, k: n * k // 2 + 2 * 2 * n * (k // scheme.group)}[scheme.weights]
     total = fp32.inv_freq.nbytes
     for name, p in fp32.named_parameters():
         quantized = name.endswith(".weight") and ("proj" in name or "embed_tokens" in name or name == "lm_head.weight")
         total += per_matrix(*p.shape) if quantized else p.nbytes  # norms and biases: shared fp32
+    cfg = fp32.config
+    if scheme.weights == "int4" and int4_path != "dequant" and cfg.tie_word_embeddings and int4_kernel_fits(cfg.vocab_size, scheme.group):
+        total += per_matrix(*fp32.model.embed_tokens.weight.shape)  # the LM head's kernel-layout copy
     return total
 
 
