@@ -68,6 +68,7 @@ def test_greedy_equals_plain_greedy_on_a_tiny_model(tiny_loaded, spec, k):  # no
         assert run.stats.target_forwards == len(run.rounds) and run.stats.drafted >= run.stats.accepted
 
 
+@pytest.mark.slow
 def test_greedy_equals_plain_greedy_on_the_real_model(default_model):
     tok = default_model.tokenizer
     prompts = [
