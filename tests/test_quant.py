@@ -226,3 +226,23 @@ def test_int4_kernel_layout_holds_the_same_weights_as_the_packed_one():
     torch.testing.assert_close(kernel.dequantize(), plain.dequantize(), atol=0.1 * step, rtol=0)
     x = torch.randn(3, 128)
     torch.testing.assert_close(kernel(x), x.bfloat16().float() @ kernel.dequantize().t(), atol=2e-2, rtol=2e-2)
+
+
+def test_quantized_inventory_has_the_bytes_held_and_a_precision_column(tiny):
+    from inspector.models.inventory import inventory_from_state
+    from inspector.quant.inventory import quant_inventory
+    from inspector.viz.inventory import inventory_html
+
+    ours, cfg = tiny
+    fp32 = inventory_from_state(ours.state_dict(), tied=True)
+    qm = quantize_model(ours, "int8")
+    inv = quant_inventory(qm, fp32)
+    q = next(e for e in inv.entries if e.name == "model.layers.1.self_attn.q_proj.weight")
+    assert (q.dtype, q.precision, q.bytes) == ("int8", "int8 per-channel", 64 * 64 + 4 * 64)
+    norm = next(e for e in inv.entries if e.name == "model.norm.weight")
+    assert norm.precision == "fp32 (shared)" and norm.bytes == 4 * 64
+    assert inv.bytes == weight_bytes(qm) - ours.inv_freq.nbytes  # the inventory lists weights, not RoPE's buffer
+    assert q.to_json()["precision"] == "int8 per-channel" and "precision" not in fp32.entries[0].to_json()
+    page = inventory_html(inv.entries, tied=True)
+    assert "<th data-col=\"6\" data-num=\"0\">precision</th>" in page and "int8 per-channel" in page
+    assert "float32" in inventory_html(fp32.entries, tied=True).split("<tbody>")[-1]  # fp32 model: its dtype

@@ -42,7 +42,8 @@ def test_run_fills_every_view_and_the_step_selector_redraws(tiny_loaded):  # noq
     assert [t.name for t in dists.data] == ["fp32", "int4-g32"]
     state = ctx.store.get(sid).labs["quant"]
     rec = state["record"]
-    assert set(state) == {"record", "stats", "kv", "step"}  # the browser keeps records, never a model
+    assert set(state) == {"record", "stats", "kv", "step", "inventory"}  # records only, never a model
+    assert "int4 g32" in out[8] and "fp32 (shared)" in out[8]  # the inventory's precision column
     s_out = tab.select_step(ctx, sid, 3)
     assert 'data-error="0"' in status(s_out) and "Step 3" in s_out[2].layout.title.text
     assert s_out[1].layout.shapes[0].x0 == 2.5

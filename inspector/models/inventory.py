@@ -1,7 +1,8 @@
 """The tensor inventory: every weight tensor's HF name, shape, dtype, parameter count, bytes and group.
 
 `build_inventory(loaded)` is a pure function of the loaded model's state-dict metadata (no tensor data is
-read). A tied LM head has no tensor of its own: `entries` lists only real tensors, the "lm_head" group
+read). An entry's `precision` is empty for a plain float tensor (its dtype says it); for a quantized one
+(entries built by `inspector.quant.inventory`) it says how it is held, e.g. "int4 g32 (bf16 scale+min)", with the bytes held. A tied LM head has no tensor of its own: `entries` lists only real tensors, the "lm_head" group
 totals 0 bytes, and `tied_to` names the embedding it reuses. `rows()` gives display rows for tables.
 """
 
@@ -51,9 +52,13 @@ class TensorEntry:
     bytes: int
     group: str
     layer: int | None  # block index, None for embedding / final norm / lm_head
+    precision: str = ""  # how the values are held when that is not just `dtype`, e.g. "int8 per-channel"
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "shape": list(self.shape)}
+        out = {**asdict(self), "shape": list(self.shape)}
+        if not self.precision:
+            del out["precision"]  # a plain float tensor: its dtype says it
+        return out
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@
   it (`inspector.quant.fidelity`).
 - `stats(scheme, kv, measure) -> SchemeStats`: weights bytes, compute path and decode speed, measured once
   per (scheme, kv) over `SPEED_STEPS` decode steps and kept.
+- `inventory(scheme) -> Inventory`: the tensor inventory at that precision (bytes held, precision column).
 - `histogram(scheme, name) -> WeightHistogram`: one matrix's values before and after quantization.
 
 Not thread-safe: the app calls it on its model thread only.
@@ -22,6 +23,8 @@ import torch
 
 from inspector.engine import steps
 from inspector.quant import fidelity
+from inspector.models.inventory import Inventory, build_inventory
+from inspector.quant.inventory import quant_inventory
 from inspector.quant.kv_int8 import new_kv_cache
 from inspector.quant.model import DEFAULT_INT4_PATH, QuantTransformer, quantize_model, weight_bytes
 from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
@@ -113,6 +116,12 @@ class QuantLab:
         speed = self.decode_tok_s(parsed.name, kv) if measure else self._speed.get((parsed.name, kv))
         kv_bytes = new_kv_cache(model, kv).bytes_per_position
         return SchemeStats(parsed.label, weight_bytes(model), PATHS[parsed.weights], speed, kv, kv_bytes)
+
+    def inventory(self, scheme: str) -> Inventory:
+        """The tensor inventory at `scheme`: bytes each tensor holds and its precision."""
+        fp32 = build_inventory(self.loaded)
+        model = self.model(scheme)
+        return fp32 if model is self.loaded.model else quant_inventory(model, fp32)
 
     def histogram(self, scheme: str, name: str = "model.layers.0.mlp.down_proj.weight") -> WeightHistogram:
         """Values of the matrix `name` (an HF tensor name) before and after quantization, on shared bins."""

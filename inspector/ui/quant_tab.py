@@ -31,6 +31,7 @@ from inspector.quant.schemes import CHOICES, check_shapes, parse_kv, parse_schem
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.tab_context import TabContext, lab_state
+from inspector.viz import inventory as vi
 from inspector.viz import quant as vq
 from inspector.viz.common import empty_figure, esc
 
@@ -81,15 +82,16 @@ def all_stats(ctx: TabContext, kv: str = "fp32") -> list[SchemeStats]:
 
 
 def _measure(lab: QuantLab, ids: list[int], n: int, scheme: str, kv: str) -> tuple:
-    """On the decode thread: the fidelity run, then the decode speed of the scheme and of fp32 (kept)."""
+    """On the decode thread: the fidelity run, the decode speed of the scheme and of fp32 (kept), and the
+    scheme's tensor inventory (entries: plain records)."""
     rec = lab.run(ids, n, scheme, kv)
     stats = lab.stats(scheme, kv)
     lab.decode_tok_s("fp32", kv)
-    return rec, stats
+    return rec, stats, list(lab.inventory(scheme).entries)
 
 
 def figures(ctx: TabContext, state: dict, message: str, error: bool = False) -> tuple:
-    """(status, summary, memory, speed, strip, layers, dists, step slider update)."""
+    """(status, summary, memory, speed, strip, layers, dists, step slider update, inventory)."""
     rec, kv = state.get("record"), state.get("kv", "fp32")
     stats = all_stats(ctx, kv)
     step = min(state.get("step", 0), rec.positions - 1) if rec else 0
@@ -98,7 +100,9 @@ def figures(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
             vq.strip_figure(rec, step) if rec else empty_figure("Per-step KL and top-1 appear after a run"),
             vq.layer_cos_figure(rec) if rec else empty_figure("Per-layer residual cosine appears after a run"),
             vq.dists_figure(rec, step) if rec else empty_figure("The two next-token distributions appear after a run"),
-            gr.update(maximum=max(rec.positions - 1, 1) if rec else 1, value=step))
+            gr.update(maximum=max(rec.positions - 1, 1) if rec else 1, value=step),
+            vi.inventory_html(state["inventory"], ctx.loaded.config.tie_word_embeddings) if state.get("inventory")
+            else '<div class="ii-caption">The tensor inventory at the chosen precision appears after a run.</div>')
 
 
 def run_quant(ctx: TabContext, sid: str | None, label: Any, kv: Any, prompt: Any, chat: Any, system: Any,
@@ -115,8 +119,8 @@ def run_quant(ctx: TabContext, sid: str | None, label: Any, kv: Any, prompt: Any
                              f"({ctx.loaded.config.max_position_embeddings} tokens)")
         entry, state = lab_state(ctx, sid, LAB)
         with entry.exclusive(LAB):
-            rec, stats = model_thread.run(_measure, lab_for(ctx.loaded), admitted.ids, n, scheme, kv)
-            state.update(record=rec, stats=stats, kv=kv, step=rec.first_divergence_step or 0)
+            rec, stats, inventory = model_thread.run(_measure, lab_for(ctx.loaded), admitted.ids, n, scheme, kv)
+            state.update(record=rec, stats=stats, kv=kv, step=rec.first_divergence_step or 0, inventory=inventory)
         return figures(ctx, state, f"{rec.label} (KV {kv}) compared with fp32 on {rec.positions} steps")
     except InputError as exc:
         return figures(ctx, state, str(exc), error=True)
@@ -182,10 +186,12 @@ def build_quant_tab(ctx: TabContext) -> None:
             matrix = gr.Dropdown(matrices(cfg), value=matrices(cfg)[0], label="weight matrix", elem_id="quant-matrix")
             hist_btn = gr.Button("Histogram before / after", elem_id="quant-hist-btn")
         hist = gr.Plot(empty_figure("Pick a matrix and press the button"), elem_id="quant-hist", show_label=False)
+        with gr.Accordion("Tensor inventory at this precision (bytes held, precision column)", open=False):
+            inventory = gr.HTML(blank[8], elem_id="quant-inventory")
 
     run_btn.click(lambda sid, *a: run_quant(ctx, sid, *a),
                   [ctx.sid, precision, kv, ctx.prompt, ctx.chat, ctx.system, ctx.max_new],
-                  [status, summary, memory, speed, strip, layers, dists, step], **fast)
+                  [status, summary, memory, speed, strip, layers, dists, step, inventory], **fast)
     step.release(lambda sid, k: select_step(ctx, sid, k), [ctx.sid, step], [status, strip, dists],
                  trigger_mode="always_last", **fast)
     hist_btn.click(lambda sid, p, m: histogram(ctx, sid, p, m), [ctx.sid, precision, matrix], [status, hist], **fast)

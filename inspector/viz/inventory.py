@@ -1,4 +1,7 @@
-"""Tensor inventory view: every weight tensor (name, shape, dtype, params, bytes, group), totals per group.
+"""Tensor inventory view: every weight tensor (name, shape, dtype, params, bytes, group, precision), totals per group.
+
+The precision column says how a tensor is held: its dtype, or for a quantized model's entries the scheme
+("int8 per-channel", "int4 g32 (bf16 scale+min)"), their bytes being what the packed form holds.
 
 Input rows are the entries of `inspector.models.inventory` (objects or dicts with name/shape/dtype/params/
 bytes/group). The table is plain HTML, sorted client-side by static/app.js (click a header); rows of
@@ -15,11 +18,17 @@ from inspector.viz.common import esc, human_bytes
 CAPTION = ("Tensor inventory: every weight the model reads. Each decode step reads all of them once, which is "
            "why decoding is limited by memory bandwidth. Click a column header to sort.")
 
-FIELDS = ("name", "shape", "dtype", "params", "bytes", "group")
+FIELDS = ("name", "shape", "dtype", "params", "bytes", "group", "precision")
 
 
 def _get(entry, key: str):
     return entry[key] if isinstance(entry, dict) else getattr(entry, key)
+
+
+def precision_of(entry) -> str:
+    """The precision column: how the tensor is held (an entry's `precision`, else its dtype)."""
+    p = entry.get("precision") if isinstance(entry, dict) else getattr(entry, "precision", "")
+    return str(p or _get(entry, "dtype"))
 
 
 def layer_of(name: str) -> int | None:
@@ -49,7 +58,8 @@ def inventory_html(entries, tied: bool, layer: int | None = None) -> str:
         rows.append(
             f'<tr class="{"ii-hit" if hit else ""}" data-layer="{layer_of(name) if layer_of(name) is not None else ""}">'
             f"<td>{esc(name)}</td><td>{esc(shape)}</td><td>{esc(_get(e, 'dtype'))}</td>"
-            f'<td data-v="{p}">{p:,}</td><td data-v="{b}">{b:,}</td><td>{esc(_get(e, "group"))}</td></tr>'
+            f'<td data-v="{p}">{p:,}</td><td data-v="{b}">{b:,}</td><td>{esc(_get(e, "group"))}</td>'
+            f"<td>{esc(precision_of(e))}</td></tr>"
         )
     totals = group_totals(entries)
     all_p = sum(g["params"] for g in totals.values())
