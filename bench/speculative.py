@@ -29,10 +29,10 @@ from inspector.models.loader import load_model  # noqa: E402
 from inspector.speculative.decoding import SpeculativeRun, plain_decode  # noqa: E402
 from inspector.speculative.drafters import make_drafter  # noqa: E402
 
-CODE = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n\n\n"
-        "class Calculator:\n    def add(self, a, b):\n        return add(a, b)\n\n    def sub(self, a, b):\n")
+CODE = ("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\n"
+        "# the same functions again:\ndef add(a, b):")
 LIST = ("Shopping list:\n- 2 apples\n- 1 loaf of bread\n- 3 bananas\n- 1 bottle of milk\n- 6 eggs\n\n"
-        "The same shopping list again:\n-")
+        "The same shopping list again:\nShopping list:\n-")
 # (name, text, chat template?, repeats its prompt?)
 PROMPTS = [
     ("code (repeats)", CODE, False, True),

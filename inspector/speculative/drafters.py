@@ -7,9 +7,10 @@ that only context[:length] is final after a verify (a drafter with its own KV ca
 proposed token, or None when the drafter has none (q is then one-hot on the proposal). A drafter may
 propose fewer than k tokens, or none (the round is then a plain decode step).
 
-- `PromptLookupDrafter` ("ngram"): the last n tokens (n from `max_ngram` down to `min_ngram`) are looked
+- `PromptLookupDrafter` ("ngram"): the last n tokens (n from `max_ngram` 3 down to `min_ngram` 2) are looked
   up earlier in the context; the tokens that followed the match are the draft (what `transformers` calls
-  prompt lookup decoding). No model, no distribution.
+  prompt lookup decoding). No model, no distribution. One-token matches are off by default: on free text
+  they draft often and are mostly rejected, and a verify over k+1 positions costs more than a decode step.
 - `EarlyExitDrafter` ("early-exit:L"): the first L blocks of the same model, then its final norm and LM
   head (the logit lens at layer L used as a model), with its own KV cache for those L layers. It drafts
   token by token, sampling with the same settings as the full model (argmax when greedy) and the
@@ -79,7 +80,7 @@ def lookup(context: Sequence[int], k: int, max_ngram: int = 3, min_ngram: int = 
 class PromptLookupDrafter:
     """Drafts by n-gram match against the prompt and the output so far (no model)."""
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2) -> None:
         self.name = "ngram"
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
