@@ -13,7 +13,7 @@ KL(p_fp32 || p_quant) and top-1 agreement over all positions, and the median fir
 Goals (issue 15): int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
 
 Table 2, per matrix shape of one decode step (1 token): microseconds of fp32 `F.linear`, bf16 `F.linear`,
-our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm`, our int4 path (unpack, scale+min,
+our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm` (fp32 and bf16 activations), our int4 path (unpack, scale+min,
 matmul), `aten._weight_int4pack_mm_for_cpu` (fp32 and bf16 activations), each with the weights' GB/s
 (the bytes that form holds / time) and its ratio to fp32. This is what chose each scheme's compute path.
 """
@@ -85,6 +85,8 @@ def kernel_rows(n: int, k: int, reps: int) -> list[tuple[str, float, int]]:
             ("bf16 F.linear", us(lambda: F.linear(xb, wb), reps), wb.nbytes),
             ("int8 ours (->fp32, matmul, scale)", us(lambda: F.linear(x, q8.float()) * s8, reps), q8.nbytes + s8.nbytes),
             ("int8 _weight_int8pack_mm", us(lambda: torch.ops.aten._weight_int8pack_mm(x, q8, s8), reps), q8.nbytes + s8.nbytes),
+            ("int8 _weight_int8pack_mm, bf16 x",
+             us(lambda: torch.ops.aten._weight_int8pack_mm(xb, q8, s8.bfloat16()), reps), q8.nbytes + s8.nbytes),
             ("int4 ours (unpack, scale+min, matmul)",
              us(lambda: F.linear(x, packing.dequantize_int4(p4, s4, z4)), reps), p4.nbytes + s4.nbytes + z4.nbytes)]
     try:
