@@ -53,3 +53,26 @@ def test_bad_input_is_one_line(tiny_llama_dir, capsys, args, message):  # noqa: 
     rc = cli.main(["quant", "--prompt", "Hello", "--model", str(tiny_llama_dir), *args])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_session_over_int8_weights_and_an_int8_kv_cache(tiny_llama_dir):  # noqa: F811
+    from inspector.engine.config import SamplingParams
+    from inspector.models.loader import load_model
+    from inspector.quant.kv_int8 import Int8KVCache
+    from inspector.quant.session import quantized_session
+    from inspector.session.session import Session
+
+    loaded = load_model(tiny_llama_dir)
+    qloaded, session = quantized_session(loaded, "int8", "int8")
+    params = SamplingParams(temperature=0.0)
+    session.prefill("The quick brown fox", params, max_new_tokens=4)
+    list(session.play(params))
+    assert isinstance(session.trace.cache, Int8KVCache) and qloaded.kv == "int8"
+    assert len(session.generated_ids) == 4 and session.trace.cache.length == len(session.prompt_ids) + 3
+    plain = Session(loaded)
+    plain.prefill("The quick brown fox", params, max_new_tokens=4)
+    list(plain.play(params))
+    assert session.prompt_ids == plain.prompt_ids and session.model is not plain.model
+    fp32_kv = quantized_session(loaded, None, None)[1]
+    fp32_kv.prefill("The quick brown fox", params, max_new_tokens=2)
+    assert type(fp32_kv.trace.cache).__name__ == "KVCache" and fp32_kv.model is loaded.model
