@@ -13,9 +13,9 @@ KL(p_fp32 || p_quant) and top-1 agreement over all positions, and the median fir
 Goals (issue 15): int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
 
 Table 2, per matrix shape of one decode step (1 token): microseconds of fp32 `F.linear`, bf16 `F.linear`,
-our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm` (fp32 and bf16 activations), our int4 path (unpack, scale+min,
-matmul), `aten._weight_int4pack_mm_for_cpu` (fp32 and bf16 activations), each with the weights' GB/s
-(the bytes that form holds / time) and its ratio to fp32. This is what chose each scheme's compute path.
+our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm` (fp32 and bf16 activations), our
+int4 path (unpack, scale+min, matmul), `aten._weight_int4pack_mm_for_cpu` (fp32 and bf16 activations),
+each with the weights' GB/s (the bytes that form holds / time) and its ratio to fp32. This is what chose each scheme's compute path.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from inspector.engine import steps  # noqa: E402
 from inspector.models.loader import load_model  # noqa: E402
 from inspector.quant import packing  # noqa: E402
 from inspector.quant.kv_int8 import new_kv_cache  # noqa: E402
-from inspector.quant.lab import QuantLab  # noqa: E402
+from inspector.quant.lab import PATHS, QuantLab  # noqa: E402
 from inspector.quant.model import weight_bytes  # noqa: E402
 from inspector.quant.schemes import parse_scheme  # noqa: E402
 
@@ -145,8 +145,8 @@ def main() -> None:
 
     base_bytes = weight_bytes(models["fp32"])
     base_tok_s = 1 / statistics.median(times["fp32"])
-    print(f"| scheme | weight bytes | x fp32 | decode tok/s | x fp32 | KL mean (nats) | top-1 agreement "
-          f"| first divergence (median step) | compute |")
+    print("| scheme | weight bytes | x fp32 | decode tok/s | x fp32 | KL mean (nats) | top-1 agreement "
+          "| first divergence (median step) | compute |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for s in schemes:
         b, tok_s = weight_bytes(models[s.name]), 1 / statistics.median(times[s.name])
@@ -156,7 +156,7 @@ def main() -> None:
         top1 = sum(r.top1_agreement * r.positions for r in recs) / positions
         divs = [r.first_divergence_step if r.first_divergence_step is not None else r.positions for r in recs]
         print(f"| {s.label} | {b / 1e6:.1f} MB | {b / base_bytes:.3f} | {tok_s:.1f} | {tok_s / base_tok_s:.2f} "
-              f"| {kl:.4g} | {top1:.3f} | {statistics.median(divs):g} of {tokens} | {lab.stats(s.name, args.kv, measure=False).path} |")
+              f"| {kl:.4g} | {top1:.3f} | {statistics.median(divs):g} of {tokens} | {PATHS[s.weights]} |")
     print(f"\n{len(prompts)} prompts x up to {tokens} teacher-forced positions; decode: median of {rounds} x {n_steps} "
           "steps per scheme.\n")
 

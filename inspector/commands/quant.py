@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
           f"top-1 agreement {rec.top1_agreement:.3f}; greedy output diverges: {div}")
     print("step  token              KL         top-1")
     for s in rec.steps:
-        print(f"{s.step:>4}  {s.piece[:16]!r:<18} {s.kl:<10.4g} {'=' if s.top1_agree else 'x ' + repr(s.quant_top.pieces[0][:16])}")
+        top1 = "=" if s.top1_agree else "x " + repr(s.quant_top.pieces[0][:16])
+        print(f"{s.step:>4}  {s.piece[:16]!r:<18} {s.kl:<10.4g} {top1}")
     worst = min(rec.layers, key=lambda x: x.resid_cos_min)
     print(f"residual cosine: lowest {worst.resid_cos_min:.5f} after layer {worst.layer}")
     return 0

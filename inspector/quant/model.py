@@ -1,6 +1,7 @@
 """A quantized copy of a loaded model that shares the fp32 model's unquantized tensors.
 
-`quantize_model(fp32, scheme, int8_path="dequant", int4_path=DEFAULT_INT4_PATH) -> QuantTransformer`: the engine's `Transformer` (same
+`quantize_model(fp32, scheme, int8_path="dequant", int4_path=DEFAULT_INT4_PATH) -> QuantTransformer`: the
+engine's `Transformer` (same
 forward, same trace points, same cache contract) whose linear projections, token embedding and LM head
 are held by the modules of `inspector.quant.linear`. What stays fp32, shared with the fp32 model (the
 very same tensors, nothing copied):
@@ -161,7 +162,8 @@ def planned_weight_bytes(fp32: Transformer, scheme: Scheme, int4_path: str = DEF
         quantized = name.endswith(".weight") and ("proj" in name or "embed_tokens" in name or name == "lm_head.weight")
         total += per_matrix(*p.shape) if quantized else p.nbytes  # norms and biases: shared fp32
     cfg = fp32.config
-    if scheme.weights == "int4" and int4_path != "dequant" and cfg.tie_word_embeddings and int4_kernel_fits(cfg.vocab_size, scheme.group):
+    kernel_head = int4_path != "dequant" and int4_kernel_fits(cfg.vocab_size, scheme.group or 0)
+    if scheme.weights == "int4" and cfg.tie_word_embeddings and kernel_head:
         total += per_matrix(*fp32.model.embed_tokens.weight.shape)  # the LM head's kernel-layout copy
     return total
 

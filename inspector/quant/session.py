@@ -21,7 +21,8 @@ class QuantSession(Session):
             self.trace.cache = new_kv_cache(self.model, "int8")
 
 
-def quantized_session(loaded: Any, quant: str | None, kv_quant: str | None, **session_kw: Any) -> tuple[QuantLoadedModel, QuantSession]:
+def quantized_session(loaded: Any, quant: str | None, kv_quant: str | None,
+                      **session_kw: Any) -> tuple[QuantLoadedModel, QuantSession]:
     """(the quantized LoadedModel, a session over it); InputError on an unknown scheme or KV precision."""
     qloaded = quantize_loaded(loaded, quant, kv_quant)
     return qloaded, QuantSession(qloaded, **session_kw)
