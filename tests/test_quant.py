@@ -202,6 +202,14 @@ def test_quantize_loaded_keeps_tokenizer_and_refuses_bad_input(tiny):
         quantize_loaded(loaded, "int3")
     with pytest.raises(InputError, match="does not divide"):
         quantize_loaded(loaded, "int4:256")
+    with pytest.raises(InputError, match="load it in fp32"):
+        quantize_model(_bf16_copy(ours, cfg), "int8")
+
+
+def _bf16_copy(model: Transformer, cfg) -> Transformer:
+    copy = Transformer(cfg).eval()
+    copy.load_state_dict(model.state_dict())
+    return copy.to(torch.bfloat16)
 
 
 @pytest.mark.parametrize("scheme", ["bf16", "int8", "int4:32", "int4:16"])

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from inspector.engine.model import Transformer
+from inspector.errors import InputError
 from inspector.models.loader import LoadedModel
 from inspector.quant.linear import QuantEmbedding, QuantWeight, has_int4_kernel, int4_kernel_fits, quantize_weight
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
@@ -134,7 +135,7 @@ def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = "de
     if scheme.weights == "fp32":
         raise ValueError("fp32 is the model itself: nothing to quantize")
     if fp32.model.embed_tokens.weight.dtype != torch.float32:
-        raise ValueError("quantize an fp32 model (load it with dtype=float32)")
+        raise InputError(f"{scheme.label} quantizes an fp32 model: load it in fp32 (not --dtype bf16)")
     check_shapes(scheme, fp32.config)
     with torch.inference_mode(False), torch.no_grad():
         return QuantTransformer(fp32, scheme, int8_path, int4_path)
