@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object with per-step details")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
-                   help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L (first L layers)")
+                   help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L "
+                        "(the first L layers)")
     p.add_argument("--draft-len", type=int, default=None, metavar="K",
                    help=f"tokens drafted per round with --speculative (default {DEFAULT_DRAFT_LEN})")
     p.set_defaults(func=run)

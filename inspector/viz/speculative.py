@@ -34,7 +34,8 @@ def _chip(piece: str, cls: str, title: str, q: float | None, p: float) -> str:
 
 def round_line(r: RoundRecord) -> str:
     """One round as a line of chips (see the module doc)."""
-    chips = [f'<span class="ii-spec-fed" title="fed first, at position {r.start_pos}">{esc(show_piece(r.fed_piece))} →</span>']
+    fed = esc(show_piece(r.fed_piece))
+    chips = [f'<span class="ii-spec-fed" title="fed first, at position {r.start_pos}">{fed} →</span>']
     for i, d in enumerate(r.drafts):
         if d.accepted:
             cls, title = "ii-spec-kept", "kept"
@@ -44,8 +45,8 @@ def round_line(r: RoundRecord) -> str:
             cls, title = "ii-spec-discarded", "discarded: it followed a rejected draft"
         chips.append(_chip(d.piece, cls, f"draft {i + 1}: {title}", d.q, d.p))
     if r.next_id is not None:
-        chips.append(_chip(r.next_piece, f"ii-spec-{r.next_kind}", f"{KIND_LABEL[r.next_kind]} token from the full model",
-                           None, r.next_p))
+        title = f"{KIND_LABEL[r.next_kind]} token from the full model"
+        chips.append(_chip(r.next_piece, f"ii-spec-{r.next_kind}", title, None, r.next_p))
     kind = KIND_LABEL[r.next_kind]
     return (f'<div class="ii-spec-round" data-round="{r.index}" data-drafted="{r.drafted}" '
             f'data-accepted="{r.accepted}" data-kind="{r.next_kind}">'
