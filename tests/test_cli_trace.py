@@ -75,3 +75,20 @@ def test_a_file_argument_is_required(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["trace"])
     assert exit_.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_run_save_trace_then_trace_prints_the_same_json(capsys, tiny_llama_dir, tmp_path):  # noqa: F811
+    path = tmp_path / "cli.safetensors"
+    args = ["run", "--model", str(tiny_llama_dir), "--prompt", PROMPT, "--max-new-tokens", "4",
+            "--temperature", "0.7", "--seed", "2", "--json"]
+    assert main([*args, "--save-trace", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert main(["trace", str(path), "--json"]) == 0
+    assert capsys.readouterr().out == printed
+    assert main(["run", "--model", str(tiny_llama_dir), "--prompt", PROMPT, "--max-new-tokens", "2",
+                 "--save-trace", str(tmp_path / "plain.safetensors")]) == 0  # streamed text, trace saved too
+    streamed = capsys.readouterr().out
+    assert main(["trace", str(tmp_path / "plain.safetensors"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == streamed.rstrip("\n")
+    assert main([*args, "--speculative", "ngram", "--save-trace", str(path)]) == 1
+    assert "drop --speculative" in capsys.readouterr().err

@@ -4,7 +4,8 @@
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms).
+timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--save-trace FILE` also writes the run as a trace
+file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
 `--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
 proposes up to K tokens, the full model verifies them in one forward. The JSON then gains `speculative`:
@@ -46,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="fp32")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object with per-step details")
+    p.add_argument("--save-trace", metavar="FILE", default=None,
+                   help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
                    help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L "
                         "(the first L layers)")
@@ -105,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--draft-len needs --speculative ngram|early-exit:L")
     if args.speculative is not None and args.no_cache:
         raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
+    if args.speculative is not None and args.save_trace is not None:
+        raise InputError("--save-trace saves a plain run's trace: drop --speculative")
 
     import torch
 
@@ -117,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)
-    session = Session(loaded, recompute=args.no_cache, record=args.json)
+    session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:
@@ -125,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
     for _ in session.play(params):
         if not args.json:
             shown = _stream(session.text, shown)
+    if args.save_trace is not None:
+        from inspector.session.trace_file import save_trace
+
+        save_trace(session, args.save_trace, prompt=args.prompt, chat=args.chat, system=args.system)
     if args.json:
         print(json.dumps(result_dict(session), ensure_ascii=False))
         return 0
