@@ -89,14 +89,14 @@ def test_group_that_does_not_divide_the_model_is_one_line(tiny):
     assert "\n" not in str(exc.value)
 
 
-# bf16 and the int4 kernel also round the activations they multiply to bf16: a looser tolerance
-@pytest.mark.parametrize("scheme,int4_path,tol", [("int8", "dequant", 1e-5), ("int4:32", "dequant", 1e-5),
-                                                  ("int4:16", "dequant", 1e-5), ("int4:32", "kernel", 5e-2),
-                                                  ("bf16", "dequant", 5e-2)])
+# bf16 and the int8 / int4 kernels also round the activations they multiply to bf16: a looser tolerance
+@pytest.mark.parametrize("scheme,path,tol", [("int8", "dequant", 1e-5), ("int8", "kernel", 5e-2),
+                                             ("int4:32", "dequant", 1e-5), ("int4:16", "dequant", 1e-5),
+                                             ("int4:32", "kernel", 5e-2), ("bf16", "dequant", 5e-2)])
 @pytest.mark.parametrize("which", ["tiny", "tiny_untied"])
-def test_quantized_forward_equals_dequantize_then_fp32_forward(scheme, int4_path, tol, which, request):
+def test_quantized_forward_equals_dequantize_then_fp32_forward(scheme, path, tol, which, request):
     ours, cfg = request.getfixturevalue(which)
-    qm = quantize_model(ours, scheme, int4_path=int4_path)
+    qm = quantize_model(ours, scheme, int8_path=path, int4_path=path)
     ref = Transformer(cfg).eval()
     ref.load_state_dict(qm.dequantized_state(), strict=True)
     ids = torch.randint(0, cfg.vocab_size, (2, 12))
@@ -214,13 +214,13 @@ def _bf16_copy(model: Transformer, cfg) -> Transformer:
 
 @pytest.mark.parametrize("scheme", ["bf16", "int8", "int4:32", "int4:16"])
 @pytest.mark.parametrize("which", ["tiny", "tiny_untied"])
-@pytest.mark.parametrize("int4_path", ["dequant", "kernel"])
-def test_planned_bytes_equal_the_built_models(scheme, which, int4_path, request):
+@pytest.mark.parametrize("path", ["dequant", "kernel"])
+def test_planned_bytes_equal_the_built_models(scheme, which, path, request):
     from inspector.quant.model import planned_weight_bytes
 
     ours, _ = request.getfixturevalue(which)
-    built = quantize_model(ours, scheme, int4_path=int4_path)
-    assert planned_weight_bytes(ours, parse_scheme(scheme), int4_path) == weight_bytes(built)
+    built = quantize_model(ours, scheme, int8_path=path, int4_path=path)
+    assert planned_weight_bytes(ours, parse_scheme(scheme), int4_path=path, int8_path=path) == weight_bytes(built)
 
 
 def test_int4_kernel_layout_holds_the_same_weights_as_the_packed_one():
@@ -246,11 +246,11 @@ def test_quantized_inventory_has_the_bytes_held_and_a_precision_column(tiny):
     qm = quantize_model(ours, "int8")
     inv = quant_inventory(qm, fp32)
     q = next(e for e in inv.entries if e.name == "model.layers.1.self_attn.q_proj.weight")
-    assert (q.dtype, q.precision, q.bytes) == ("int8", "int8 per-channel", 64 * 64 + 4 * 64)
+    assert (q.dtype, q.precision, q.bytes) == ("int8", "int8 per-channel (bf16 scale)", 64 * 64 + 2 * 64)
     norm = next(e for e in inv.entries if e.name == "model.norm.weight")
     assert norm.precision == "fp32 (shared)" and norm.bytes == 4 * 64
     assert inv.bytes == weight_bytes(qm) - ours.inv_freq.nbytes  # the inventory lists weights, not RoPE's buffer
-    assert q.to_json()["precision"] == "int8 per-channel" and "precision" not in fp32.entries[0].to_json()
+    assert q.to_json()["precision"] == "int8 per-channel (bf16 scale)" and "precision" not in fp32.entries[0].to_json()
     page = inventory_html(inv.entries, tied=True)
     assert "<th data-col=\"6\" data-num=\"0\">precision</th>" in page and "int8 per-channel" in page
     assert "float32" in inventory_html(fp32.entries, tied=True).split("<tbody>")[-1]  # fp32 model: its dtype

@@ -26,7 +26,7 @@ from inspector.quant import fidelity
 from inspector.models.inventory import Inventory, build_inventory
 from inspector.quant.inventory import quant_inventory
 from inspector.quant.kv_int8 import new_kv_cache
-from inspector.quant.model import DEFAULT_INT4_PATH, QuantTransformer, quantize_model, weight_bytes
+from inspector.quant.model import DEFAULT_INT4_PATH, DEFAULT_INT8_PATH, QuantTransformer, quantize_model, weight_bytes
 from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
@@ -36,11 +36,13 @@ HIST_BINS = 60
 PATHS = {
     "fp32": "fp32 matmuls (the loaded model)",
     "bf16": "bf16 weights, bf16 matmuls, fp32 activations between them",
-    "int8": "int8 -> fp32 per matrix at each call, fp32 matmul, scale on the outputs",
+    "int8": "aten._weight_int8pack_mm (an int8 weight kernel) on bf16 activations",
     "int4": "aten._weight_int4pack_mm_for_cpu (a packed int4 kernel) on bf16 activations",
 }
 
 
+if DEFAULT_INT8_PATH == "dequant":  # a torch without the int8 kernel
+    PATHS["int8"] = "int8 -> fp32 per matrix at each call, fp32 matmul, scale on the outputs"
 if DEFAULT_INT4_PATH == "dequant":  # a torch without the int4 kernel
     PATHS["int4"] = "unpack int4 and apply scale+min per group at each call, then an fp32 matmul"
 

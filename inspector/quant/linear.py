@@ -9,8 +9,10 @@ to rounding order), `nbytes` (what the module holds: packed weights, scales, zer
 Compute paths (`path`), chosen by `bench/quant.py`'s measurements on this CPU:
 - bf16: `F.linear` on bf16 weights with the input cast to bf16, the output cast back to fp32 (oneDNN's
   bf16 matmul; the weights are read at half the bytes).
-- int8 "dequant": `F.linear(x, q.float()) * scale`, converting the int8 matrix per call (the scale
-  applied to the N outputs instead of the N x K weights); "kernel": `aten._weight_int8pack_mm`.
+- int8 "kernel" (the default where torch has it): `aten._weight_int8pack_mm` on bf16 activations with a
+  bf16 scale, 0.35-0.7x an fp32 matmul's time here; on fp32 activations that kernel was 2-6x slower than
+  fp32. "dequant": `F.linear(x, q.float()) * scale`, converting the int8 matrix per call (the scale
+  applied to the N outputs instead of the N x K weights), 1.2-7x fp32's time.
 - int4 "kernel" (the default where torch has it): `aten._weight_int4pack_mm_for_cpu` on bf16 activations,
   as fast as an fp32 matmul or faster here, while "dequant" (unpack the nibbles, apply scale and zero per
   group, then `F.linear`) was 10-20x slower; fp32 activations into that kernel were slower still.
@@ -76,7 +78,9 @@ class Bf16Linear(QuantWeight):
 
 
 class Int8Linear(QuantWeight):
-    precision = "int8 per-channel"
+    @property
+    def precision(self) -> str:
+        return f"int8 per-channel ({'bf16' if self.path == 'kernel' else 'fp32'} scale)"
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, path: str = "dequant") -> None:
         super().__init__(*weight.shape, bias)
@@ -85,20 +89,20 @@ class Int8Linear(QuantWeight):
         self.path = path
         q, scale = packing.quantize_int8(weight)
         self.register_buffer("qweight", q)  # (N, K) int8
-        self.register_buffer("scale", scale)  # (N,) fp32
+        self.register_buffer("scale", scale.to(torch.bfloat16) if path == "kernel" else scale)  # (N,) as the path takes it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.path == "kernel":
-            flat = x.reshape(-1, self.in_features)  # (B*T, K): the kernel takes a matrix
+            flat = x.reshape(-1, self.in_features).to(torch.bfloat16)  # (B*T, K): the kernel takes a matrix
             y = torch.ops.aten._weight_int8pack_mm(flat, self.qweight, self.scale)
-            return self._bias(y.view(*x.shape[:-1], self.out_features))
+            return self._bias(y.float().view(*x.shape[:-1], self.out_features))
         return self._bias(F.linear(x, self.qweight.float()) * self.scale)  # (x @ q^T) * scale = x @ (q * scale)^T
 
     def dequantize(self) -> torch.Tensor:
-        return packing.dequantize_int8(self.qweight, self.scale)
+        return packing.dequantize_int8(self.qweight, self.scale.float())
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.qweight[ids].float() * self.scale[ids][..., None]
+        return self.qweight[ids].float() * self.scale[ids].float()[..., None]
 
 
 class Int4Linear(QuantWeight):
@@ -145,6 +149,10 @@ class Int4Linear(QuantWeight):
         flat = ids.reshape(-1)
         deq = packing.dequantize_int4(self.qweight[flat], self.scale[flat], self.zero[flat])  # (n, K)
         return deq.view(*ids.shape, self.in_features)
+
+
+def has_int8_kernel() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int8pack_mm")
 
 
 def has_int4_kernel() -> bool:

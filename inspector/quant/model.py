@@ -1,6 +1,6 @@
 """A quantized copy of a loaded model that shares the fp32 model's unquantized tensors.
 
-`quantize_model(fp32, scheme, int8_path="dequant", int4_path=DEFAULT_INT4_PATH) -> QuantTransformer`: the
+`quantize_model(fp32, scheme, int8_path=DEFAULT_INT8_PATH, int4_path=DEFAULT_INT4_PATH) -> QuantTransformer`: the
 engine's `Transformer` (same
 forward, same trace points, same cache contract) whose linear projections, token embedding and LM head
 are held by the modules of `inspector.quant.linear`. What stays fp32, shared with the fp32 model (the
@@ -32,10 +32,13 @@ from torch import nn
 from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.models.loader import LoadedModel
-from inspector.quant.linear import QuantEmbedding, QuantWeight, has_int4_kernel, int4_kernel_fits, quantize_weight
+from inspector.quant.linear import (QuantEmbedding, QuantWeight, has_int4_kernel, has_int8_kernel, int4_kernel_fits,
+                                    quantize_weight)
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
-DEFAULT_INT4_PATH = "kernel" if has_int4_kernel() else "dequant"  # see inspector.quant.linear and bench/quant.py
+# the compute paths, chosen by bench/quant.py's kernel table (see inspector.quant.linear)
+DEFAULT_INT8_PATH = "kernel" if has_int8_kernel() else "dequant"
+DEFAULT_INT4_PATH = "kernel" if has_int4_kernel() else "dequant"
 PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
@@ -60,7 +63,7 @@ class QuantHead:
 class QuantTransformer(Transformer):
     """The engine's Transformer over quantized weights (see the module doc); `scheme` says which."""
 
-    def __init__(self, fp32: Transformer, scheme: Scheme, int8_path: str = "dequant",
+    def __init__(self, fp32: Transformer, scheme: Scheme, int8_path: str = DEFAULT_INT8_PATH,
                  int4_path: str = DEFAULT_INT4_PATH) -> None:
         with torch.device("meta"):  # the skeleton's fp32 matrices are placeholders, replaced below
             super().__init__(fp32.config)
@@ -128,7 +131,7 @@ class QuantTransformer(Transformer):
         return state
 
 
-def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = "dequant",
+def quantize_model(fp32: Transformer, scheme: Scheme | str, int8_path: str = DEFAULT_INT8_PATH,
                    int4_path: str = DEFAULT_INT4_PATH) -> QuantTransformer:
     """A quantized copy of an fp32 model (see the module doc); InputError on a bad scheme or shapes."""
     scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
@@ -152,11 +155,12 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def planned_weight_bytes(fp32: Transformer, scheme: Scheme, int4_path: str = DEFAULT_INT4_PATH) -> int:
+def planned_weight_bytes(fp32: Transformer, scheme: Scheme, int4_path: str = DEFAULT_INT4_PATH,
+                         int8_path: str = DEFAULT_INT8_PATH) -> int:
     """The bytes `quantize_model(fp32, scheme)` would hold, from the fp32 model's shapes alone (no build)."""
     if scheme.weights == "fp32":
         return weight_bytes(fp32)
-    per_matrix = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 4 * n,  # int4: either layout
+    per_matrix = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + (2 if int8_path == "kernel" else 4) * n,
                   "int4": lambda n, k: n * k // 2 + 2 * 2 * n * (k // scheme.group)}[scheme.weights]
     total = fp32.inv_freq.nbytes
     for name, p in fp32.named_parameters():
