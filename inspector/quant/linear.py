@@ -1,6 +1,7 @@
 """The quantized weight modules that replace the model's projections, embedding and LM head.
 
-Each holds one (N, K) matrix in a low-precision form and keeps activations fp32: `forward(x (..., K))
+Each holds one (N, K) matrix in a low-precision form and keeps the model's activations fp32 (a kernel path
+casts its input to bf16 for the matmul, then the output back): `forward(x (..., K))
 -> (..., N)` fp32, as `nn.Linear` would, plus `rows(ids) -> (len(ids), K)` fp32 (an embedding lookup that
 dequantizes only the rows read), `dequantize() -> (N, K)` fp32 (the matrix the forward multiplies by, up
 to rounding order), `nbytes` (what the module holds: packed weights, scales, zeros, bias) and

@@ -8,7 +8,8 @@ very same tensors, nothing copied):
 - the RMSNorm weights (61 vectors of 576 for the default model, 0.03% of the parameters): they scale each
   feature of the normalized stream, an error there multiplies into every token, and they cost nothing;
 - RoPE's inv_freq buffer, and the biases of models that have them (Qwen2's q/k/v).
-Activations and the KV cache stay fp32 (the KV cache can be int8 by its own switch: `inspector.quant.kv_int8`).
+The residual stream and the KV cache stay fp32 (each kernel takes its matmul's input in bf16; the KV cache
+can be int8 by its own switch: `inspector.quant.kv_int8`).
 The embedding is quantized with the same scheme: for a tied model it is also the LM head, whose output
 channels are its rows, so int8 per output channel is int8 per token row, and int4 groups run along the
 hidden dimension. Keeping it fp32 would hold 113 MB of the default model's 538 MB (21%) in full precision.

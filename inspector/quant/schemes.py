@@ -1,7 +1,7 @@
 """Scheme strings: what a user types (`fp32`, `bf16`, `int8`, `int4`, `int4:128`) -> a `Scheme`.
 
 `parse_scheme(text)` and `parse_kv(text)` raise `InputError` with one line on anything else. A scheme
-names the precision the linear weights (and the tied embedding / LM head) are held in; activations, norms
+names the precision the linear weights (and the tied embedding / LM head) are held in; the residual stream, norms
 and the KV cache (unless `kv="int8"`) stay fp32. `check_shapes(scheme, config)` refuses, in one line, a
 group size that does not divide every quantized matrix's input dimension.
 """
