@@ -111,3 +111,17 @@ def test_speculative_bad_input_is_one_line(capsys, tiny_llama_dir, args, message
     assert main(["run", "--prompt", "hello", "--model", str(tiny_llama_dir), *args]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_quantized_run(capsys, tiny_llama_dir):  # noqa: F811
+    base = ["--prompt", "Hello world", "--model", str(tiny_llama_dir), "--max-new-tokens", "4"]
+    plain = run_json(capsys, *base)
+    int8 = run_json(capsys, *base, "--quant", "int8", "--kv-quant", "int8")
+    assert len(int8["generated_ids"]) == len(plain["generated_ids"]) == 4
+    assert len(int8["steps"]) == 4 and int8["model"] != ""
+    for args, message in [(["--quant", "int3"], "int3"), (["--kv-quant", "int4"], "int4"),
+                          (["--quant", "int8", "--speculative", "ngram"], "drop --quant"),
+                          (["--quant", "int8", "--save-trace", "x.safetensors"], "drop --speculative / --quant")]:
+        assert main(["run", *base, *args]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

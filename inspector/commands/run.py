@@ -4,7 +4,8 @@
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--save-trace FILE` also writes the run as a trace
+timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--quant int8|int4[:GROUP]|bf16` and `--kv-quant int8` generate with quantized weights and/or an int8 KV cache
+(`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
 `--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
@@ -47,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="fp32")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object with per-step details")
+    p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
+    p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
     p.add_argument("--save-trace", metavar="FILE", default=None,
                    help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
@@ -108,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--draft-len needs --speculative ngram|early-exit:L")
     if args.speculative is not None and args.no_cache:
         raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
-    if args.speculative is not None and args.save_trace is not None:
-        raise InputError("--save-trace saves a plain run's trace: drop --speculative")
+    if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
+        raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
+    if args.speculative is not None and (args.quant or args.kv_quant):
+        raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
     import torch
 
@@ -122,7 +127,13 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)
-    session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
+    if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
+        from inspector.quant.session import quantized_session
+
+        loaded, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
+                                            record=args.json)
+    else:
+        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:
