@@ -23,6 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 PROMPT = "Why is the sky blue?"
+SPECULATIVE_PROMPT = "Copy this list exactly, one per line: apples, pears, plums, cherries, apricots, peaches, figs."
 VIEWS = [  # (tab label, file name, the element the shot waits for)
     ("Residual stream", "view_residual.png", "#resid-heatmap img"),
     ("Attention", "view_attention.png", "#attn-pattern .js-plotly-plot"),
@@ -31,7 +32,24 @@ VIEWS = [  # (tab label, file name, the element the shot waits for)
     ("Tensor inventory", "view_inventory.png", "#inventory table"),
     ("Timing", "view_timing.png", "#timing-chart .js-plotly-plot"),
 ]
-T = 120_000  # ms
+LABS = [  # (tab label, its panel, file name, [(button pressed, then the element and text waited for), ...])
+    ("Speculative", "#tab-speculative", "lab_speculative.png",
+     [("#speculative-start", ("#speculative-status", "prefill done")),
+      ("#speculative-play", ("#spec-stats[data-speedup]", None))]),
+    ("Quantization", "#tab-quant", "lab_quantization.png",
+     [("#quant-run", ("#quant-status", "compared with fp32")), ("#quant-hist-btn", ("#quant-status", "error max"))]),
+    ("Serving", "#tab-serving", "lab_serving.png",
+     [("#serving-load", ("#serving-status", "queued")), ("#serving-play", ("#serving-status", "all done"))]),
+]
+T = 300_000  # ms
+
+
+def open_tab(page, label: str) -> None:
+    """Click a view tab by its label, also when it sits in Gradio's "More tabs" menu."""
+    page.evaluate("""(label) => {
+        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === label);
+        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
+    }""", label)
 
 
 def free_port() -> int:
@@ -80,14 +98,26 @@ def main(argv: list[str] | None = None) -> int:
                 box = page.locator(sel).first.bounding_box() if page.locator(sel).count() else None
                 print(f"{sel:<28} {'-' if box is None else round(box['y'] + box['height'])}")
             for label, name, ready in VIEWS:
-                page.get_by_role("tab", name=label).click()
+                open_tab(page, label)
                 expect(page.locator(ready).first).to_be_visible(timeout=T)
                 page.wait_for_timeout(600)
                 page.screenshot(path=str(out / name), full_page=False)
+            # prompt lookup drafts from the context: a prompt whose answer repeats it shows accepted drafts
+            page.locator("#prompt textarea").fill(SPECULATIVE_PROMPT)
+            for label, panel, name, presses in LABS:
+                open_tab(page, label)
+                for button, (ready, text) in presses:
+                    page.locator(button).click()
+                    if text is None:
+                        expect(page.locator(ready)).to_be_visible(timeout=T)
+                    else:
+                        expect(page.locator(ready)).to_contain_text(text, timeout=T)
+                page.wait_for_timeout(1000)
+                page.locator(panel).screenshot(path=str(out / name))  # the tab's panel, however tall
             browser.close()
     finally:
         demo.close()
-    print(f"wrote {1 + len(VIEWS)} screenshots to {out}")
+    print(f"wrote {1 + len(VIEWS) + len(LABS)} screenshots to {out}")
     return 0
 
 

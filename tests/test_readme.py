@@ -28,3 +28,12 @@ def test_ci_fails_on_no_tests_collected():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "set -euo pipefail" in ci
     assert '"$rc" -eq 5' in ci
+
+
+def test_readme_pictures_exist():
+    """Every picture the README shows is in the repository (docs/screenshots.py writes them)."""
+    readme = (ROOT / "README.md").read_text()
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    assert len(pictures) >= 10
+    missing = [p for p in pictures if not (ROOT / p).is_file()]
+    assert not missing, missing
