@@ -3,28 +3,16 @@ selector, the histogram, one-line errors, caps before model work, one quantized 
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 import pytest
 
 from inspector.ui import quant_tab as tab
-from inspector.ui.app_model import AppLimits
-from inspector.ui.sessions import SessionStore, new_ui_session
-from inspector.ui.tab_context import TabContext
+from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 PROMPT = "The quick brown fox jumps over the lazy dog."
 
 
-def make_ctx(loaded, **limits) -> TabContext:
-    lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
-    return TabContext(loaded, store, lim, None, None, None, None, (), None)
-
-
-def status(out) -> str:
-    return html.unescape(out[0])
 
 
 def test_run_fills_every_view_and_the_step_selector_redraws(tiny_loaded):  # noqa: F811

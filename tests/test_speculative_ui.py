@@ -3,30 +3,19 @@ play/pause, the plain-decode comparison at the end, caps and one-line errors."""
 
 from __future__ import annotations
 
-import html
 
 import pytest
 
 from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
 from inspector.ui import speculative_tab as tab
-from inspector.ui.app_model import AppLimits
-from inspector.ui.sessions import SessionStore, new_ui_session
-from inspector.ui.tab_context import TabContext
 from inspector.viz import speculative as vsp
+from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 SAMPLING = (0.0, 0, 1.0, 0.0, 0)
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
 
 
-def make_ctx(loaded, **limits) -> TabContext:
-    lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
-    return TabContext(loaded, store, lim, None, None, None, None, (), None)
-
-
-def status(out) -> str:
-    return html.unescape(out[0])
 
 
 def a_round(index: int = 0) -> RoundRecord:

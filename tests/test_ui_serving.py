@@ -7,20 +7,13 @@ import pytest
 
 from inspector.errors import InputError
 from inspector.ui import serving_tab as st
-from inspector.ui.app_model import AppLimits
-from inspector.ui.sessions import SessionStore, new_ui_session
-from inspector.ui.tab_context import TabContext
+from tests.lab_context import make_ctx
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 REQUESTS = "0 | 4 | The quick brown fox\nHello world\n2 | 3 | Once upon a time"
 STATUS, SUMMARY, GRID, TIMELINE, TOKENS, ROOF, TABLE = range(7)
 
-
-def make_ctx(loaded, **limits) -> TabContext:
-    lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
-    return TabContext(loaded, store, lim, None, None, None, None, (None,) * 5, None)
 
 
 def load(ctx, text=REQUESTS, max_batch=2, block_size=4, pool=0, n=1, max_new=5, sampling=SAMPLING, sid="s1"):
