@@ -4,7 +4,9 @@ Handlers live in `inspector.ui.handlers`, figures in `inspector.viz`. The browse
 only a session id; the per-session engine state lives in a `SessionStore` and is freed when the State
 is deleted (time-to-live) or the page unloads. Theme, CSS and JS go to `launch()` (Gradio 6): use
 `launch_kwargs()`. The views are `ViewSlot`s that Gradio never updates: every view event has one output,
-the `ViewBundle` of the views it changed (`inspector.ui.bundle`).
+the `ViewBundle` of the views it changed (`inspector.ui.bundle`). Besides the views: branching
+(`inspector.ui.branch_handlers`), links that reproduce a run (`inspector.ui.link_handlers`), trace files
+(`inspector.ui.trace_io`), and the lab tabs listed in `LAB_TABS` (`inspector.ui.tab_context`).
 
 Named API endpoints for scripts (gradio_client): `prefill` and `step`, each returning a dict with
 `text`, `prompt_ids`, `generated_ids`, `pieces`, `phase`, `finished`, `ttft_ms`, `last_tpot_ms`.
