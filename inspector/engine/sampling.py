@@ -80,6 +80,17 @@ def generator_for(seed: int, position: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + position) % (2**63))
 
 
+def stages(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, ...]:
+    """The stages at temperature > 0 over fp32 logits (..., V), each row on its own: (softmax after
+    temperature, kept by top-k, kept by top-p, kept by min-p, the final distribution drawn from)."""
+    scaled = apply_temperature(logits, params.temperature)
+    probs_t = torch.softmax(scaled, dim=-1)
+    kept_k = apply_top_k(scaled, params.top_k)
+    kept_p = apply_top_p(renormalize(probs_t, kept_k), params.top_p) & kept_k
+    kept_min = apply_min_p(renormalize(probs_t, kept_p), params.min_p) & kept_p
+    return probs_t, kept_k, kept_p, kept_min, renormalize(probs_t, kept_min)
+
+
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None = None,
            force_token: int | None = None) -> SampleResult:
     """Run the stages on (V,) logits and draw a token; `force_token` skips the draw (branching)."""
@@ -92,14 +103,7 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         final[token] = 1.0
         return SampleResult(token, probs_raw, probs_raw, every, every.clone(), every.clone(), final,
                             entropy(probs_raw), 0.0, 1)
-    scaled = apply_temperature(logits, params.temperature)
-    probs_t = torch.softmax(scaled, dim=-1)
-    kept_k = apply_top_k(scaled, params.top_k)
-    probs = renormalize(probs_t, kept_k)
-    kept_p = apply_top_p(probs, params.top_p) & kept_k
-    probs = renormalize(probs_t, kept_p)
-    kept_min = apply_min_p(probs, params.min_p) & kept_p
-    final = renormalize(probs_t, kept_min)
+    probs_t, kept_k, kept_p, kept_min, final = stages(logits, params)
     if force_token is None:
         token = int(torch.multinomial(final, 1, generator=generator))
     else:

@@ -24,22 +24,16 @@ import torch
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
-from inspector.engine.sampling import (apply_min_p, apply_temperature, apply_top_k, apply_top_p, generator_for,
-                                      renormalize)
+from inspector.engine.sampling import generator_for, stages
 
 
 def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """The distribution `sample` draws from, for each row of logits (..., V) -> (..., V) fp32; one-hot on the
-    argmax when greedy. Stages and order as `inspector.engine.sampling.sample`."""
+    argmax when greedy (`inspector.engine.sampling.stages` otherwise, as `sample`)."""
     logits = logits.float()
     if params.temperature == 0.0:
         return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    scaled = apply_temperature(logits, params.temperature)
-    probs_t = torch.softmax(scaled, dim=-1)
-    kept = apply_top_k(scaled, params.top_k)
-    kept = apply_top_p(renormalize(probs_t, kept), params.top_p) & kept
-    kept = apply_min_p(renormalize(probs_t, kept), params.min_p) & kept
-    return renormalize(probs_t, kept)
+    return stages(logits, params)[-1]
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
