@@ -45,9 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load_model(args.model)
     check_shapes(scheme, loaded.config)
-    tok = loaded.tokenizer
-    text = tok.render_chat(args.prompt, system=args.system) if args.chat else args.prompt
-    ids = tok.encode(text)
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
     if len(ids) + args.max_new_tokens > loaded.config.max_position_embeddings:
         raise InputError(f"prompt plus --max-new-tokens exceed the context window "
                          f"({loaded.config.max_position_embeddings} tokens)")

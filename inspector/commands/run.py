@@ -165,8 +165,7 @@ def run_speculative(args: argparse.Namespace, loaded: Any, params: SamplingParam
 
     drafter = make_drafter(args.speculative, loaded.model)
     t0 = time.perf_counter()
-    text = loaded.tokenizer.render_chat(args.prompt, system=args.system) if args.chat else args.prompt
-    ids = loaded.tokenizer.encode(text)
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
     tokenize_ms = (time.perf_counter() - t0) * 1e3
     run = SpeculativeRun(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=args.json)
     run.prefill(ids)

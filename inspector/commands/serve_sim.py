@@ -138,15 +138,15 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     tok = loaded.tokenizer
     if args.chat and not tok.has_chat_template:
         raise InputError(f"{loaded.name} has no chat template; drop --chat")
-    ids = [tok.encode(tok.render_chat(p) if args.chat else p) for p in prompts]
+    ids = [tok.prompt_ids(p, args.chat) for p in prompts]
     blocks = args.blocks
     if blocks is None:  # a full batch of the longest request (one longer than the context is refused anyway)
         longest = min(max(len(i) for i in ids) + args.max_new_tokens, loaded.config.max_position_embeddings)
         blocks = args.max_batch * math.ceil(longest / args.block_size)
     check_pool_fits(loaded.config, blocks, args.block_size, loaded.dtype)
     cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype)
-    eos = set(loaded.config.eos_token_ids) | ({tok.eos_id} if tok.eos_id is not None else set())
-    sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=eos, prefill_chunk=args.prefill_chunk)
+    sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=loaded.stop_ids,
+                      prefill_chunk=args.prefill_chunk)
     for prompt_ids, arrival in zip(ids, arrivals):
         sched.add(prompt_ids, args.max_new_tokens, arrival, n=args.n, params=params)
     peaks = cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype)

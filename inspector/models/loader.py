@@ -38,6 +38,15 @@ class LoadedModel:
     source_bytes: int  # size on disk of the original weights file(s)
     dtype: torch.dtype = torch.float32
 
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """The token ids that end a generation: the config's eos_token_id(s) and the tokenizer's EOS token."""
+        eos = set(self.config.eos_token_ids)
+        eos_id = getattr(self.tokenizer, "eos_id", None)
+        if eos_id is not None:
+            eos.add(eos_id)
+        return frozenset(eos)
+
 
 @contextlib.contextmanager
 def _skip_init() -> Iterator[None]:

@@ -124,6 +124,10 @@ class Tokenizer:
         ids = self._tok.encode(valid_text(text), add_special_tokens=False).ids
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
+    def prompt_ids(self, prompt: str, chat: bool, system: str | None = None) -> list[int]:
+        """The ids a prompt is fed as: wrapped in the chat template (with `system`) when `chat`, then encoded."""
+        return self.encode(self.render_chat(prompt, system=system) if chat else prompt)
+
     def decode(self, ids: list[int]) -> str:
         """The text of `ids`, special tokens included."""
         return self._tok.decode(list(ids), skip_special_tokens=False)

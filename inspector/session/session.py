@@ -58,10 +58,7 @@ class Session:
         self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
-        eos = set(self.config.eos_token_ids)
-        if getattr(self.tokenizer, "eos_id", None) is not None:
-            eos.add(self.tokenizer.eos_id)
-        self.eos_ids = frozenset(eos)
+        self.eos_ids = loaded.stop_ids
         self.max_new_tokens = 64
         self._reset()
 
@@ -92,8 +89,7 @@ class Session:
         if not prompt or not prompt.strip():
             raise InputError("prompt is empty")
         t0 = time.perf_counter()
-        text = self.tokenizer.render_chat(prompt, system=system) if chat else prompt
-        ids = self.tokenizer.encode(text)
+        ids = self.tokenizer.prompt_ids(prompt, chat, system)
         tokenize_ms = (time.perf_counter() - t0) * 1e3
         return self.prefill_ids(ids, params, max_new_tokens=max_new_tokens, tokenize_ms=tokenize_ms)
 

@@ -63,10 +63,7 @@ class SpeculativeRun:
         self.model: Transformer = loaded.model
         self.tokenizer = loaded.tokenizer
         self.context = loaded.config.max_position_embeddings
-        eos = set(loaded.config.eos_token_ids)
-        if getattr(self.tokenizer, "eos_id", None) is not None:
-            eos.add(self.tokenizer.eos_id)
-        self.eos_ids = frozenset(eos)
+        self.eos_ids = loaded.stop_ids
         self.drafter, self.draft_len, self.params = drafter, draft_len, params
         self.max_new_tokens, self.keep_top = max_new_tokens, keep_top
         self.cache = steps.new_cache(self.model)

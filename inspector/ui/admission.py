@@ -71,8 +71,7 @@ def admit_prompt(loaded: Any, limits: AppLimits, prompt: Any, chat: bool, system
         raise InputError(f"the prompt is {chars} characters; this server allows {max_chars} "
                          f"({limits.max_prompt_tokens} tokens, INSPECTOR_MAX_PROMPT_TOKENS)")
     t0 = time.perf_counter()
-    text = loaded.tokenizer.render_chat(prompt, system=system) if chat else prompt
-    ids = loaded.tokenizer.encode(text)
+    ids = loaded.tokenizer.prompt_ids(prompt, chat, system)
     tokenize_ms = (time.perf_counter() - t0) * 1e3
     n = len(ids)
     if n > limits.max_prompt_tokens:

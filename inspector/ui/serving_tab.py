@@ -158,8 +158,7 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
         with entry.exclusive("serving load"):
             def build() -> tuple[Scheduler, Any]:
                 cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
-                eos = set(config.eos_token_ids) | {t for t in [ctx.loaded.tokenizer.eos_id] if t is not None}
-                sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=eos)
+                sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids)
                 for prompt_ids, m, (_, _, arrival) in zip(ids, news, requests):
                     sched.add(prompt_ids, m, arrival, n=n, params=params)
                 return sched, cached_peaks(peaks_directory(ctx.loaded.weights_path), ctx.loaded.dtype)
