@@ -15,3 +15,9 @@ class UnsupportedConfigError(ModelLoadError):
 
 class InputError(InspectorError):
     """Bad user input: empty prompt, prompt past the context window, out-of-range setting, ..."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message cut to its first line (its type's name when it has none), for one-line errors."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -42,7 +42,7 @@ from safetensors.torch import load_file, save_file
 
 from inspector.engine.recording import NORM_POINTS
 from inspector.engine.config import ModelConfig
-from inspector.errors import InputError, InspectorError
+from inspector.errors import InputError, InspectorError, first_line
 from inspector.session.restore import RestoredSession, record_json
 
 FORMAT = "inspector-trace"
@@ -123,7 +123,7 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
         os.replace(tmp, path)
     except (SafetensorError, OSError) as exc:
         tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write the trace to {_shown(str(path))}: {_first_line(exc)}") from None
+        raise InputError(f"cannot write the trace to {_shown(str(path))}: {first_line(exc)}") from None
     return path.stat().st_size
 
 
@@ -179,7 +179,7 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
             metadata = f.metadata() or {}
     except (SafetensorError, OSError, ValueError) as exc:
         raise InputError(f"{name} is not a readable trace file (truncated, or not safetensors): "
-                         f"{_first_line(exc)}") from None
+                         f"{first_line(exc)}") from None
     if metadata.get("format") != FORMAT:
         raise InputError(f"{name} is a safetensors file but not an inspector trace (no format {FORMAT!r} "
                          f"in its metadata)")
@@ -197,14 +197,14 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
         # another order than on the original's tensors (last-bit differences in attention and sampling).
         tensors = {n: t.clone() for n, t in load_file(str(path)).items()}
     except (SafetensorError, OSError, ValueError) as exc:
-        raise InputError(f"{name} is corrupted: {_first_line(exc)}") from None
+        raise InputError(f"{name} is corrupted: {first_line(exc)}") from None
     doc_text = metadata.get("trace", "")
     if _digest(doc_text, tensors) != metadata.get("sha256"):
         raise InputError(f"{name} is corrupted: its contents do not match the checksum it was saved with")
     try:
         doc = json.loads(doc_text)
     except ValueError as exc:
-        raise InputError(f"{name} is corrupted: {_first_line(exc)}") from None
+        raise InputError(f"{name} is corrupted: {first_line(exc)}") from None
     if not isinstance(doc, dict):
         raise InputError(f"{name} is corrupted: the trace document is not a JSON object")
     return doc, tensors
@@ -218,7 +218,7 @@ def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSess
     except InputError:
         raise
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
-        what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else _first_line(exc)
+        what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else first_line(exc)
         raise InputError(f"{_shown(Path(path).name)} is corrupted: {what}") from None
 
 
@@ -239,7 +239,3 @@ def _shown(text: str, limit: int = 200) -> str:
     one = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
     return one if len(one) <= limit else one[:limit] + "..."
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from inspector.errors import InspectorError
+from inspector.errors import InspectorError, first_line
 
 # Files from an earlier upload that the new bundle no longer has are deleted under these folders
 # (so a removed module cannot linger on the Space); README, app.py, requirements are overwritten anyway.
@@ -35,10 +35,6 @@ def _network_errors() -> tuple[type[BaseException], ...]:
             pass
     return tuple(errors)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -79,15 +75,15 @@ def deploy_space(folder: str | Path, repo_id: str, *, token: str | None = None, 
         api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="space", token=token,
                           commit_message="Deploy Inference Inspector", delete_patterns=STALE_PATTERNS)
     except HFValidationError as exc:
-        raise SpaceDeployError(f"invalid Space id {repo_id!r} (expected owner/name): {_first_line(exc)}") from None
+        raise SpaceDeployError(f"invalid Space id {repo_id!r} (expected owner/name): {first_line(exc)}") from None
     except HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             raise SpaceDeployError(f"the Hub refused the token (HTTP {status}) for {repo_id}: "
                                    "check it has write access to that namespace") from None
-        raise SpaceDeployError(f"the Hub rejected the deploy of {repo_id}: {_first_line(exc)}") from None
+        raise SpaceDeployError(f"the Hub rejected the deploy of {repo_id}: {first_line(exc)}") from None
     except _network_errors() as exc:
         raise SpaceDeployError(f"could not reach the Hugging Face Hub at {endpoint} "
-                               f"({type(exc).__name__}: {_first_line(exc)}); check your network") from None
+                               f"({type(exc).__name__}: {first_line(exc)}); check your network") from None
     url = getattr(repo_url, "url", None) or str(repo_url)
     return url if "/spaces/" in url else f"https://huggingface.co/spaces/{repo_id}"

@@ -27,7 +27,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InputError, InspectorError
+from inspector.errors import InputError, InspectorError, first_line
 from inspector.session.trace_file import load_trace, save_trace
 from inspector.ui.model_thread import run
 
@@ -71,7 +71,7 @@ def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool 
             size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
         return str(path), h.status(entry, f"exported the trace: {path.name} ({_size(size)})")
     except (InspectorError, ValueError, OSError) as exc:
-        return None, h.status(entry, _one_line(exc), error=True)
+        return None, h.status(entry, first_line(exc), error=True)
 
 
 def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> list:
@@ -98,7 +98,7 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
         h.queue_forward_ahead(entry)  # as after a prefill: the next Step only samples (nothing when read-only)
         return views
     except (InspectorError, ValueError, OSError) as exc:
-        return h.error_views(entry, InputError(_one_line(exc)))
+        return h.error_views(entry, InputError(first_line(exc)))
 
 
 def _admit(h: Any, session: Any, name: str, cap: int) -> None:
@@ -129,10 +129,6 @@ def _uploaded_path(file: Any) -> Path:
 def _size(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KB"
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def export_trace_shown(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
