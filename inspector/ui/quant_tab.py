@@ -33,7 +33,7 @@ from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import inventory as vi
 from inspector.viz import quant as vq
-from inspector.viz.common import empty_figure, esc
+from inspector.viz.common import empty_figure, status_line_html
 
 LAB = "quant"
 LABELS = {parse_scheme(c).label: c for c in CHOICES}  # "int4-g32" -> "int4:32"
@@ -57,8 +57,7 @@ def matrices(config: Any) -> list[str]:
 
 
 def status_html(message: str, error: bool = False) -> str:
-    return (f'<div id="quant-status-line" class="{"ii-error" if error else "ii-ok"}" data-error="{int(error)}">'
-            f"{esc(message)}</div>")
+    return status_line_html(message, error, "quant-status-line")
 
 
 def scheme_of(label: Any) -> str:

@@ -36,7 +36,7 @@ from inspector.ui.app_model import AppLimits
 from inspector.ui.inputs import parse_params
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import serving as vs
-from inspector.viz.common import empty_figure, esc
+from inspector.viz.common import empty_figure, esc, status_line_html
 
 LAB = "serving"
 MAX_REQUESTS = 16
@@ -87,10 +87,6 @@ def _int(value: Any, what: str, low: int, high: int) -> int:
 
 # ---- outputs: status, summary, block grid, timeline, tokens per step, roofline, request table
 
-def status_html(message: str, error: bool = False) -> str:
-    return f'<div class="{"ii-error" if error else "ii-ok"}" data-error="{int(error)}">{esc(message)}</div>'
-
-
 def requests_html(ctx: TabContext, state: dict) -> str:
     sched: Scheduler = state["sched"]
     rows = []
@@ -106,7 +102,7 @@ def requests_html(ctx: TabContext, state: dict) -> str:
 
 def empty_outputs(message: str, error: bool = False) -> tuple:
     hint = "press Load to queue the requests"
-    return (status_html(message, error), "", empty_figure(hint), empty_figure(hint), empty_figure(hint),
+    return (status_line_html(message, error), "", empty_figure(hint), empty_figure(hint), empty_figure(hint),
             empty_figure(hint), "")
 
 
@@ -119,7 +115,7 @@ def outputs(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
     contiguous = max((sum(max_len[row.seq_id] for row in r.rows) for r in view.steps), default=0) * \
         sched.cache.bytes_per_position
     summary = vs.summary_html(view, tokens, tok_s, paged, contiguous)
-    return (status_html(message, error), summary, vs.block_grid_figure(view.grid), vs.timeline_figure(view.timelines),
+    return (status_line_html(message, error), summary, vs.block_grid_figure(view.grid), vs.timeline_figure(view.timelines),
             vs.tokens_figure(view.steps), vs.roofline_figure(view.steps, view.peaks), requests_html(ctx, state))
 
 
@@ -233,7 +229,7 @@ def memory_view(config: Any, context: Any, batch: Any, dtype: Any, memory_gib: A
         memory = _int(memory_gib, "memory (GiB)", 1, 10**5) * 2**30
         bars = memory_bars(str(config), context, batch, str(dtype), memory)
     except InputError as exc:
-        return empty_figure(str(exc)), status_html(str(exc), error=True)
+        return empty_figure(str(exc)), status_line_html(str(exc), error=True)
     saved = bars[1].kv_bytes / bars[0].kv_bytes if bars[0].kv_bytes else 1.0
     line = (f"{config}, {dtype}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; KV cache for {batch} x {context} "
             f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB ({saved:.1f}x less than full MHA); "
@@ -265,7 +261,7 @@ def build_serving_tab(ctx: TabContext) -> None:
             step_btn = gr.Button("Step", elem_id="serving-step")
             play_btn = gr.Button("Play", elem_id="serving-play")
             pause_btn = gr.Button("Pause", elem_id="serving-pause")
-        status = gr.HTML(status_html("press Load to queue the requests"), elem_id="serving-status")
+        status = gr.HTML(status_line_html("press Load to queue the requests"), elem_id="serving-status")
         summary = gr.HTML("", elem_id="serving-summary-box")
         hint = "press Load to queue the requests"
         with gr.Row():

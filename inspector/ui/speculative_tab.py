@@ -30,7 +30,7 @@ from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.inputs import parse_params
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import speculative as vsp
-from inspector.viz.common import empty_figure, esc
+from inspector.viz.common import empty_figure, esc, status_line_html
 
 LAB = "speculative"
 DRAFTERS = ["ngram", "early-exit"]
@@ -39,8 +39,7 @@ OUTPUTS = 5  # status, text, rounds, kv figure, stats
 
 
 def status_html(message: str, error: bool = False) -> str:
-    return (f'<div id="spec-status-line" class="{"ii-error" if error else "ii-ok"}" data-error="{int(error)}">'
-            f"{esc(message)}</div>")
+    return status_line_html(message, error, "spec-status-line")
 
 
 def empty_outputs(message: str, error: bool = False) -> tuple:

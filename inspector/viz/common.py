@@ -39,6 +39,12 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def status_line_html(message: str, error: bool = False, elem_id: str | None = None) -> str:
+    """A lab tab's one-line status: the message, red with data-error="1" when it is an error."""
+    ident = f'id="{elem_id}" ' if elem_id else ""
+    return f'<div {ident}class="{"ii-error" if error else "ii-ok"}" data-error="{int(error)}">{esc(message)}</div>'
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":
