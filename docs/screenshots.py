@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -45,17 +44,9 @@ T = 300_000  # ms
 
 
 def open_tab(page, label: str) -> None:
-    """Click a view tab by its label, also when it sits in Gradio's "More tabs" menu."""
-    page.evaluate("""(label) => {
-        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === label);
-        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
-    }""", label)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Open a view or lab tab by its label, also from Gradio's "More tabs" menu (static/app.js)."""
+    if not page.evaluate("(label) => window.inspectorOpenTab(label)", label):
+        sys.exit(f"error: the page has no tab named {label!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,12 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import expect, sync_playwright
 
     from inspector.models.loader import load_model
-    from inspector.ui.app import build_app, launch_kwargs
+    from tests.ui_server import start_app  # the browser tests' way of serving the app in process
 
-    demo = build_app(load_model(None))
-    demo.queue(default_concurrency_limit=None)
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
-                run_history=False, **launch_kwargs())
+    demo = start_app(load_model(None))
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"])

@@ -90,7 +90,9 @@
     const named = (sel) => Array.from(document.querySelectorAll(sel)).find((b) => b.textContent.trim() === label);
     const tab = named("button[role=tab]") || named(".overflow-dropdown button");
     if (tab) tab.click();
+    return Boolean(tab);
   };
+  window.inspectorOpenTab = openTab; // browser tests and docs/screenshots.py open tabs this way
   document.addEventListener("keydown", (ev) => {
     const stage = ev.target.closest && ev.target.closest(".ii-pipeline [data-tab]");
     if (stage && ev.key === "Enter") {

@@ -10,18 +10,12 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.test_ui_e2e import goto, open_view
 from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 180_000  # ms: quantizing the model and the runs on a shared 2-core machine can be slow
 
-
-def open_tab(page: Page, name: str) -> None:
-    """Click a tab, which may sit in Gradio's "More tabs" menu when the tab row is full."""
-    page.evaluate("""(name) => {
-        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === name);
-        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
-    }""", name)
 
 
 def choose(page: Page, elem_id: str, option: str) -> None:
@@ -31,12 +25,11 @@ def choose(page: Page, elem_id: str, option: str) -> None:
 
 def test_quant_tab_run_step_histogram_and_error(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1100})
-    page.goto(app_url, timeout=T)
-    expect(page.locator("#status-line")).to_be_visible(timeout=T)
+    goto(page, app_url)
     page.locator("#prompt textarea").fill("The capital of France is")
     page.locator("#chat-toggle input").uncheck()
     page.locator("#max-new-tokens input").fill("3")
-    open_tab(page, "Quantization")
+    open_view(page, "Quantization")
     status = page.locator("#quant-status")
     expect(status).to_contain_text("choose a precision", timeout=T)
     expect(page.locator("#quant-memory .js-plotly-plot")).to_be_visible(timeout=T)  # planned bytes, no run needed

@@ -13,6 +13,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.test_ui_e2e import goto, open_view
 from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -23,9 +24,8 @@ PROMPT = ("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\
 
 def test_speculative_tab_start_round_play(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1100})
-    page.goto(app_url, timeout=T)
-    expect(page.locator("#status-line")).to_be_visible(timeout=T)
-    page.get_by_role("tab", name="Speculative").click()
+    goto(page, app_url)
+    open_view(page, "Speculative")
     status = page.locator("#speculative-status")
     expect(status).to_contain_text("press Start", timeout=T)
 

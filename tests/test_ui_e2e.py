@@ -30,6 +30,11 @@ def open_tab(page: Page, name: str) -> None:
     page.get_by_role("tab", name=name).click()
 
 
+def open_view(page: Page, label: str) -> None:
+    """Open a view or lab tab by its label, also when it sits in Gradio's "More tabs" menu (static/app.js)."""
+    assert page.evaluate("(label) => window.inspectorOpenTab(label)", label), f"no tab named {label!r}"
+
+
 def goto(page: Page, url: str) -> None:
     """Open the app and wait until it is live (the status line is drawn by the page-load event)."""
     page.goto(url, timeout=T)

@@ -11,19 +11,12 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.test_ui_e2e import T, generated, goto, open_settings, prefill, step
+from tests.test_ui_e2e import T, generated, goto, open_settings, open_view, prefill, step
 from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 VIEWS = ["Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing"]
 
-
-def open_view(page: Page, label: str) -> None:
-    """Open a view tab by its label, also when a narrow screen put it in Gradio's "More tabs" menu."""
-    page.evaluate("""(label) => {
-        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === label);
-        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
-    }""", label)
 
 
 def bottom(page: Page, selector: str) -> float:

@@ -12,6 +12,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.test_ui_e2e import goto, open_view
 from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -20,9 +21,8 @@ T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() r
 
 def test_serving_tab_load_step_play(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1100})
-    page.goto(app_url, timeout=T)
-    expect(page.locator("#status-line")).to_be_visible(timeout=T)
-    page.get_by_role("tab", name="Serving").click()
+    goto(page, app_url)
+    open_view(page, "Serving")
     status = page.locator("#serving-status")
     expect(status).to_contain_text("press Load", timeout=T)
 
@@ -63,12 +63,8 @@ def test_serving_tab_load_step_play(page: Page, app_url):
 
 def test_serving_tab_fits_a_phone_sized_screen(page: Page, app_url):
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(app_url, timeout=T)
-    expect(page.locator("#status-line")).to_be_visible(timeout=T)
-    page.evaluate("""() => {  // on a narrow screen the tab may sit in Gradio's "More tabs" menu
-        const named = (s) => Array.from(document.querySelectorAll(s)).find((b) => b.textContent.trim() === "Serving");
-        (named("button[role=tab]") || named(".overflow-dropdown button")).click();
-    }""")
+    goto(page, app_url)
+    open_view(page, "Serving")  # on a narrow screen it may sit in Gradio's "More tabs" menu
     page.locator("#serving-requests textarea").fill("0 | 3 | The capital of France is a city")
     page.locator("#serving-load").click()
     expect(page.locator("#serving-status")).to_contain_text("queued 1 sequence", timeout=T)
