@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.tiny import run_bench_quick
 
 
 def test_quant_bench_quick(tmp_path):
-    from tests.tiny import make_tiny_checkpoint
-
-    model = make_tiny_checkpoint(tmp_path / "m")
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "quant.py"), "--quick", "--model", str(model)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in out.stdout.splitlines()
+    stdout = run_bench_quick("quant.py", tmp_path / "m")
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in stdout.splitlines()
             if line.startswith("| ") and "MB" in line}
     assert list(rows) == ["fp32", "bf16", "int8", "int4-g32", "int4-g64"]
     assert float(rows["fp32"][1]) == 1.0 and float(rows["fp32"][3]) == 1.0 and float(rows["fp32"][4]) == 0.0
     assert float(rows["int8"][1]) < 0.3 and float(rows["int4-g32"][1]) < float(rows["int8"][1])
-    kernels = [line for line in out.stdout.splitlines() if line.startswith("| q_proj")]
+    kernels = [line for line in stdout.splitlines() if line.startswith("| q_proj")]
     assert any("fp32 F.linear" in k for k in kernels) and any("int8 ours" in k for k in kernels)
-    assert "WRONG RESULT" not in out.stdout
+    assert "WRONG RESULT" not in stdout

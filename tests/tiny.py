@@ -183,3 +183,16 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny untied Qwen2 checkpoint (q/k/v biases)."""
     return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-qwen2", model_type="qwen2", tie=False)
+
+
+def run_bench_quick(script: str, directory: Path, **checkpoint: Any) -> str:
+    """Run `bench/<script> --quick` on a tiny checkpoint written into `directory`; its stdout (it must exit 0)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    model = make_tiny_checkpoint(directory, **checkpoint)
+    out = subprocess.run([sys.executable, str(root / "bench" / script), "--quick", "--model", str(model)],
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
