@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from inspector.engine.config import ModelConfig
+from inspector.engine.linear import lay_out_weights
 from inspector.engine.model import Transformer
 
 TINY = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
@@ -17,8 +18,9 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "hi
                "original_max_position_embeddings": 16}
 
 
-def hf_pair(model_type: str = "llama", seed: int = 0, **overrides):
-    """(hf_model, our_model, config) on the same random weights, fp32, eval mode."""
+def hf_pair(model_type: str = "llama", seed: int = 0, layout: str | None = None, **overrides):
+    """(hf_model, our_model, config) on the same random weights, fp32, eval mode; `layout` "decode" or
+    "batch" lays our weights out as `load_model` does (None: as loaded, one matrix per module)."""
     import transformers
 
     torch.manual_seed(seed)
@@ -40,6 +42,8 @@ def hf_pair(model_type: str = "llama", seed: int = 0, **overrides):
     if cfg.tie_word_embeddings:
         sd = {k: v for k, v in sd.items() if k != "lm_head.weight"}
     ours.load_state_dict(sd, strict=True)
+    if layout is not None:
+        lay_out_weights(ours, transposed=layout == "decode")
     return hf, ours, cfg
 
 

@@ -25,10 +25,11 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("layout", [None, "decode", "batch"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_logits_match_transformers_at_every_position(case):
+def test_logits_match_transformers_at_every_position(case, layout):
     model_type, overrides = CASES[case]
-    hf, ours, cfg = hf_pair(model_type, **overrides)
+    hf, ours, cfg = hf_pair(model_type, layout=layout, **overrides)
     ids = torch.randint(0, cfg.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(ids).logits  # (1, 40, V)

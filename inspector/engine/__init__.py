@@ -2,6 +2,7 @@
 
 - `config`: ModelConfig (Hugging Face config keys), SamplingParams.
 - `model`: RMSNorm, RoPE, attention, SwiGLU MLP, blocks, Transformer; several rows at their own positions.
+- `linear`: the weight products (`project`) and the stacked q/k/v and gate/up layout they run on.
 - `attention`: the one place scores are scaled, causally masked and softmaxed (model and views).
 - `kv_cache`: KVCache, owned by the caller (per-row lengths, read, truncate, measured bytes).
 - `steps`: prefill, decode_step, step_rows, recompute: one forward each, advancing the cache once.

@@ -55,7 +55,9 @@ def masked_scores(q: torch.Tensor, k: torch.Tensor, future: torch.Tensor | None,
     B, H, T, d = q.shape
     KV, S = k.shape[1], k.shape[2]
     qg = q.reshape(B * KV, n_rep * T, d)  # (B*KV, n_rep*T, d): the n_rep heads of a KV head, stacked
-    scores = torch.bmm(qg, k.reshape(B * KV, S, d).transpose(1, 2)) / math.sqrt(d)  # (B*KV, n_rep*T, S)
+    kt = k.reshape(B * KV, S, d).transpose(1, 2)  # (B*KV, d, S)
+    # alpha scales inside the product (beta=0 ignores the uninitialised first argument): one op, not two
+    scores = torch.baddbmm(qg.new_empty(()).expand(B * KV, n_rep * T, S), qg, kt, beta=0, alpha=1 / math.sqrt(d))
     scores = scores.view(B, H, T, S)  # (B, H, T, S)
     if future is not None:
         scores = scores.masked_fill_(future, float("-inf"))  # in place: one (B, H, T, S) buffer, not two

@@ -36,6 +36,7 @@ from torch import nn
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, softmax32
 from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import KVCache
+from inspector.engine.linear import project, stacked_weight
 from inspector.engine.trace import Recorder, wants
 
 
@@ -61,7 +62,10 @@ class NoHooks:
 
 
 class Linear(NoHooks, nn.Linear):
-    pass
+    """nn.Linear computed by `project` (the weight product in the form this CPU runs fastest)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return project(x, self.weight, self.bias)
 
 
 class RMSNorm(NoHooks, nn.Module):
@@ -139,13 +143,13 @@ class Attention(NoHooks, nn.Module):
         B, T, _ = x.shape
         H, KV, d = self.n_heads, self.n_kv_heads, self.head_dim
         p = f"blocks.{self.layer}.attn."
-        q = self.q_proj(x).view(B, T, H, d).transpose(1, 2)  # (B, H, T, d)
-        k = self.k_proj(x).view(B, T, KV, d).transpose(1, 2)  # (B, KV, T, d)
-        v = self.v_proj(x).view(B, T, KV, d).transpose(1, 2)  # (B, KV, T, d)
+        qkv = self._qkv(x).view(B, T, H + 2 * KV, d).transpose(1, 2)  # (B, H + 2KV, T, d): q heads, k heads, v heads
+        q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
         record(rec, p + "hook_q", q)
         record(rec, p + "hook_k", k)
         record(rec, p + "hook_v", v)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        qk = apply_rope(qkv[:, :H + KV], cos, sin)  # (B, H + KV, T, d): q and k rotated together
+        q, k = qk[:, :H], qk[:, H:]
         record(rec, p + "hook_rot_q", q)
         record(rec, p + "hook_rot_k", k)
         if cache is not None:
@@ -154,6 +158,16 @@ class Attention(NoHooks, nn.Module):
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         record(rec, p + "hook_z", z)
         return self.o_proj(z)
+
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """q, k, v projections side by side (B, T, (H + 2KV) * d): one product when their weights are stacked."""
+        names = ("q_proj", "k_proj", "v_proj")
+        weight = stacked_weight(self, names)
+        has_bias = getattr(self.q_proj, "bias", None) is not None
+        bias = stacked_weight(self, names, "bias") if has_bias else None
+        if weight is None or (has_bias and bias is None):
+            return torch.cat([getattr(self, n)(x) for n in names], dim=-1)
+        return project(x, weight, bias)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
                 rec: Recorder | None) -> torch.Tensor:
@@ -204,9 +218,13 @@ class MLP(NoHooks, nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, rec: Recorder | None) -> torch.Tensor:
-        gate = self.gate_proj(x)
+        weight = stacked_weight(self, ("gate_proj", "up_proj"))
+        if weight is None:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        else:
+            gate, up = project(x, weight).chunk(2, dim=-1)  # (B, T, I) each, views of one product
         record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
-        act = F.silu(gate) * self.up_proj(x)
+        act = F.silu(gate) * up
         record(rec, f"blocks.{self.layer}.mlp.hook_post", act)
         return self.down_proj(act)
 
@@ -265,7 +283,7 @@ class Transformer(nn.Module):
 
     def unembed(self, resid: torch.Tensor) -> torch.Tensor:
         """Final norm then LM head: residual (..., D) -> logits (..., V). Also the logit lens."""
-        return F.linear(self.model.norm(resid), self.unembed_weight)
+        return project(self.model.norm(resid), self.unembed_weight)
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
                 positions: torch.Tensor | None = None, last_only: bool = False,
@@ -292,6 +310,6 @@ class Transformer(nn.Module):
                 x = x[torch.arange(B, device=x.device), last][:, None]  # (B, 1, D)
         x = self.model.norm(x)
         record(rec, "ln_final.hook_normalized", x)
-        logits = F.linear(x, self.unembed_weight)  # (B, T or 1, V)
+        logits = project(x, self.unembed_weight)  # (B, T or 1, V)
         record(rec, "unembed.hook_logits", logits)
         return logits

