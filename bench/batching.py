@@ -113,6 +113,8 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--layout", default="batch", choices=["batch", "decode"],
+                    help="weight layout (inspector.models.loader): batch, as serve-sim loads, or the app's decode")
     ap.add_argument("--remeasure-peaks", action="store_true", help="measure the peaks again, keeping the higher")
     ap.add_argument("--quick", action="store_true", help="batches 1,2,4, prompt 8, 2 steps each: a smoke test")
     args = ap.parse_args()
@@ -122,7 +124,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     from inspector.models.loader import load_model
 
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, layout=args.layout)
     batches = [int(b) for b in args.batches.split(",")]
     rows = throughput(loaded, batches, args.prompt_len, args.rounds, args.chunk)
     base = rows[0]["tok_s"]
@@ -130,7 +132,7 @@ def main() -> None:
     peaks = cached_peaks(peaks_directory(loaded.weights_path), dtype, refresh=args.remeasure_peaks)
     elem = torch.empty((), dtype=dtype).element_size()
     context = args.prompt_len + args.rounds * args.chunk // 2  # mid-run: what a median step reads
-    print(f"## Batched decode, {loaded.name} {str(dtype).removeprefix('torch.')}, prompt {args.prompt_len} tokens, "
+    print(f"## Batched decode, {loaded.name} {str(dtype).removeprefix('torch.')} ({args.layout} layout), prompt {args.prompt_len} tokens, "
           f"{torch.get_num_threads()} threads, median of {args.rounds * args.chunk} steps\n")
     print(f"Peaks (measured once, cached): {peaks.gflops_per_s:.1f} GFLOP/s matmul, {peaks.gb_per_s:.1f} GB/s read "
           f"({peaks.key}); ridge {peaks.ridge:.1f} FLOP/byte.\n")

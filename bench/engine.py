@@ -1,8 +1,9 @@
 """Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss]
+Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
 
-Rows: our fp32 decode without a recorder, with the summary recorder (logit lens on demand, i.e. not
+Rows: our fp32 decode without a recorder (weights in the app's decode layout, see
+inspector.models.loader), the same in the batch layout, with the summary recorder (logit lens on demand, i.e. not
 computed), with the summary recorder and the lens every step, without the KV cache (recompute), bf16
 without a recorder, and transformers' `generate` fp32 on the same weights. Decode tok/s is wall time per
 step, everything included: forward, reading the recorder's summaries, the lens when on, and choosing the
@@ -19,6 +20,12 @@ times CPU time instead of wall time, which other processes barely move. Compare 
 not absolute numbers across runs. RSS is measured
 in a fresh subprocess: a 2,048-token prompt traced by the summary recorder plus 32 decode steps, above
 the loaded model (after its first forward). `--profile` prints where a decode step's time goes instead.
+
+The matmul table streams every weight matrix of the model once (a decode step's products: stacked q/k/v,
+o, stacked gate/up, down, LM head) with M rows of input, in each form the engine could use: F.linear on
+weights stored (out, in) (what transformers runs), `W @ x.T` on the same storage, F.linear on weights
+stored (in, out), and bf16 F.linear. GB/s is weight bytes over time; it bounds decode speed from above,
+and bf16's half-size weights bound its decode speedup over fp32 by the ratio of these rows.
 """
 
 from __future__ import annotations
@@ -110,6 +117,50 @@ class Ours:
             return
         params = SamplingParams()  # greedy, through every stage the app records
         self.ids.append(sample(logits, params, generator_for(params.seed, len(self.ids))).token)
+
+
+def weight_groups(model) -> list[torch.Tensor]:
+    """The weight matrices one decode step multiplies by, as the engine groups them (N, K) each."""
+    from inspector.engine.linear import stacked_weight
+
+    out = []
+    for block in model.model.layers:
+        attn, mlp = block.self_attn, block.mlp
+        out += [stacked_weight(attn, ("q_proj", "k_proj", "v_proj")), attn.o_proj.weight,
+                stacked_weight(mlp, ("gate_proj", "up_proj")), mlp.down_proj.weight]
+    return [*out, model.unembed_weight]
+
+
+def matmul_table(rounds: int = 7) -> None:
+    """Every weight matrix once, M rows of input, by form and storage (see the module doc)."""
+    from inspector.models.loader import load_model
+
+    batch, decode = load_model(layout="batch"), load_model(layout="decode")
+    bf16 = load_model(dtype=torch.bfloat16)
+    forms = {  # name -> (weights, product)
+        "fp32 F.linear, stored (out, in) (transformers' form)": (weight_groups(batch.model), torch.nn.functional.linear),
+        "fp32 W @ x.T, stored (out, in) (ours, batch layout, M >= 2)": (weight_groups(batch.model), lambda x, w: torch.mm(w, x.t())),
+        "fp32 F.linear, stored (in, out) (ours, decode layout)": (weight_groups(decode.model), torch.nn.functional.linear),
+        "bf16 F.linear, stored (out, in)": (weight_groups(bf16.model), torch.nn.functional.linear),
+    }
+    ms = (1, 2, 8)
+    print("\n| weight products, all matrices once | bytes (MB) | " + " | ".join(f"M={m} ms (GB/s)" for m in ms) + " |")
+    print("|---|---|" + "---|" * len(ms))
+    with torch.inference_mode():
+        for name, (weights, product) in forms.items():
+            nbytes = sum(w.numel() * w.element_size() for w in weights)
+            cells = []
+            for m in ms:
+                xs = {k: torch.randn(m, k, dtype=weights[0].dtype) for k in {w.shape[1] for w in weights}}
+                times = []
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    for w in weights:
+                        product(xs[w.shape[1]], w)
+                    times.append(time.perf_counter() - t0)
+                t = statistics.median(times[1:])
+                cells.append(f"{t * 1e3:.1f} ({nbytes / t / 1e9:.1f})")
+            print(f"| {name} | {nbytes / 1e6:.0f} | " + " | ".join(cells) + " |")
 
 
 class Stamps:
@@ -226,6 +277,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
+    ap.add_argument("--no-matmuls", action="store_true", help="skip the weight-products table")
     ap.add_argument("--threads", type=int, default=THREADS, help="torch threads (the issue's numbers: 2)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: CPU time of the calling thread (needs --threads 1, where it is all the work)")
@@ -245,9 +297,11 @@ def main() -> None:
     import transformers
 
     bf16 = load_model(dtype=torch.bfloat16)
+    fp32_batch = load_model(layout="batch")
     hf = transformers.LlamaForCausalLM.from_pretrained(fp32.weights_path, dtype=torch.float32).eval()
     configs = {  # name -> (our configuration, steps per chunk divisor)
         "ours fp32, no recorder": (Ours(fp32), 1),
+        "ours fp32, batch layout, no recorder": (Ours(fp32_batch), 1),
         "ours fp32, summary recorder, lens on demand": (Ours(fp32, record=True), 1),
         "ours fp32, summary recorder, lens every step": (Ours(fp32, record=True, lens=True), 1),
         "ours fp32, summary recorder, lens on demand, the app's sample()": (Ours(fp32, record=True, sampler=True), 1),
@@ -294,6 +348,8 @@ def main() -> None:
             print(f"| {name}{note} | {stat(prefill_s[(name, 128)]):.3f} | {stat(prefill_s[(name, 512)]):.3f} "
                   f"| {1 / d[128]:.1f} | {1 / d[512]:.1f} | {base[128] / d[128]:.2f}x / {base[512] / d[512]:.2f}x "
                   f"| {hf_base[128] / d[128]:.2f}x / {hf_base[512] / d[512]:.2f}x |")
+    if not args.no_matmuls:
+        matmul_table()
     if args.no_rss:
         return
     traced, plain = rss_child(True), rss_child(False)
