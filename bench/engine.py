@@ -232,7 +232,7 @@ def rss_child(record: bool) -> dict:
 
 GROUPS = {  # torch op -> what it does in a decode step
     "aten::mm": "linear (matmul on weights)", "aten::addmm": "linear (matmul on weights)",
-    "aten::bmm": "attention matmuls", "aten::_softmax": "softmax", "aten::masked_fill_": "mask",
+    "aten::bmm": "attention matmuls", "aten::baddbmm": "attention matmuls", "aten::_softmax": "softmax", "aten::masked_fill_": "mask",
     "aten::copy_": "copies (cache writes, casts)", "aten::cat": "cat", "aten::index": "gather",
 }
 

@@ -9,7 +9,8 @@
 - `lay_out_weights(model, transposed)`: each layer's q/k/v weights in one buffer and gate/up in another,
   the per-matrix parameters becoming row views of it (one product instead of three, or two); with
   `transposed`, every weight matrix (the embedding / tied LM head too) is stored (in, out), so the
-  parameter is a transposed view. HF names, shapes, values and the state dict are unchanged.
+  parameter is a transposed view. The model then owns all its weights (no memory-mapped file behind
+  them). HF names, shapes, values and the state dict are unchanged.
 - `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
   they lie stacked in one buffer, else None. Cached on the module and rechecked by identity, so a weight
   replaced later (a state dict loaded with assign=True, quantized modules) falls back to separate
@@ -40,13 +41,17 @@ def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
 
 def lay_out_weights(model: nn.Module, transposed: bool) -> None:
     """Store the 2-D projection weights as row views of stacked buffers: each block's q/k/v together and
-    its gate/up together (see `stacked_weight`); with `transposed`, every buffer is stored (in, out), so a
-    weight is a transposed view (F.linear then streams it as x @ W_t). Values, names and shapes unchanged."""
+    its gate/up together (see `stacked_weight`); with `transposed`, every matrix (the embedding / tied LM
+    head too) is stored (in, out), so a weight is a transposed view (F.linear then streams it as x @ W_t).
+    Every other parameter is copied too: afterwards the model holds its own memory and nothing keeps the
+    memory-mapped weights file open (its pages would otherwise stay resident beside the copies).
+    Values, names and shapes unchanged."""
     groups = []
     for block in model.model.layers:
         attn, mlp = block.self_attn, block.mlp
         groups += [(attn, ("q_proj", "k_proj", "v_proj")), (attn, ("o_proj",)),
                    (mlp, ("gate_proj", "up_proj")), (mlp, ("down_proj",))]
+    laid: set[int] = set()
     for owner, names in groups:
         modules = [getattr(owner, n) for n in names]
         if not all(isinstance(m, nn.Linear) for m in modules):
@@ -60,10 +65,14 @@ def lay_out_weights(model: nn.Module, transposed: bool) -> None:
                 stacked = stacked.t().contiguous().t()  # same values, (in, out) storage
             for m, view in zip(modules, stacked.split([p.shape[0] for p in parts])):
                 setattr(m, attr, nn.Parameter(view, requires_grad=False))
-    if transposed:  # the embedding (the tied LM head) and an untied LM head
-        for m in (model.model.embed_tokens, getattr(model, "lm_head", None)):
-            if m is not None and m.weight.dim() == 2:
-                m.weight = nn.Parameter(m.weight.detach().t().contiguous().t(), requires_grad=False)
+                laid.add(id(getattr(m, attr)))
+    for module in model.modules():
+        for name, p in list(module.named_parameters(recurse=False)):
+            if id(p) in laid:
+                continue
+            own = p.detach()
+            own = own.t().contiguous().t() if transposed and own.dim() == 2 else own.clone()
+            setattr(module, name, nn.Parameter(own, requires_grad=False))
 
 
 def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight") -> torch.Tensor | None:
