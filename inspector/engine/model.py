@@ -23,6 +23,8 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
   when a recorder is given (the costly attention maps only when `rec.wants` them).
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
+Weight products go through `inspector.engine.linear.project`; a layer's q/k/v (and gate/up) run as one
+product when `lay_out_weights` stacked their weights (as `load_model` does), else one by one.
 """
 
 from __future__ import annotations
