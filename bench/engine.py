@@ -19,7 +19,8 @@ torch threads on two busy cores, a step can wait on a descheduled worker). `--th
 times CPU time instead of wall time, which other processes barely move. Compare ratios within one run,
 not absolute numbers across runs. RSS is measured
 in a fresh subprocess: a 2,048-token prompt traced by the summary recorder plus 32 decode steps, above
-the loaded model (after its first forward). `--profile` prints where a decode step's time goes instead.
+the loaded model (after its first forward; the peak is reset there, so loading's transient peak, when the
+mapped file and the laid-out copies are both resident, is not counted). `--profile` prints where a decode step's time goes instead.
 
 The matmul table streams every weight matrix of the model once (a decode step's products: stacked q/k/v,
 o, stacked gate/up, down, LM head) with M rows of input, in each form the engine could use: F.linear on
@@ -216,6 +217,7 @@ m = load_model()
 with torch.inference_mode():
     m.model(torch.tensor([[1, 2, 3, 4]]))
 base, base_peak = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # reset the peak: loading's own transient peak is not the trace's
 ours = Ours(m, record=%s)
 ours.prefill(prompt_ids(m.tokenizer, 2048))
 ours.steps(32)

@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -39,13 +39,15 @@ def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     return y.view(*lead, weight.shape[0])  # (..., N)
 
 
-def lay_out_weights(model: nn.Module, transposed: bool) -> None:
+def lay_out_weights(model: nn.Module, transposed: bool,
+                    release: Callable[[torch.Tensor], None] | None = None) -> None:
     """Store the 2-D projection weights as row views of stacked buffers: each block's q/k/v together and
     its gate/up together (see `stacked_weight`); with `transposed`, every matrix (the embedding / tied LM
     head too) is stored (in, out), so a weight is a transposed view (F.linear then streams it as x @ W_t).
     Every other parameter is copied too: afterwards the model holds its own memory and nothing keeps the
     memory-mapped weights file open (its pages would otherwise stay resident beside the copies).
-    Values, names and shapes unchanged."""
+    `release(old)` is called on each replaced tensor once its copy is made (the loader drops the mapped
+    file's pages with it); the caller must never read those tensors again. Values, names and shapes unchanged."""
     groups = []
     for block in model.model.layers:
         attn, mlp = block.self_attn, block.mlp
@@ -66,6 +68,8 @@ def lay_out_weights(model: nn.Module, transposed: bool) -> None:
             for m, view in zip(modules, stacked.split([p.shape[0] for p in parts])):
                 setattr(m, attr, nn.Parameter(view, requires_grad=False))
                 laid.add(id(getattr(m, attr)))
+            for p in parts:
+                _release(release, p)
     for module in model.modules():
         for name, p in list(module.named_parameters(recurse=False)):
             if id(p) in laid:
@@ -73,6 +77,12 @@ def lay_out_weights(model: nn.Module, transposed: bool) -> None:
             own = p.detach()
             own = own.t().contiguous().t() if transposed and own.dim() == 2 else own.clone()
             setattr(module, name, nn.Parameter(own, requires_grad=False))
+            _release(release, p)
+
+
+def _release(release: Callable[[torch.Tensor], None] | None, old: torch.Tensor) -> None:
+    if release is not None:
+        release(old.detach())
 
 
 def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight") -> torch.Tensor | None:

@@ -1,5 +1,9 @@
 """Process memory: hand large freed blocks back to the operating system (glibc Linux; a no-op elsewhere).
 
+`drop_resident_pages(t)` tells the kernel the process is done with the pages inside a tensor it will
+never read again (`load_model` calls it on each memory-mapped weight once its laid-out copy is made, so
+the file's pages and the copies are not resident together).
+
 glibc's malloc raises its mmap threshold after each large free, up to 32 MB, so later large buffers
 (a long prompt's per-layer activations, attention blocks, MLP intermediates) come from the heap, where
 small long-lived allocations made between them (trace summaries, records) pin the freed space. Measured
@@ -13,6 +17,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+
+import torch
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
 # Allocations of 4 MB or more get their own mapping, unmapped on free. 1 MB frees even more memory
@@ -35,3 +41,26 @@ def release_large_frees() -> bool:
     except (OSError, AttributeError):  # musl or another libc without mallopt
         return False
     return _done
+
+
+MADV_DONTNEED = 4  # sys/mman.h (Linux)
+PAGE = 4096
+
+
+def drop_resident_pages(t: torch.Tensor) -> None:
+    """madvise(DONTNEED) the whole pages inside contiguous `t`'s own bytes (never a neighbour's: tensors
+    of one file may share a storage): file-backed pages leave this process's RSS (read again from the
+    file if touched); anonymous ones would read back as zeros, so the caller must never read `t` again.
+    No-op off Linux, for a non-contiguous or non-CPU tensor, or on failure."""
+    if not sys.platform.startswith("linux") or t.device.type != "cpu" or not t.is_contiguous():
+        return
+    first, nbytes = t.data_ptr(), t.numel() * t.element_size()
+    start = -(-first // PAGE) * PAGE  # the first whole page inside t
+    end = (first + nbytes) // PAGE * PAGE
+    if end <= start:
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
+    except (OSError, AttributeError):
+        return

@@ -104,7 +104,7 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
                layout: str = "decode") -> LoadedModel:
     """Load a Llama-family model from any supported source, ready for inference."""
     from inspector.engine.linear import lay_out_weights
-    from inspector.engine.memory import release_large_frees
+    from inspector.engine.memory import drop_resident_pages, release_large_frees
     from inspector.engine.model import Transformer  # the engine's model; imported late to keep this module light
     from inspector.models.sources import resolve
     from inspector.models.tokenizer import Tokenizer
@@ -125,7 +125,9 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
     with _skip_init():
         model = Transformer(config)
     load_weights(model, state, dtype)
-    lay_out_weights(model, transposed=layout == "decode" and dtype == torch.float32)  # see the module doc
+    # see the module doc; the mapped file's pages are dropped as each copy is made (state is not read again)
+    lay_out_weights(model, transposed=layout == "decode" and dtype == torch.float32, release=drop_resident_pages)
+    del state
     model.eval().requires_grad_(False)
     return LoadedModel(
         name=where.name,
