@@ -3,7 +3,7 @@
 - `project(x, weight, bias=None) -> (..., N)`: what `F.linear(x, weight, bias)` computes, x (..., K).
   An fp32 weight stored row-major (N, K) on the CPU, with several rows of x, runs as `weight @ x.T`, one
   gemm that streams the weight once; MKL's `x @ weight.T` reads it at about half that rate for 2 to 8
-  rows (bench/engine.py's matmul table). Everything else goes to `F.linear`: one row (there `x @ W.T`
+  rows (bench/engine.py's weight-products table). Everything else goes to `F.linear`: one row (there `x @ W.T`
   over a weight stored (K, N), see `lay_out_weights`, is the fastest form measured), other dtypes
   (bf16's kernels are fastest as `F.linear`) and tensor-likes (the quantized LM head).
 - `lay_out_weights(model, transposed)`: each layer's q/k/v weights in one buffer and gate/up in another,
