@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
+import mmap
 import sys
 
 import torch
@@ -28,6 +30,15 @@ MMAP_THRESHOLD_BYTES = 4 << 20
 _done = False
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, opened once (find_library runs a subprocess: ~2 ms a call); None when unavailable."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
 def release_large_frees() -> bool:
     """Fix glibc's mmap threshold at MMAP_THRESHOLD_BYTES (idempotent). True when it took effect."""
     global _done
@@ -36,15 +47,14 @@ def release_large_frees() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _done = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    except (OSError, AttributeError):  # musl or another libc without mallopt
+        _done = bool(_libc().mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except AttributeError:  # no libc, or musl or another libc without mallopt
         return False
     return _done
 
 
 MADV_DONTNEED = 4  # sys/mman.h (Linux)
-PAGE = 4096
+PAGE = mmap.PAGESIZE  # madvise works in whole pages of the system's size
 
 
 def drop_resident_pages(t: torch.Tensor) -> None:
@@ -60,7 +70,6 @@ def drop_resident_pages(t: torch.Tensor) -> None:
     if end <= start:
         return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
-    except (OSError, AttributeError):
+        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
+    except AttributeError:  # no libc, or one without madvise
         return
