@@ -122,22 +122,18 @@ class Ours:
 
 def weight_groups(model) -> list[torch.Tensor]:
     """The weight matrices one decode step multiplies by, as the engine groups them (N, K) each."""
-    from inspector.engine.linear import stacked_weight
+    from inspector.engine.linear import GATE_UP, QKV, stacked_weight
 
     out = []
     for block in model.model.layers:
         attn, mlp = block.self_attn, block.mlp
-        out += [stacked_weight(attn, ("q_proj", "k_proj", "v_proj")), attn.o_proj.weight,
-                stacked_weight(mlp, ("gate_proj", "up_proj")), mlp.down_proj.weight]
+        out += [stacked_weight(attn, QKV), attn.o_proj.weight, stacked_weight(mlp, GATE_UP), mlp.down_proj.weight]
     return [*out, model.unembed_weight]
 
 
-def matmul_table(rounds: int = 7) -> None:
-    """Every weight matrix once, M rows of input, by form and storage (see the module doc)."""
-    from inspector.models.loader import load_model
-
-    batch, decode = load_model(layout="batch"), load_model(layout="decode")
-    bf16 = load_model(dtype=torch.bfloat16)
+def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
+    """Every weight matrix once, M rows of input, by form and storage (see the module doc), on the fp32
+    models in the decode and batch layouts and the bf16 model the decode rows ran."""
     forms = {  # name -> (weights, product)
         "fp32 F.linear, stored (out, in) (transformers' form)": (weight_groups(batch.model), torch.nn.functional.linear),
         "fp32 W @ x.T, stored (out, in) (ours, batch layout, M >= 2)": (weight_groups(batch.model), lambda x, w: torch.mm(w, x.t())),
@@ -351,7 +347,7 @@ def main() -> None:
                   f"| {1 / d[128]:.1f} | {1 / d[512]:.1f} | {base[128] / d[128]:.2f}x / {base[512] / d[512]:.2f}x "
                   f"| {hf_base[128] / d[128]:.2f}x / {hf_base[512] / d[512]:.2f}x |")
     if not args.no_matmuls:
-        matmul_table()
+        matmul_table(fp32, fp32_batch, bf16)
     if args.no_rss:
         return
     traced, plain = rss_child(True), rss_child(False)

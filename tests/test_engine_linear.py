@@ -12,11 +12,9 @@ from engine_fixtures import tiny_model
 from tiny import tiny_llama_dir  # noqa: F401  (fixture)
 
 from inspector.engine import steps as engine
-from inspector.engine.linear import lay_out_weights, project, stacked_weight
+from inspector.engine.linear import GATE_UP, QKV, lay_out_weights, project, stacked_weight
 from inspector.errors import ModelLoadError
 from inspector.models.loader import load_model
-
-QKV = ("q_proj", "k_proj", "v_proj")
 
 
 @pytest.mark.parametrize("rows", [(1,), (2,), (3, 5), (1, 1), (2, 1, 7)])
@@ -56,7 +54,7 @@ def test_layout_keeps_values_names_and_output(transposed):
     attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
     assert stacked_weight(attn, QKV).shape == (4 * 16 + 2 * 2 * 16, 64)
     assert stacked_weight(attn, QKV, "bias").shape == (4 * 16 + 2 * 2 * 16,)
-    assert stacked_weight(mlp, ("gate_proj", "up_proj")).shape == (2 * 128, 64)
+    assert stacked_weight(mlp, GATE_UP).shape == (2 * 128, 64)
     with torch.inference_mode():
         torch.testing.assert_close(model(ids), expected, rtol=1e-5, atol=1e-5)
         cache = engine.new_cache(model, batch=2)

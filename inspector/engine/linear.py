@@ -25,6 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+QKV = ("q_proj", "k_proj", "v_proj")  # an attention module's projections stacked into one product
+GATE_UP = ("gate_proj", "up_proj")  # an MLP's projections stacked into one product
+
 
 def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., K) times weight (N, K) transposed, plus bias: (..., N), as F.linear."""
@@ -51,8 +54,7 @@ def lay_out_weights(model: nn.Module, transposed: bool,
     groups = []
     for block in model.model.layers:
         attn, mlp = block.self_attn, block.mlp
-        groups += [(attn, ("q_proj", "k_proj", "v_proj")), (attn, ("o_proj",)),
-                   (mlp, ("gate_proj", "up_proj")), (mlp, ("down_proj",))]
+        groups += [(attn, QKV), (attn, ("o_proj",)), (mlp, GATE_UP), (mlp, ("down_proj",))]
     laid: set[int] = set()
     for owner, names in groups:
         modules = [getattr(owner, n) for n in names]

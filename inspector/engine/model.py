@@ -38,7 +38,7 @@ from torch import nn
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, softmax32
 from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.linear import project, stacked_weight
+from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
 from inspector.engine.trace import Recorder, wants
 
 
@@ -163,12 +163,11 @@ class Attention(NoHooks, nn.Module):
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
         """q, k, v projections side by side (B, T, (H + 2KV) * d): one product when their weights are stacked."""
-        names = ("q_proj", "k_proj", "v_proj")
-        weight = stacked_weight(self, names)
+        weight = stacked_weight(self, QKV)
         has_bias = getattr(self.q_proj, "bias", None) is not None
-        bias = stacked_weight(self, names, "bias") if has_bias else None
+        bias = stacked_weight(self, QKV, "bias") if has_bias else None
         if weight is None or (has_bias and bias is None):
-            return torch.cat([getattr(self, n)(x) for n in names], dim=-1)
+            return torch.cat([getattr(self, n)(x) for n in QKV], dim=-1)
         return project(x, weight, bias)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
@@ -220,7 +219,7 @@ class MLP(NoHooks, nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, rec: Recorder | None) -> torch.Tensor:
-        weight = stacked_weight(self, ("gate_proj", "up_proj"))
+        weight = stacked_weight(self, GATE_UP)
         if weight is None:
             gate, up = self.gate_proj(x), self.up_proj(x)
         else:
