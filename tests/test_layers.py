@@ -8,20 +8,25 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "inspector"
-# layer -> the layers its modules may import (besides itself and inspector.errors)
+# layer -> the layers its modules may import (besides itself and the top-level modules of `inspector`:
+# errors, input validation, units, which import no layer)
 ALLOWED = {
     "engine": set(),  # torch only: ids in, logits and traces out; knows no text, no session, no UI
     "models": {"engine"},  # where weights and tokenizers come from
-    "session": {"engine", "models"},  # generation state and records over the engine
-    "serving": {"engine", "models"},  # paged cache, scheduler, memory calculator, roofline
-    "speculative": {"engine", "models", "session"},  # drafters and the verifier over the engine
-    "quant": {"engine", "models", "session"},  # quantized weights and KV, fidelity against fp32
+    "generation": {"engine", "models"},  # the one generation loop: Sequence, step, the three levers
+    "session": {"engine", "models", "generation"},  # generation state and records over the engine
+    "serving": {"engine", "models", "generation"},  # paged cache, scheduler, memory calculator, roofline
+    "speculative": {"engine", "models", "generation", "session"},  # drafters and the verifier
+    "quant": {"engine", "models", "generation", "session"},  # quantized weights and KV, fidelity against fp32
     "viz": {"session", "serving", "speculative", "quant"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
-    "commands": {"engine", "models", "session", "serving", "space", "speculative", "quant"},  # the CLI
-    "ui": {"engine", "models", "session", "serving", "viz", "speculative", "quant"},  # the web app
+    "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant"},  # the CLI
+    "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant"},  # the web app
 }
 MAX_LINES = 400
+
+
+TOP_LEVEL = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}  # importable by every layer
 
 
 def layer_of(module: str) -> str | None:
@@ -49,11 +54,18 @@ def test_imports_run_one_way(path: Path):
     assert layer in ALLOWED, f"{layer}/ is not a known layer: add it to ALLOWED with its dependencies"
     for module in imports(path):
         target = layer_of(module)
-        if target in (None, layer, "errors"):
+        if target is None or target == layer or target in TOP_LEVEL:
             continue
         assert target in ALLOWED[layer], f"{path.relative_to(PACKAGE)} imports {module}: {layer} may not use {target}"
         if layer == "viz":  # plain recorded data (a layer's `records` module: dataclasses, no torch)
             assert module.startswith(f"inspector.{target}.records"), f"viz reads records only, not {module}"
+
+
+@pytest.mark.parametrize("name", sorted(TOP_LEVEL))
+def test_top_level_modules_import_no_layer(name: str):
+    """errors, validation and units sit under every layer, so they may not reach into one."""
+    for module in imports(PACKAGE / f"{name}.py"):
+        assert layer_of(module) in TOP_LEVEL, f"inspector/{name}.py imports {module}: top-level modules use no layer"
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
