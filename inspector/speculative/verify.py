@@ -24,16 +24,13 @@ import torch
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
-from inspector.engine.sampling import generator_for, stages
+from inspector.engine.sampling import final_probs, generator_for
 
 
 def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """The distribution `sample` draws from, for each row of logits (..., V) -> (..., V) fp32; one-hot on the
-    argmax when greedy (`inspector.engine.sampling.stages` otherwise, as `sample`)."""
-    logits = logits.float()
-    if params.temperature == 0.0:
-        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    return stages(logits, params)[-1]
+    argmax when greedy (`inspector.engine.sampling.final_probs`, as `sample`)."""
+    return final_probs(logits, params)
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
