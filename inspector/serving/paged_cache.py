@@ -255,6 +255,10 @@ class PagedBatch:
         # (B, S, KV, d) gathered -> (B, KV, S, d)
         return kp[index].transpose(1, 2), vp[index].transpose(1, 2)
 
+    def evicted_mask(self, layer: int, end: int) -> None:
+        """Nothing is evicted from a paged cache (its blocks are freed whole)."""
+        return None
+
     def advance(self, counts: int | Sequence[int]) -> None:
         """Commit the positions the forward wrote (n for every row, or counts[b] for row b)."""
         counts = [counts] * self.batch if isinstance(counts, int) else list(counts)

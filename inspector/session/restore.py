@@ -26,7 +26,7 @@ from inspector.engine.config import ModelConfig, SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.recording import NORM_POINTS
 from inspector.errors import InputError
-from inspector.models.detokenize import Detokenizer
+from inspector.generation.sequence import Sequence
 from inspector.session.records import Candidate, ForwardRecord, KVLayerStat, SampleRecord, TopToken
 from inspector.session.session import Session
 from inspector.session.trace_store import Forward, TraceStore
@@ -103,6 +103,7 @@ class TracedModel:
     tokenizer: TracePieces
     dtype: torch.dtype
     model: None = None
+    stop_ids: frozenset[int] = frozenset()
 
 
 class RestoredTrace(TraceStore):
@@ -126,32 +127,25 @@ class RestoredSession(Session):
         self.settings = settings  # prompt, chat, system, params (the newest step's), max_new_tokens, flags
         self.read_only = read_only
         flags = {k: bool(settings[k]) for k in ("recompute", "record", "lens")}
-        if read_only is None:  # a session of the recording model, whose state is then replaced by the file's
-            super().__init__(loaded, **flags)
-        else:  # no model: what the views need, from the file
+        eos_ids = frozenset(int(i) for i in doc["eos_ids"])
+        if read_only is not None:  # no model: what the views need, from the file
             config = ModelConfig.from_hf(recorded["config"], name=recorded["name"])
             tokenizer = TracePieces([str(p) for p in doc["pieces"]], {int(i) for i in doc["specials"]})
-            self.loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer,
-                                      DTYPES[recorded["dtype"]])
-            self.model, self.config, self.tokenizer = None, config, tokenizer
-            self.recompute, self.record, self.lens = flags["recompute"], flags["record"], flags["lens"]
-            self.context = config.max_position_embeddings
-        self.eos_ids = frozenset(int(i) for i in doc["eos_ids"])
-        self.max_new_tokens = int(settings["max_new_tokens"])
-        self.prompt_ids = [int(i) for i in doc["prompt_ids"]]
-        self.generated_ids = [int(i) for i in doc["generated_ids"]]
-        self.finished = doc["finished"]
-        self.text = str(doc["text"])
-        self._detok = Detokenizer(self.tokenizer)
-        if read_only is None:  # the detokenizer's state (a character may be half-way) as the original left it
-            for t in self.generated_ids:
-                self._detok.add(t)
-            if self.finished:
-                self._detok.finish()
+            loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer, DTYPES[recorded["dtype"]])
+        config, model = loaded.config, loaded.model
         forwards = [_forward(d, k, tensors) for k, d in enumerate(doc["forwards"])]
-        _check_shapes(self.config, forwards, tensors["cache.keys"], tensors["cache.values"], len(self.generated_ids))
-        cache = _cache(self.config, self.model, tensors["cache.keys"], tensors["cache.values"])
-        self.trace = RestoredTrace(self.config, self.model, self.tokenizer.piece, cache, forwards)
+        generated = [int(i) for i in doc["generated_ids"]]
+        _check_shapes(config, forwards, tensors["cache.keys"], tensors["cache.values"], len(generated))
+        cache = _cache(config, model, tensors["cache.keys"], tensors["cache.values"])
+        trace = RestoredTrace(config, model, loaded.tokenizer.piece, cache, forwards)
+        # the detokenizer's state (a character may be half-way) as the original left it, when there is a model
+        seq = Sequence([int(i) for i in doc["prompt_ids"]], int(settings["max_new_tokens"]),
+                       config.max_position_embeddings, stop_ids=eos_ids, cache=cache,
+                       tokenizer=loaded.tokenizer if read_only is None else None)
+        seq.restore(generated, doc["finished"], str(doc["text"]))
+        super().__init__(loaded, **flags, restored=(trace, seq))
+        self.eos_ids = eos_ids
+        self.max_new_tokens = seq.max_new_tokens
 
     def _writable(self) -> None:
         if self.read_only is not None:
