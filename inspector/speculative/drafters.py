@@ -32,6 +32,7 @@ from inspector.engine.model import Transformer
 from inspector.engine.sampling import generator_for
 from inspector.engine.steps import new_cache
 from inspector.errors import InputError
+from inspector.generation.loop import forward
 from inspector.speculative.verify import draw, target_probs
 
 DRAFT_STREAM = 2**40  # offset of the drafter's generator positions: never the verifier's
@@ -106,13 +107,9 @@ class EarlyExitDrafter:
         self.name = f"early-exit:{layers}"
         self.cache = new_cache(model)  # only the first `layers` layers' buffers are ever allocated
 
-    @torch.inference_mode()
     def _next_logits(self, ids: Sequence[int]) -> torch.Tensor:
-        """Feed ids after the drafter's cache; the logits (V,) fp32 after the last one."""
-        x = torch.tensor([list(ids)], dtype=torch.long, device=self.model.inv_freq.device)  # (1, T)
-        logits = self.model(x, self.cache, last_only=True, n_layers=self.layers)  # (1, 1, V)
-        self.cache.advance(len(ids))
-        return logits[0, -1].float()
+        """Feed ids after the drafter's cache (the first `layers` blocks); the logits (V,) fp32 after the last one."""
+        return forward(self.model, self.cache, [ids], n_layers=self.layers)[0]
 
     def draft(self, context: Sequence[int], k: int, params: SamplingParams) -> Draft:
         # Catch up first: the tokens the drafter has not seen (the whole prompt on the first round; the
