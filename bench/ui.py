@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from tests.net import HOST, free_port, wait_for_http  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -59,12 +60,6 @@ CLICK_TO_PAINT = """async (id) => {
 }"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def chromium(p):
     import shutil
     path = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -74,21 +69,16 @@ def chromium(p):
 def cold_start(p) -> float:
     """Seconds from `python app.py` to a usable page."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": HOST}
+    url = f"http://{HOST}:{port}/"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         browser = chromium(p)
         page = browser.new_page()
-        while True:
-            try:
-                page.goto(f"http://127.0.0.1:{port}/", timeout=2000)
-                break
-            except Exception:
-                if proc.poll() is not None:
-                    raise RuntimeError("app.py exited") from None
-                time.sleep(0.1)
+        wait_for_http(url, proc, timeout_s=300, interval_s=0.1)
+        page.goto(url)
         page.locator("#prefill-btn").wait_for(state="visible", timeout=120_000)
         page.locator("#status-phase").wait_for(state="visible", timeout=120_000)
         elapsed = time.perf_counter() - t0
