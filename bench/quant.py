@@ -1,9 +1,9 @@
 """Quantization: weight bytes, decode speed and fidelity per scheme, fp32 as the peer in the same run;
 then the low-bit kernels this torch has, timed on the model's own matrix shapes.
 
-Run: python bench/quant.py [--schemes fp32,bf16,int8,int4:32,int4:64] [--kv fp32|int8] [--tokens 32]
+Run: python -m bench.quant [--schemes fp32,bf16,int8,int4:32,int4:64] [--kv fp32|int8] [--tokens 32]
      [--steps 16] [--rounds 3] [--threads N] [--model SOURCE]
-     python bench/quant.py --quick   (two prompts, a few tokens and steps: a smoke test, not a measurement)
+     python -m bench.quant --quick   (two prompts, a few tokens and steps: a smoke test, not a measurement)
 
 Table 1, per scheme: bytes its weights hold (packed values, scales, zeros; the shared fp32 norms counted)
 and the ratio to fp32; decode tokens/s (the median step of a 16-token prompt's decode, schemes taking
@@ -22,23 +22,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
-
-from inspector.engine import steps  # noqa: E402
-from inspector.models.loader import load_model  # noqa: E402
-from inspector.quant import packing  # noqa: E402
-from inspector.quant.kv_int8 import new_kv_cache  # noqa: E402
-from inspector.quant.lab import PATHS, QuantLab  # noqa: E402
-from inspector.quant.model import weight_bytes  # noqa: E402
-from inspector.quant.schemes import parse_scheme  # noqa: E402
+from inspector.engine import steps
+from inspector.models.loader import load_model
+from inspector.quant import packing
+from inspector.quant.kv_int8 import new_kv_cache
+from inspector.quant.lab import PATHS, QuantLab
+from inspector.quant.model import weight_bytes
+from inspector.quant.schemes import parse_scheme
 
 PROMPTS = [
     ("What is gravity?", True),
@@ -109,7 +104,7 @@ def kernel_rows(n: int, k: int, reps: int) -> list[tuple[str, float, int]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.quant", description=__doc__.split("\n\n")[0])
     ap.add_argument("--schemes", default="fp32,bf16,int8,int4:32,int4:64")
     ap.add_argument("--kv", default="fp32", choices=("fp32", "int8"))
     ap.add_argument("--tokens", type=int, default=32, help="teacher-forced positions per prompt")

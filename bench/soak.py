@@ -11,7 +11,7 @@ Prints: server torch version; RSS after the first minute, at the end, their rati
 minute; tokens generated (each round's prefill token and Play's), tokens/s over the whole run (prefills
 included); rounds and why each Play stopped.
 
-Usage: python bench/soak.py [--minutes 10] [--max-new 256] [--python /tmp/venv215/bin/python] [--app-dir DIR]
+Usage: python -m bench.soak [--minutes 10] [--max-new 256] [--python /tmp/venv215/bin/python] [--app-dir DIR]
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version
 
-from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GB = 2**30
 
@@ -37,7 +36,7 @@ def rss_at(samples: list[tuple[float, int]], t: float) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--max-new", type=int, default=256, help="max new tokens per round")
     ap.add_argument("--python", default=sys.executable, help="the Python that runs the server (its torch)")

@@ -12,7 +12,7 @@
 - Play tokens/s with views on: tokens that reached the page / wall time; peer: engine tokens/s.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).
 
-Usage: python bench/ui.py [--steps 8] [--play-tokens 24]
+Usage: python -m bench.ui [--steps 8] [--play-tokens 24]
 """
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ import sys
 import time
 from pathlib import Path
 
+from tests.net import HOST, free_port, wait_for_http
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-from tests.net import HOST, free_port, wait_for_http  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -115,7 +114,7 @@ def step_clicks(page, steps: int) -> dict[str, list]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.ui")
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
     ap.add_argument("--play-tokens", type=int, default=24)
     args = ap.parse_args()

@@ -1,4 +1,4 @@
-"""bench/quant.py --quick runs end to end on the tiny model and prints both tables, fp32 as the peer."""
+"""`python -m bench.quant --quick` runs end to end on the tiny model and prints both tables, fp32 as the peer."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from tests.tiny import run_bench_quick
 
 
 def test_quant_bench_quick(tmp_path):
-    stdout = run_bench_quick("quant.py", tmp_path / "m")
+    stdout = run_bench_quick("quant", tmp_path / "m")
     rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in stdout.splitlines()
             if line.startswith("| ") and "MB" in line}
     assert list(rows) == ["fp32", "bf16", "int8", "int4-g32", "int4-g64"]
