@@ -35,6 +35,7 @@ import torch
 from inspector.engine.steps import new_cache, step_rows
 from inspector.serving.paged_cache import PagedKVCache
 from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory
+from inspector.units import MIB
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -142,15 +143,14 @@ def main() -> None:
               f"{r['paged_step_ms']:.1f} | {r['paged_tok_s']:.1f} | {cost.intensity:.2f} | {gbs:.1f} | "
               f"{100 * gbs / peaks.gb_per_s:.0f} | {gflops:.1f} | {100 * gflops / peaks.gflops_per_s:.0f} |")
     reqs = mixed_requests()
-    mib = 2 ** 20
     print(f"\n## KV memory of {len(reqs)} mixed requests held at once (prompt 8-400, max new 256/512/1024, "
           "stopping early at random)\n")
     print("| block size | tokens held | exact KV MiB | paged MiB | contiguous (max length) MiB | contiguous / paged |")
     print("|---:|---:|---:|---:|---:|---:|")
     for bs in (8, 16, 32):
         m = memory(loaded.config, reqs, bs)
-        print(f"| {bs} | {m['tokens']} | {m['exact'] / mib:.1f} | {m['paged'] / mib:.1f} | "
-              f"{m['contiguous'] / mib:.1f} | {m['contiguous'] / m['paged']:.2f} |")
+        print(f"| {bs} | {m['tokens']} | {m['exact'] / MIB:.1f} | {m['paged'] / MIB:.1f} | "
+              f"{m['contiguous'] / MIB:.1f} | {m['contiguous'] / m['paged']:.2f} |")
 
 
 if __name__ == "__main__":

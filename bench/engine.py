@@ -42,6 +42,8 @@ from pathlib import Path
 
 import torch
 
+from inspector.units import MIB
+
 ROOT = Path(__file__).resolve().parent.parent  # the RSS child runs here, so `bench.engine` imports in it
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
@@ -140,7 +142,7 @@ def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
         "bf16 F.linear, stored (out, in)": (weight_groups(bf16.model), torch.nn.functional.linear),
     }
     ms = (1, 2, 8)
-    print("\n| weight products, all matrices once | bytes (MB) | " + " | ".join(f"M={m} ms (GB/s)" for m in ms) + " |")
+    print("\n| weight products, all matrices once | bytes (MiB) | " + " | ".join(f"M={m} ms (GB/s)" for m in ms) + " |")
     print("|---|---|" + "---|" * len(ms))
     with torch.inference_mode():
         for name, (weights, product) in forms.items():
@@ -156,7 +158,7 @@ def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
                     times.append(time.perf_counter() - t0)
                 t = statistics.median(times[1:])
                 cells.append(f"{t * 1e3:.1f} ({nbytes / t / 1e9:.1f})")
-            print(f"| {name} | {nbytes / 1e6:.0f} | " + " | ".join(cells) + " |")
+            print(f"| {name} | {nbytes / MIB:.0f} | " + " | ".join(cells) + " |")
 
 
 class Stamps:
@@ -350,8 +352,8 @@ def main() -> None:
     if args.no_rss:
         return
     traced, plain = rss_child(True), rss_child(False)
-    print("\n| memory (2,048-token prompt + 32 decode steps) | RSS loaded model (MB) | peak RSS (MB) "
-          "| peak above loaded (MB) | RSS at end above loaded (MB) |")
+    print("\n| memory (2,048-token prompt + 32 decode steps) | RSS loaded model (MiB) | peak RSS (MiB) "
+          "| peak above loaded (MiB) | RSS at end above loaded (MiB) |")
     print("|---|---|---|---|---|")
     for name, m in (("summary recorder", traced), ("no recorder", plain)):
         print(f"| {name} | {m['base']:.0f} | {m['peak']:.0f} | {m['peak'] - m['base']:.0f} | {m['now'] - m['base']:.0f} |")

@@ -34,6 +34,7 @@ from inspector.quant.kv_int8 import new_kv_cache
 from inspector.quant.lab import PATHS, QuantLab
 from inspector.quant.model import weight_bytes
 from inspector.quant.schemes import parse_scheme
+from inspector.units import MIB
 
 PROMPTS = [
     ("What is gravity?", True),
@@ -150,7 +151,7 @@ def main() -> None:
         kl = sum(r.kl_mean * r.positions for r in recs) / positions
         top1 = sum(r.top1_agreement * r.positions for r in recs) / positions
         divs = [r.first_divergence_step if r.first_divergence_step is not None else r.positions for r in recs]
-        print(f"| {s.label} | {b / 1e6:.1f} MB | {b / base_bytes:.3f} | {tok_s:.1f} | {tok_s / base_tok_s:.2f} "
+        print(f"| {s.label} | {b / MIB:.1f} MiB | {b / base_bytes:.3f} | {tok_s:.1f} | {tok_s / base_tok_s:.2f} "
               f"| {kl:.4g} | {top1:.3f} | {statistics.median(divs):g} of {tokens} | {PATHS[s.weights]} |")
     print(f"\n{len(prompts)} prompts x up to {tokens} teacher-forced positions; decode: median of {rounds} x {n_steps} "
           "steps per scheme.\n")

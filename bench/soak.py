@@ -23,11 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+from inspector.units import GIB
 from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GB = 2**30
 
 
 def rss_at(samples: list[tuple[float, int]], t: float) -> int:
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=256, help="max new tokens per round")
     ap.add_argument("--python", default=sys.executable, help="the Python that runs the server (its torch)")
     ap.add_argument("--app-dir", type=Path, default=ROOT, help="the tree whose app.py is served")
-    ap.add_argument("--rss-guard-gb", type=float, default=10.0, help="stop the server if its RSS passes this")
+    ap.add_argument("--rss-guard-gb", type=float, default=10.0, help="stop the server if its RSS passes this many GiB")
     args = ap.parse_args()
     duration = args.minutes * 60
     baseline_s = 60.0 if duration > 120 else duration / 2
@@ -54,7 +54,7 @@ def main() -> None:
     stops: collections.Counter[str] = collections.Counter()
     with Server(args.python, env=env, app_dir=args.app_dir) as server:
         session = UiSession(server.url)
-        with RssSampler(server, interval_s=1.0, kill_above=int(args.rss_guard_gb * GB)) as rss:
+        with RssSampler(server, interval_s=1.0, kill_above=int(args.rss_guard_gb * GIB)) as rss:
             t0 = time.monotonic()
             deadline = t0 + duration
             while time.monotonic() < deadline and server.alive():
@@ -74,13 +74,13 @@ def main() -> None:
 
     samples = rss.samples
     base, end = rss_at(samples, t0 + baseline_s), samples[-1][1]
-    print(f"\n| RSS after {baseline_s / 60:g} min GB | RSS at end GB | end / baseline | peak GB | tokens | tok/s "
+    print(f"\n| RSS after {baseline_s / 60:g} min GiB | RSS at end GiB | end / baseline | peak GiB | tokens | tok/s "
           "| rounds |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| {base / GB:.3f} | {end / GB:.3f} | {end / base:.3f} | {rss.peak / GB:.3f} | {tokens} | "
+    print(f"| {base / GIB:.3f} | {end / GIB:.3f} | {end / base:.3f} | {rss.peak / GIB:.3f} | {tokens} | "
           f"{tokens / elapsed:.1f} | {rounds} |")
-    print("\nRSS each minute (GB): " + ", ".join(
-        f"{m}: {rss_at(samples, t0 + 60 * m) / GB:.3f}" for m in range(0, int(elapsed // 60) + 1)))
+    print("\nRSS each minute (GiB): " + ", ".join(
+        f"{m}: {rss_at(samples, t0 + 60 * m) / GIB:.3f}" for m in range(0, int(elapsed // 60) + 1)))
     print("Play stopped: " + "; ".join(f"{k} x{v}" for k, v in stops.most_common()))
     ok = end <= 1.10 * base and not errors and not killed
     print(f"goal (RSS at end within 10% of after {baseline_s / 60:g} min, no errors): {'yes' if ok else 'NO'}")
