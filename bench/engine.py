@@ -277,7 +277,8 @@ def main() -> None:
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
     ap.add_argument("--no-matmuls", action="store_true", help="skip the weight-products table")
-    ap.add_argument("--threads", type=int, default=THREADS, help="torch threads (the issue's numbers: 2)")
+    ap.add_argument("--threads", type=int, default=THREADS,
+                    help="torch threads (default: 2, the vCPUs of the CPU Basic Space the demo runs on)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: CPU time of the calling thread (needs --threads 1, where it is all the work)")
     args = ap.parse_args()

@@ -10,7 +10,7 @@ and the ratio to fp32; decode tokens/s (the median step of a 16-token prompt's d
 turns in short chunks round after round, so load elsewhere on a shared machine hits all of them) and the
 ratio to fp32; over PROMPTS, teacher-forced on fp32's greedy continuation of --tokens tokens: mean
 KL(p_fp32 || p_quant) and top-1 agreement over all positions, and the median first greedy divergence.
-Goals (issue 15): int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
+Goals: int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
 
 Table 2, per matrix shape of one decode step (1 token): microseconds of fp32 `F.linear`, bf16 `F.linear`,
 our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm` (fp32 and bf16 activations), our

@@ -1,4 +1,4 @@
-"""Soak (issue 11): one session on Play for `--minutes` (10) on one `python app.py` server; is memory flat?
+"""Soak: one session on Play for `--minutes` (10) on one `python app.py` server; is memory flat?
 
 The session does what a visitor who keeps pressing Play does, through the page's own events: `/ui_prefill`
 (a greedy chat prompt, the next of `tests.server_proc.PROMPTS` each round, max new tokens `--max-new`,
