@@ -28,7 +28,7 @@ shared.
 Goals (issue 11) checked below the table, on the run-ahead rows: 8 sessions peak RSS under 2.5 GB;
 16 sessions complete with no error; aggregate tokens/s at 8 sessions >= at 1.
 
-Usage: python bench/load.py [--sessions 1,2,4,8,16] [--steps 16] [--mode ui|api|both] [--server shared|fresh]
+Usage: python -m bench.load [--sessions 1,2,4,8,16] [--steps 16] [--mode ui|api|both] [--server shared|fresh]
                             [--python /tmp/venv215/bin/python] [--app-dir DIR] [--rss-guard-gb 10]
 """
 
@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from tests.server_proc import RssSampler, Server, prompt_for, run_parallel, torch_version  # noqa: E402
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.session.records import ForwardRecord, KVLayerStat
-from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, human_bytes, vline
+from inspector.units import format_bytes
+from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, vline
 
 CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "
            "only computes the new token. The prefill fills one entry per prompt token at once; each decode "
@@ -62,7 +63,7 @@ def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) 
         notes.append({"x": steps[-1], "y": total[-1], "text": "decode", "showarrow": True, "ax": -30, "ay": -30})
     title = "KV cache size over steps"
     if weight_bytes and total:
-        title += f" (weights: {human_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
+        title += f" (weights: {format_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
     return figure([line], title, 300, shapes=[vline(0.5, "#6b7280", 1, "dash")], annotations=notes,
                   xaxis={"title": {"text": "step (0 = prefill, then one per decode step)"},
                          "dtick": max(1, len(steps) // 20)},
@@ -81,9 +82,9 @@ def summary_html(kv: list[KVLayerStat], weight_bytes: int, dtype_name: str = "")
         f'K/V shape (batch, KV heads, positions, head_dim) = {esc(tuple(kv[0].k_shape))}</div>'
         f'<div class="ii-formula">2 (K and V) × {f["layers"]} layers × {f["kv_heads"]} KV heads × '
         f'{f["head_dim"]} head_dim × {bpe_txt} bytes/elem{esc(" (" + dtype_name + ")" if dtype_name else "")} × '
-        f'{f["tokens"]} tokens = <b>{f["total"]:,} bytes</b> ({human_bytes(f["total"])}); '
+        f'{f["tokens"]} tokens = <b>{f["total"]:,} bytes</b> ({format_bytes(f["total"])}); '
         f'{f["per_token"]:,} bytes per token</div>'
-        f'<div>Cache {human_bytes(f["measured"])} vs weights {human_bytes(weight_bytes)}: '
+        f'<div>Cache {format_bytes(f["measured"])} vs weights {format_bytes(weight_bytes)}: '
         f'the cache is {ratio:.3%} of the weights now.</div></div>'
     )
 
