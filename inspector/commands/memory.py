@@ -7,7 +7,8 @@ weight_bytes, kv_bytes_per_token, kv_bytes, total_bytes (weights + KV for contex
 them config, source, dtype, kv_dtype, context, batch, params_by_group, mha (the same five keys for the
 model with full multi-head KV, and fits_requests), attention_heads, kv_heads, tied_embeddings,
 memory_bytes and fits_requests (requests of this context that fit after the weights; null without
---memory), max_position_embeddings, sliding_window and published_params (null unless shipped).
+--memory), max_position_embeddings, sliding_window, layout_note (the engine family the model is counted as,
+when not its own; else null) and published_params (null unless shipped).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv
         "memory_bytes": memory_bytes,
         "max_position_embeddings": cfg.max_position_embeddings,
         "sliding_window": rc.sliding_window,
+        "layout_note": rc.layout_note,
         "published_params": rc.shipped.published_params if rc.shipped else None,
     }
 
@@ -119,6 +121,8 @@ def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
     if out["context"] > c.max_position_embeddings:
         lines.append(f"  note: context {out['context']:,} is past the model's max_position_embeddings "
                      f"{c.max_position_embeddings:,}")
+    if out["layout_note"]:
+        lines.append(f"  note: {out['layout_note']}")
     if out["sliding_window"]:
         w = out["sliding_window"]
         lines.append(f"  note: sliding_window {w:,}: a rolling-buffer cache would hold at most {w:,} tokens per "

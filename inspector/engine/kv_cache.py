@@ -195,3 +195,13 @@ class KVCache:
     def allocated_nbytes(self) -> int:
         """Bytes of the K and V buffers allocated (their storage), every layer."""
         return sum(t.untyped_storage().nbytes() for t in (*self._keys, *self._values) if t is not None)
+
+
+def kv_bytes(config: ModelConfig, positions: int = 1, bytes_per_element: int = 4, batch: int = 1,
+             scale_bytes: int = 0) -> int:
+    """The KV-cache size formula, the one place it is written: K and V (2) × layers × kv_heads × (head_dim ×
+    bytes per element + `scale_bytes`) × positions × batch. `scale_bytes` is what each cached head vector
+    holds besides its numbers (an int8 cache's fp32 scale: 4). A full cache: no rounding up to allocation
+    steps or pages (pass the allocated positions for that)."""
+    per_vector = config.head_dim * bytes_per_element + scale_bytes
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * per_vector * positions * batch
