@@ -36,6 +36,7 @@ ALLOCATION_STEP = 256  # positions a cache grows by when it runs out of room
 class KVCache:
     def __init__(self, config: ModelConfig, *, batch: int = 1, dtype: torch.dtype = torch.float32,
                  device: torch.device | str = "cpu", step: int = ALLOCATION_STEP) -> None:
+        self.config = config
         self.num_layers = config.num_hidden_layers
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
@@ -174,9 +175,8 @@ class KVCache:
 
     @property
     def bytes_per_position(self) -> int:
-        """What one more position of one row costs: K and V, every layer (2 x layers x kv_heads x head_dim x bytes)."""
-        elem = torch.empty((), dtype=self.dtype).element_size()
-        return 2 * self.num_layers * self.kv_heads * self.head_dim * elem
+        """What one more position of one row costs: K and V, every layer (`kv_bytes`)."""
+        return kv_bytes(self.config, 1, torch.empty((), dtype=self.dtype).element_size())
 
     def layer_nbytes(self, layer: int) -> int:
         """Bytes of K plus V in use by one layer, every row, measured from the committed views."""
