@@ -184,8 +184,8 @@ class SpeculativeRun:
 def plain_decode(model: Transformer, ids: Sequence[int], tokens: int) -> tuple[list[int], PlainTiming]:
     """Plain greedy decoding of `ids`: the prefill's token, then `tokens` decode steps (timed, the prefill not)."""
     cache = steps.new_cache(model)
-    out = [int(steps.prefill(model, list(ids), cache).argmax())]
+    out = [int(forward(model, cache, [list(ids)])[0].argmax())]
     t0 = time.perf_counter()
     for _ in range(tokens):
-        out.append(int(steps.decode_step(model, out[-1], cache).argmax()))
+        out.append(int(forward(model, cache, [[out[-1]]])[0].argmax()))
     return out, PlainTiming(tokens, time.perf_counter() - t0)
