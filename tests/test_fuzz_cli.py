@@ -9,6 +9,10 @@ Generation runs on the tiny random model of tests/tiny.py (context window 256 to
 milliseconds) unless a case names no `--model`: then the real default model, loaded once for the whole
 module (`load_model` is patched to hand back the session's `default_model` instead of loading it per call).
 Cases run in a temporary folder, so a path argument never touches the checkout.
+
+Every numeric flag of every subcommand (NUMERIC_FLAGS, checked complete against the parser) is also given
+empty, text, nan, inf, 1e309, -5 and values just past its range: each is a one-line usage error (exit 2)
+naming the field, the range and the value, with no model or config read.
 """
 
 from __future__ import annotations

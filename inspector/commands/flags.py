@@ -1,7 +1,7 @@
 """The flags several `inspector` subcommands share, each defined once, and the range of every numeric flag.
 
 A subcommand takes the groups it needs through argparse `parents=`: `model_flags()`, `json_flags()`,
-`prompt_flags()` (--prompt, --system), `chat_flags()`, `sampling_flags(min_p=)`, `max_new_tokens_flags(default)`.
+`prompt_flags()` (--prompt, --system), `chat_flags()`, `sampling_flags()`, `max_new_tokens_flags(default)`.
 Each call returns a fresh parent parser: a child shares its parents' argument objects, so a parent built
 once and shared would let one subcommand's default leak into another's.
 
@@ -61,14 +61,13 @@ def chat_flags() -> argparse.ArgumentParser:
     return p
 
 
-def sampling_flags(min_p: bool = True) -> argparse.ArgumentParser:
+def sampling_flags() -> argparse.ArgumentParser:
     p = _parent()
     p.add_argument("--temperature", type=TEMPERATURE.argparse, default=0.0, metavar="T",
                    help=f"{TEMPERATURE.allowed}; default 0")
     p.add_argument("--top-k", type=TOP_K.argparse, default=0, metavar="K", help=f"{TOP_K.allowed}; default 0")
     p.add_argument("--top-p", type=TOP_P.argparse, default=1.0, metavar="P", help=f"{TOP_P.allowed}; default 1")
-    if min_p:
-        p.add_argument("--min-p", type=MIN_P.argparse, default=0.0, metavar="P", help=f"{MIN_P.allowed}; default 0")
+    p.add_argument("--min-p", type=MIN_P.argparse, default=0.0, metavar="P", help=f"{MIN_P.allowed}; default 0")
     p.add_argument("--seed", type=SEED.argparse, default=0, metavar="S",
                    help=f"{SEED.allowed}: the same seed draws the same tokens; default 0")
     return p
