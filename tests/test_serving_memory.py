@@ -352,15 +352,8 @@ def _numel(shape: tuple[int, ...]) -> int:
 @pytest.mark.parametrize("args, message", [
     (["--config", "llama-3.1-70"], "unknown config 'llama-3.1-70'; did you mean meta-llama/Llama-3.1-70B"),
     (["--config", "gpt-5"], "unknown config 'gpt-5'"),
-    (["--config", "Llama-3.1-8B", "--context", "0"], "--context must be a positive integer, got 0"),
-    (["--config", "Llama-3.1-8B", "--context", "-5"], "--context must be a positive integer, got -5"),
-    (["--config", "Llama-3.1-8B", "--context", "lots"], "--context must be a positive integer, got 'lots'"),
-    (["--config", "Llama-3.1-8B", "--batch", "0"], "--batch must be a positive integer, got 0"),
     (["--config", "Llama-3.1-8B", "--dtype", "int3"], "unknown dtype 'int3'; choose one of fp32, bf16"),
     (["--config", "Llama-3.1-8B", "--kv-dtype", "q4"], "unknown KV dtype 'q4'"),
-    (["--config", "Llama-3.1-8B", "--memory", "lots"], "--memory must be a positive size"),
-    (["--config", "Llama-3.1-8B", "--memory", "1e400"], "--memory must be a positive size"),
-    (["--config", "Llama-3.1-8B", "--memory", "0GB"], "--memory must be a positive size"),
     (["--config", "/no/such/config.json"], "no such file or directory: /no/such/config.json"),
     (["--config", "x" * 5000], "unknown config 'xxx"),  # too long to be a path: no OSError
     ([], "memory needs --config"),
@@ -372,6 +365,26 @@ def test_cli_bad_input_is_one_line(args, message, capsys):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], captured.err
     assert len(lines[0]) < 400
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--context", "0"], "context must be a whole number >= 1, got '0'"),
+    (["--context", "-5"], "context must be a whole number >= 1, got '-5'"),
+    (["--context", "lots"], "context must be a whole number >= 1, got 'lots'"),
+    (["--batch", "0"], "batch must be a whole number >= 1, got '0'"),
+    (["--memory", "lots"], "memory must be a number > 0 of bytes with a unit, such as 80GB or 80GiB"),
+    (["--memory", "1e400"], "got '1e400'"),
+    (["--memory", "0GB"], "got '0GB'"),
+    (["--memory", "1e308TB"], "got '1e308TB'"),  # finite, but past the double range in bytes
+])
+def test_cli_bad_number_is_a_usage_error(args, message, capsys):
+    """A number out of range is refused as its flag is parsed (exit 2), before any config is read."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["memory", "--config", "Llama-3.1-8B", *args])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2 and captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: inspector memory: argument --") and message in lines[0]
 
 
 @pytest.mark.parametrize("content, message", [

@@ -19,45 +19,58 @@ import math
 import re
 from typing import Any
 
+from inspector.commands.flags import json_flags
 from inspector.errors import InputError
 from inspector.serving import memory as mem
+from inspector.validate import Bound
 
 UNITS = {"": 1e9, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+CONTEXT = Bound("context", True, 1)
+BATCH = Bound("batch", True, 1)
+MEMORY = Bound("memory", False, 0, lo_open=True, note="of bytes with a unit, such as 80GB or 80GiB (no unit: GB)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("memory", help="memory of a model's weights and KV cache, from its config alone",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0], parents=[json_flags()])
     p.add_argument("--config", metavar="NAME|PATH", help="shipped Hub repo id (see --list), config.json or model dir")
     p.add_argument("--list", action="store_true", help="name the shipped configurations and exit")
-    p.add_argument("--context", metavar="N", help="tokens per request (default: the model's max_position_embeddings)")
-    p.add_argument("--batch", metavar="B", default="1", help="requests held at once (default 1)")
+    p.add_argument("--context", type=CONTEXT.argparse, metavar="N",
+                   help=f"tokens per request, {CONTEXT.allowed} (default: the model's max_position_embeddings)")
+    p.add_argument("--batch", type=BATCH.argparse, metavar="B", default=1,
+                   help=f"requests held at once, {BATCH.allowed} (default 1)")
     p.add_argument("--dtype", metavar="D", help=f"weights: {', '.join(mem.WEIGHT_DTYPES)} "
                                                 "(default: the config's torch_dtype, else bf16)")
     p.add_argument("--kv-dtype", metavar="D", help=f"KV cache: {', '.join(mem.KV_DTYPES)} "
                                                    "(default: the weights' float type; bf16 under int8/int4)")
-    p.add_argument("--memory", metavar="SIZE", help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB "
-                                                    "(a plain number is GB)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--memory", type=size_arg, metavar="SIZE",
+                   help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB (a plain number is GB)")
     p.set_defaults(func=run)
 
 
-def parse_count(text: str, what: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise InputError(f"--{what} must be a positive integer, got {text!r}") from None
-    return mem.positive(value, f"--{what}")
-
-
 def parse_size(text: str) -> int:
-    """"80GB" -> 80e9, "80GiB" -> 80 × 2**30, "24" -> 24e9 bytes."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    size = float(m.group(1)) * UNITS.get(m.group(2).lower(), math.nan) if m else math.nan
-    if not (0 < size < math.inf):  # also refuses an unknown unit (nan) and 1e400 (inf)
-        raise InputError(f"--memory must be a positive size such as 80GB or 80GiB, got {text!r}")
+    """"80GB" -> 80e9, "80GiB" -> 80 × 2**30, "24" -> 24e9 bytes; InputError naming the range otherwise."""
+    m = re.fullmatch(r"\s*(.*?)\s*([a-zA-Z]*)\s*", str(text), flags=re.DOTALL)
+    if m is None or m.group(2).lower() not in UNITS:
+        raise MEMORY.refuse(text)
+    try:
+        size = MEMORY.parse(m.group(1)) * UNITS[m.group(2).lower()]
+    except InputError:
+        raise MEMORY.refuse(text) from None  # the whole text in the message, unit included
+    if not 1 <= size < math.inf:  # under one byte, or past the double range once the unit multiplies it
+        raise MEMORY.refuse(text)
     return int(size)
+
+
+def size_arg(text: str) -> int:
+    """`parse_size` as an argparse `type=`: a bad size is a usage error."""
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv_dtype: str,
@@ -157,10 +170,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.config:
         raise InputError("memory needs --config NAME|PATH (or --list to name the shipped configurations)")
-    # Check the numbers before reading the config, so bad input is named even for a bad config.
-    batch = parse_count(args.batch, "batch")
-    context = parse_count(args.context, "context") if args.context is not None else None
-    memory_bytes = parse_size(args.memory) if args.memory is not None else None
+    # argparse has checked the numbers; the dtypes too are checked before reading the config.
+    batch, context, memory_bytes = args.batch, args.context, args.memory
     dtype = mem.dtype_name(args.dtype) if args.dtype else None
     kv_dtype = mem.dtype_name(args.kv_dtype, kv=True) if args.kv_dtype else None
     rc = mem.resolve_config(args.config)
