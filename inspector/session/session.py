@@ -72,8 +72,12 @@ class Session:
         else:
             self.trace, self.seq = restored
 
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for this session's generation (a quantized session gives its own kind)."""
+        return engine.new_cache(self.model)
+
     def _reset(self, prompt_ids: list[int] | None = None) -> None:
-        self.trace = TraceStore(self.model, self.tokenizer.piece)
+        self.trace = TraceStore(self.model, self.tokenizer.piece, self.new_cache())
         # the generation's ids, text and finish reason (the newest sampled token is not in the cache yet)
         self.seq = Sequence(prompt_ids or [], self.max_new_tokens, self.context, stop_ids=self.eos_ids,
                             tokenizer=self.tokenizer, cache=self.trace.cache)
@@ -240,7 +244,7 @@ class Session:
         k = len(self.trace) - 1
         ids = self.prompt_ids + self.generated_ids[:k]
         t0 = time.perf_counter()
-        logits = loop.forward(self.model, engine.new_cache(self.model), [ids], self.levers)[0]
+        logits = loop.forward(self.model, self.new_cache(), [ids], self.levers)[0]
         ms = (time.perf_counter() - t0) * 1e3
         return float((logits - self.trace.forwards[k].logits).abs().max()), ms
 
@@ -292,7 +296,7 @@ class Session:
         if kind == "prefill" or cached:
             logits = loop.forward(self.model, self.cache, [token_ids], self.levers, rec)[0]
         else:  # the whole sequence from position 0 into a fresh cache
-            self.trace.cache = self.seq.cache = engine.new_cache(self.model)
+            self.trace.cache = self.seq.cache = self.new_cache()
             logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], self.levers, rec)[0]
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()

@@ -48,9 +48,10 @@ class Forward:
 class TraceStore:
     """The forwards of one generation and its KV cache, with the analyses that read them."""
 
-    def __init__(self, model: Transformer, piece: Callable[[int], str]) -> None:
+    def __init__(self, model: Transformer, piece: Callable[[int], str], cache: KVCache | None = None) -> None:
         self.model, self.config, self.piece = model, model.config, piece
-        self.cache: KVCache = steps.new_cache(model)  # replaced wholesale when a step recomputes without it
+        # the model's own kind of cache unless given; replaced wholesale when a step recomputes without it
+        self.cache: KVCache = steps.new_cache(model) if cache is None else cache
         self.forwards: list[Forward] = []
         self.pending: Forward | None = None  # run ahead of the next step; its positions are in the cache
 
