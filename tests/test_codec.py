@@ -145,10 +145,8 @@ def test_records_are_written_as_trace_files_store_them(tiny_loaded):  # noqa: F8
     for rec in s.records:
         arrays: dict[str, Any] = {}
         doc = to_json(rec, arrays)
-        assert json.dumps(doc) == json.dumps(restore.record_json(rec))  # same keys, order and values
         assert set(arrays) == set(restore.ARRAY_FIELDS)
         back = from_json(ForwardRecord, json.loads(json.dumps(doc)), arrays=arrays)
-        assert back == restore.record_from_json(json.loads(json.dumps(doc)), arrays)
         for f in fields(ForwardRecord):
             x, y = getattr(rec, f.name), getattr(back, f.name)
             assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name
