@@ -249,3 +249,25 @@ def test_stop_string_cuts_the_text(tiny_loaded):  # noqa: F811
 
 
 from tests.viz_records import tiny_loaded  # noqa: E402,F401
+
+
+def test_a_session_runs_its_levers_and_records_every_stage(tiny_loaded):  # noqa: F811
+    from inspector.session.session import Session
+
+    params = SamplingParams(temperature=0.9, top_k=8, seed=4)
+    plain = Session(tiny_loaded, record=False)
+    plain.prefill("The quick brown fox", params, max_new_tokens=6)
+    banned = plain.generated_ids[0]
+    s = Session(tiny_loaded, levers=Levers(processors=(Suppress([banned]),),
+                                           interventions=(zero_head(0, 1, tiny_loaded.config.head_dim),)))
+    s.prefill("The quick brown fox", params, max_new_tokens=6)
+    for _ in s.play(params):
+        pass
+    assert banned not in s.generated_ids and s.finished == "max_tokens"
+    sample = s.records[0].sample
+    assert sample.stages == ["suppress", "temperature", "top-k", "top-p", "min-p"]
+    chosen = next(c for c in sample.candidates if c.id == sample.token_id)
+    assert len(chosen.stage_probs) == 5 and chosen.stage_probs[-1] == pytest.approx(chosen.prob_final)
+    assert s.preview_sample(params, step=2).token_id == s.generated_ids[2]  # the same chain, the same draw
+    diff, _ = s.recompute_last_step()
+    assert diff < 1e-4  # cached equals recompute under the session's interventions
