@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
-from inspector.models.inventory import Inventory, build_inventory, format_bytes
+from inspector.models.inventory import Inventory, build_inventory
+from inspector.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from inspector.commands.flags import json_flags
 from inspector.errors import InputError
 from inspector.serving import memory as mem
+from inspector.units import format_bytes
 from inspector.validate import Bound
 
 UNITS = {"": 1e9, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
@@ -103,7 +104,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
     c, mha = rc.config, out["mha"]
-    fb = mem.format_bytes
+    fb = format_bytes
     memory_label = fb(out["memory_bytes"] or 0)
     if out["memory_bytes"] and out["memory_bytes"] % 2**30 == 0:
         memory_label = f"{out['memory_bytes'] // 2**30:,} GiB ({memory_label})"
@@ -159,7 +160,7 @@ def list_dicts() -> list[dict[str, Any]]:
 def human_list(rows: list[dict[str, Any]]) -> str:
     return "\n".join(_table([["config", "params", "published", "bf16 weights", "KV/token (bf16)"]]
                             + [[r["repo_id"], f"{r['params']:,}", r["published_label"],
-                                mem.format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
+                                format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
                                for r in rows]))
 
 

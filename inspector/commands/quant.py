@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise InputError("prompt is empty")
 
-    from inspector.models.inventory import format_bytes
+    from inspector.units import format_bytes
     from inspector.models.loader import load_model
     from inspector.quant.lab import QuantLab
     from inspector.quant.schemes import check_shapes

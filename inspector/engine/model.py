@@ -44,7 +44,7 @@ from inspector.engine.trace import Recorder, edits, wants
 
 # Queries per attention block. 128 keeps a block's scores of a 512-token prompt (9 heads) at 2.4 MB: under
 # the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
-# fresh mappings (512 made that prefill ~40% slower).
+# fresh mappings.
 ATTN_CHUNK = 128
 
 

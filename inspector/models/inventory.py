@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from inspector.units import format_bytes  # noqa: F401  (the CLI's info and quant commands import it from here)
 
 GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention o",
           "mlp gate", "mlp up", "mlp down", "norm", "lm_head")

@@ -316,11 +316,3 @@ def resolve_config(name_or_path: str) -> ResolvedConfig:
     hint = f"; did you mean {' or '.join(names)}?" if names else ""
     raise InputError(f"unknown config {shown!r}{hint} (`inspector memory --list` names the shipped ones; "
                      "or pass a config.json path or model directory)")
-
-
-def format_bytes(n: int) -> str:
-    """Decimal units, as model and GPU sizes are quoted: 141107412992 -> "141.11 GB"."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
