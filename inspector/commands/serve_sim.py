@@ -124,8 +124,10 @@ def check_pool_fits(config: Any, blocks: int, block_size: int, dtype: Any) -> No
 
     import torch
 
+    from inspector.engine.kv_cache import kv_bytes
+
     elem = torch.empty((), dtype=dtype).element_size()
-    need = (blocks * block_size + 1) * 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * elem
+    need = kv_bytes(config, blocks * block_size + 1, elem)  # the pool and its zero slot
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > free:
         raise InputError(f"a pool of {blocks} blocks of {block_size} positions takes {need / 1e9:.1f} GB; "
