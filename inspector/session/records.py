@@ -65,6 +65,7 @@ class KVLayerStat:
     k_shape: tuple[int, int, int, int]
     v_shape: tuple[int, int, int, int]
     kv_head_groups: list[list[int]]  # kv head j -> the query heads that read it
+    position_bytes: int = 0  # what one position costs in every layer (the cache's `kv_bytes`); 0 in old files
 
 
 @dataclass

@@ -106,7 +106,8 @@ class TraceStore:
         k_shape, v_shape = (1, *k.shape), (1, *v.shape)  # this session's one row
         return [
             KVLayerStat(layer=layer, length=k.shape[1], capacity=c.capacity, nbytes=c.layer_nbytes(layer),
-                        k_shape=k_shape, v_shape=v_shape, kv_head_groups=[list(g) for g in groups])
+                        k_shape=k_shape, v_shape=v_shape, kv_head_groups=[list(g) for g in groups],
+                        position_bytes=c.bytes_per_position)
             for layer in range(self.config.num_hidden_layers)
         ]
 

@@ -26,14 +26,15 @@ def bytes_per_elem(stat: KVLayerStat) -> float:
 
 
 def formula(kv: list[KVLayerStat]) -> dict:
-    """The cache size 2 × layers × KV heads × head_dim × bytes/elem × tokens, with its parts."""
+    """The cache size 2 × layers × KV heads × head_dim × bytes/elem × tokens, with its parts; the bytes per
+    token are the cache's own (`position_bytes`, its `kv_bytes`), or the measured bytes per entry in a
+    trace file written before it was recorded."""
     s = kv[0]
     parts = {"layers": len(kv), "kv_heads": s.k_shape[1], "head_dim": s.k_shape[3],
              "bytes_per_elem": bytes_per_elem(s), "tokens": s.length}
-    parts["total"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"]
-                               * parts["bytes_per_elem"] * parts["tokens"]))
     parts["measured"] = sum(x.nbytes for x in kv)
-    parts["per_token"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"] * parts["bytes_per_elem"]))
+    parts["per_token"] = s.position_bytes or (round(parts["measured"] / s.length) if s.length else 0)
+    parts["total"] = parts["per_token"] * parts["tokens"]
     return parts
 
 
