@@ -8,8 +8,9 @@ grammar does not allow next get -inf. It is a function of the ids it is given: t
 does cost to build) is a cache of the generated ids it has consumed; a call with other ids rewinds it to
 their common prefix (llguidance `rollback`) and consumes the rest, so re-draws, branches and previews see
 the mask their own ids call for. When the grammar is complete only EOS is allowed; when nothing is
-allowed (an unsatisfiable grammar, or a token forced against it) only EOS is allowed too, so the run ends
-with a finish reason instead of looping. `check_grammar(kind, spec, tokenizer)` refuses a schema that is
+allowed (a dead end: a token forced against the grammar, or earlier stages such as bad words having
+banned every token the grammar allows) EOS gets logit 0 and everything else -inf, so the run ends with
+finish reason "eos" instead of drawing from an empty distribution. `check_grammar(kind, spec, tokenizer)` refuses a schema that is
 not valid JSON Schema, a regex that does not compile or an empty choice list (InputError, one line).
 """
 
@@ -115,7 +116,11 @@ class GrammarMask:
 
     def __call__(self, ids: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
         keep = self.allowed(ids[self.prompt_len:], logits.shape[-1]).to(logits.device)
-        return logits.masked_fill(~keep, float("-inf"))
+        out = logits.masked_fill(~keep, float("-inf"))
+        if not bool(torch.isfinite(out).any()):  # earlier stages banned all the grammar allows: end here
+            out = torch.full_like(logits, float("-inf"))
+            out[..., [e for e in self.eos_ids if e < logits.shape[-1]]] = 0.0
+        return out
 
     def _sync(self, generated: list[int]) -> None:
         """Bring the matcher to the state after `generated`: rewind to the common prefix, consume the rest."""
