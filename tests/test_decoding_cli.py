@@ -125,3 +125,36 @@ def test_an_unsatisfiable_grammar_ends_with_a_finish_reason(capsys, tiny_llama_d
     out = run_json(capsys, tiny_llama_dir, "--prompt", "Hi", "--max-new-tokens", "20", "--temperature", "1",
                    "--regex", "x+", "--bad-words", "x", "--bad-words", "xx")
     assert out["finished"] == "eos" and len(out["generated_ids"]) == 1
+
+
+def test_a_trace_file_keeps_the_decoding_settings(tmp_path, tiny_llama_dir):  # noqa: F811
+    """Saved mid-run with a penalty, a ban and a constraint, reopened: it steps on to the same tokens."""
+    from inspector.engine.config import SamplingParams
+    from inspector.generation.settings import DecodingSettings
+    from inspector.models.loader import load_model
+    from inspector.session.session import Session
+    from inspector.session.trace_file import load_trace, save_trace
+
+    loaded = load_model(str(tiny_llama_dir))
+    settings = DecodingSettings(repetition_penalty=1.4, bad_words=("the",), regex="[a-z ]{4,40}", stop=("zz",))
+    params = SamplingParams(temperature=0.9, seed=5)
+
+    def run(n: int) -> Session:
+        s = Session(loaded)
+        s.set_decoding(settings)
+        s.prefill("Hello", params, max_new_tokens=12)
+        for _ in range(n):
+            if not s.finished:
+                s.step(params)
+        return s
+
+    full, half = run(8), run(3)
+    save_trace(half, tmp_path / "t.safetensors", prompt="Hello")
+    restored = load_trace(tmp_path / "t.safetensors", loaded)
+    assert restored.decoding == settings
+    for _ in range(5):
+        if not restored.finished:
+            restored.step(params)
+    assert restored.generated_ids == full.generated_ids
+    assert [st.name for st in restored.records[-1].sample.stage_stats][:3] == ["repetition penalty", "bad words",
+                                                                               "grammar"]
