@@ -70,9 +70,6 @@ def test_bench_and_docs_scripts_run_as_modules(module: str):
 @pytest.mark.slow
 def test_readme_levers_example_runs():
     """The README's Python example of the levers runs as written and finishes a generation."""
-    import subprocess
-    import sys
-
     text = (ROOT / "README.md").read_text()
     code = re.search(r"\*\*Levers from Python\.\*\*.*?```python\n(.*?)```", text, re.S).group(1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
