@@ -25,6 +25,8 @@ from inspector.ui import api, trace_io
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
+from inspector.ui.beams_tab import build_beams_tab
+from inspector.ui.decoding_controls import build_decoding_controls, wire_decoding_controls
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
@@ -117,6 +119,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 seed = gr.Number(0, label="seed", precision=0, elem_id="seed", min_width=100)
                 system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
                                     elem_id="system-prompt", scale=4)
+            decoding = build_decoding_controls()  # penalties, bans, stop, constraint, beams (Sampling view stages)
             gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
         with gr.Row(equal_height=False, elem_id="workspace"):
             with gr.Column(scale=2, min_width=280, elem_id="token-column"):
@@ -179,6 +182,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                         ViewSlot("timing_fig", "timing-chart", plot=True)
                     ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
                                      (temperature, top_k, top_p, min_p, seed), max_new)
+                    build_beams_tab(ctx, decoding)
                     for name in LAB_TABS:
                         getattr(importlib.import_module(f"inspector.ui.{name}_tab"), f"build_{name}_tab")(ctx)
         ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
@@ -215,6 +219,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                             api_name="ui_switch", **hidden, **FAST)
         recompute.click(bundled(h.recompute, ("kv_recompute", "status")), [sid], [bundle], **hidden, **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], **hidden, **FAST)
+        wire_decoding_controls(decoding, store, sid)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)

@@ -23,6 +23,7 @@ from inspector.errors import InputError, InspectorError
 from inspector.ui.inputs import parse_params
 from inspector.ui import admission
 from inspector.ui.branch_handlers import BranchHandlers
+from inspector.ui.decoding_controls import step_settings
 from inspector.ui.link_handlers import LinkHandlers
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
@@ -85,6 +86,7 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
         sid, entry = self.store.get_or_create(sid)
         with entry.exclusive("prefill"):
             self.store.reset_locked(entry)
+            entry.session.set_decoding(step_settings(entry))  # the settings panel's penalties, bans, constraint
             entry.max_new_tokens = max_new
             run_prefill(entry.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
                         tokenize_ms=admitted.tokenize_ms)

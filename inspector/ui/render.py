@@ -22,6 +22,7 @@ from inspector.viz import kvcache as vk
 from inspector.viz import pipeline as vp
 from inspector.viz import residual as vr
 from inspector.viz import sampling as vs
+from inspector.viz import stages as vst
 from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
@@ -114,13 +115,14 @@ class Views:
         rec = s.records[-1]
         if entry.preview is not None:
             actual = rec.sample.token_id if rec.sample else None
-            return (vs.sampling_bars(entry.preview, preview=True),
-                    vs.sampling_info_html(entry.preview, rec.step, preview_of=actual))
+            return (vst.chain_waterfall(entry.preview, preview=True),
+                    vs.sampling_info_html(entry.preview, rec.step, preview_of=actual) + vst.chain_table_html(entry.preview))
         if rec.sample is None:
             return empty_figure("no sample recorded"), ""
         top = [(c.id, c.piece, c.prob_raw) for c in rec.sample.candidates[:BRANCH_CHOICES]]
-        info = vs.sampling_info_html(rec.sample, rec.step) + vb.force_buttons_html(rec.step, top, rec.sample.token_id)
-        return vs.sampling_bars(rec.sample), info
+        info = (vs.sampling_info_html(rec.sample, rec.step) + vst.chain_table_html(rec.sample)
+                + vb.force_buttons_html(rec.step, top, rec.sample.token_id))
+        return vst.chain_waterfall(rec.sample), info
 
     @on_model_thread
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,

@@ -25,8 +25,9 @@ def _columns(sample: SampleRecord) -> list[str]:
     return ["raw", *sample.stages, "final"]
 
 
-def chain_waterfall(sample: SampleRecord, top_n: int = 8) -> go.Figure:
-    """Lines per candidate over the stages (see the module docstring)."""
+def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False) -> go.Figure:
+    """Lines per candidate over the stages (see the module docstring); `preview`: a draw the sliders asked
+    for from stored logits, not the step's own."""
     cols = _columns(sample)
     x = list(range(len(cols)))
     cands = sample.candidates[:top_n]
@@ -52,8 +53,8 @@ def chain_waterfall(sample: SampleRecord, top_n: int = 8) -> go.Figure:
             bits.append(f"{st.moved:,} moved")
         notes.append({"x": i, "y": 1.02, "yref": "paper", "text": "<br>".join(bits), "showarrow": False,
                       "font": {"size": 10, "color": "#4b5563"}, "yanchor": "bottom"})
-    title = (f"Sampling chain: picked {show_piece(sample.token_piece, 14)} (id {sample.token_id}) · seed "
-             f"{sample.params.seed}")
+    what = "Preview (no model rerun): would pick" if preview else "Sampling chain: picked"
+    title = f"{what} {show_piece(sample.token_piece, 14)} (id {sample.token_id}) · seed {sample.params.seed}"
     return figure(traces, title, 380, annotations=notes, showlegend=True,
                   legend={"orientation": "h", "y": -0.25}, margin={"l": 60, "r": 20, "t": 90, "b": 60},
                   xaxis={"tickmode": "array", "tickvals": x, "ticktext": cols, "range": [-0.3, len(cols) - 0.7]},
