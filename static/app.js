@@ -69,6 +69,8 @@
       top_p: val("#top-p input[type=number]"), min_p: val("#min-p input[type=number]"),
       seed: val("#seed input"), max_new: val("#max-new-tokens input"), steps: String(steps),
     });
+    const decoding = document.getElementById("decoding-settings"); // the settings panel's applied settings
+    if (decoding) q.set("decoding", decoding.dataset.decoding || "");
     Array.from(q.keys()).filter((k) => !q.get(k)).forEach((k) => q.delete(k)); // unset: the page default
     return `${location.origin}${location.pathname}?${q.toString()}`;
   };

@@ -47,3 +47,45 @@ def test_beam_search_draws_its_tree(page: Page, app_url):  # noqa: F811
     expect(page.locator("#beam-table tbody tr")).to_have_count(3, timeout=T)
     expect(page.locator("#beams-tree")).to_contain_text("Beam search, 3 beams")
     page.screenshot(path=str(ARTIFACTS / "ui_beams.png"), full_page=True)
+
+
+def test_the_same_seed_and_settings_give_the_same_tokens_in_the_ui_the_cli_and_a_run_link(page: Page, app_url,  # noqa: F811
+                                                                                         capsys):
+    import json
+
+    from inspector.commands.cli import main
+    from tests.test_ui_e2e import step
+
+    goto(page, app_url)
+    open_settings(page)
+    temp = page.locator("#temperature input[type=number]")
+    temp.fill("0.9")
+    temp.press("Tab")
+    seed = page.locator("#seed input")
+    seed.fill("11")
+    seed.press("Tab")
+    set_box(page, "repetition-penalty", "1.3")
+    set_box(page, "no-repeat-ngram", "2")
+    set_box(page, "bad-words", "the")
+    expect(page.locator("#decoding-status")).to_contain_text("bad words", timeout=T)
+    prefill(page, "Name three colors.", max_new=8)
+    for k in (1, 2, 3):
+        step(page, k, max_new=8)
+    ui_ids = [int(x) for x in page.locator(".ii-chip.ii-gen").evaluate_all("els => els.map(e => e.dataset.id)")]
+    assert len(ui_ids) == 4
+
+    assert main(["run", "--prompt", "Name three colors.", "--chat", "--max-new-tokens", "4", "--temperature", "0.9",
+                 "--seed", "11", "--repetition-penalty", "1.3", "--no-repeat-ngram-size", "2", "--bad-words", "the",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["generated_ids"] == ui_ids
+
+    page.locator("#link-btn").click()
+    url = page.locator("#run-link textarea, #run-link input").first.input_value(timeout=T)
+    assert "decoding=" in url
+    fresh = page.context.new_page()
+    fresh.goto(url, timeout=T)
+    expect(fresh.locator("#status-line")).to_contain_text("opened from a link", timeout=T)
+    linked = [int(x) for x in fresh.locator(".ii-chip.ii-gen").evaluate_all("els => els.map(e => e.dataset.id)")]
+    assert linked == ui_ids
+    open_settings(fresh)
+    expect(fresh.locator("#repetition-penalty input")).to_have_value("1.3")

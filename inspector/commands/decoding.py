@@ -45,6 +45,7 @@ def settings_from(args: argparse.Namespace) -> DecodingSettings:
         length_penalty=args.length_penalty, json_schema=schema, regex=args.regex or "",
         choices=tuple(args.choice))
     settings.validate()
+    settings.check_beams()
     if settings.constraint is not None:  # refuse a bad schema / regex before any model loads
         from inspector.generation.constraints import check_grammar
 

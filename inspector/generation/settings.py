@@ -80,6 +80,9 @@ class DecodingSettings:
             raise InputError("a choice is empty: each choice is the text the output must equal")
         if sum(map(bool, (self.json_schema, self.regex, self.choices))) > 1:
             raise InputError("give one constraint: --json-schema, --regex or --choice, not several")
+
+    def check_beams(self) -> None:
+        """InputError when beam search (num_beams > 1) is asked for together with what it does not support."""
         if self.num_beams > 1 and self.constraint is not None:
             raise InputError("beam search runs without a grammar constraint: drop --json-schema / --regex / "
                              "--choice, or use --num-beams 1")

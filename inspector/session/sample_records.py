@@ -40,7 +40,7 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
 
 
 def _top(probs: torch.Tensor, logits: torch.Tensor, piece: Callable[[int], str], n: int) -> list[TopToken]:
-    values, ids = torch.topk(probs, n)
+    values, ids = torch.topk(probs, min(n, probs.shape[-1]))
     return [TopToken(i, piece(i), float(logits[i]), float(p)) for i, p in zip(ids.tolist(), values.tolist()) if p > 0]
 
 

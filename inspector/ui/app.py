@@ -26,7 +26,7 @@ from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
 from inspector.ui.beams_tab import build_beams_tab
-from inspector.ui.decoding_controls import build_decoding_controls, wire_decoding_controls
+from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
@@ -236,6 +236,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         link = gr.State(None)
         demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST).then(
             h.link_fill, None, [prompt, chat, system, *sampling, max_new, link], **hidden, **FAST).then(
+            link_values, [link], decoding.inputs, **hidden, **FAST).then(
             bundled(h.link_run, VIEW_KEYS, lead=1), [sid, link, layer, head], [sid, bundle], **hidden, **FAST)
         api.register(h, sid, [prompt, chat, system])
     return demo

@@ -16,6 +16,7 @@ ignores the beam settings: the Beams tab runs beam search on its own.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,7 +26,7 @@ import gradio as gr
 from inspector.errors import InspectorError, InputError
 from inspector.generation import settings as gs
 from inspector.generation.settings import DecodingSettings
-from inspector.viz.common import status_line_html
+from inspector.viz.common import esc, status_line_html
 
 LAB = "decoding"
 CONSTRAINTS = ["none", "JSON schema", "regex", "choice"]
@@ -77,7 +78,9 @@ def settings_from_controls(rep: Any, pres: Any, freq: Any, ngram: Any, bias: Any
         num_beams=gs.NUM_BEAMS.parse(beams), length_penalty=gs.LENGTH_PENALTY.parse(length_penalty),
         json_schema=text if kind == "JSON schema" else "", regex=text.strip() if kind == "regex" else "",
         choices=_lines(text) if kind == "choice" else ())
-    (settings if for_beams else replace(settings, num_beams=1, length_penalty=1.0)).validate()
+    settings.validate()
+    if for_beams:
+        settings.check_beams()
     if settings.constraint is not None:
         from inspector.generation.constraints import check_grammar
 
@@ -91,8 +94,24 @@ def step_settings(entry: Any) -> DecodingSettings:
     return replace(s, num_beams=1, length_penalty=1.0)
 
 
-def status_html(message: str, error: bool = False) -> str:
-    return status_line_html(message, error, "decoding-status-line")
+def status_html(message: str, error: bool = False, settings: DecodingSettings | None = None) -> str:
+    """The panel's status line; it carries the applied settings as JSON (`data-decoding`) for run links."""
+    line = status_line_html(message, error, "decoding-status-line")
+    if settings is None or settings.is_default:
+        return line
+    return f'<div id="decoding-settings" data-decoding="{esc(json.dumps(settings.to_dict()))}">{line}</div>'
+
+
+def link_values(link: Any) -> list:
+    """The controls' values for a run link's decoding settings (skipped when the link has none)."""
+    if not isinstance(link, dict) or not link.get("decoding"):
+        return [gr.skip()] * 12
+    s = DecodingSettings.from_dict(json.loads(link["decoding"]))
+    kind, text = {"json_schema": ("JSON schema", s.json_schema), "regex": ("regex", s.regex),
+                  "choice": ("choice", "\n".join(s.choices))}.get((s.constraint or ("", ""))[0], ("none", ""))
+    return [f"{s.repetition_penalty:g}", f"{s.presence_penalty:g}", f"{s.frequency_penalty:g}",
+            str(s.no_repeat_ngram_size), ", ".join(f"{t}={b:g}" for t, b in s.logit_bias), "\n".join(s.bad_words),
+            str(s.min_new_tokens), "\n".join(s.stop), kind, text, str(s.num_beams), f"{s.length_penalty:g}"]
 
 
 def describe(s: DecodingSettings) -> str:
@@ -115,8 +134,8 @@ def apply(store: Any, sid: str | None, *values: Any) -> str:
         session = entry.session
         if session is not None and session.records and not entry.lock.locked():
             session.set_decoding(step_settings(entry))
-            return status_html(describe(settings) + " (from the next draw on)")
-        return status_html(describe(settings) + " (from the next Prefill on)")
+            return status_html(describe(settings) + " (from the next draw on)", settings=settings)
+        return status_html(describe(settings) + " (from the next Prefill on)", settings=settings)
     except (InspectorError, ValueError) as exc:
         return status_html(str(exc), error=True)
 

@@ -15,7 +15,7 @@ import gradio as gr
 
 from inspector.errors import InspectorError
 from inspector.ui.inputs import parse_params
-from inspector.ui.run_links import KEYS, parse_link
+from inspector.ui.run_links import KEYS, link_decoding, parse_link
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
 
@@ -44,6 +44,8 @@ class LinkHandlers:
             return [gr.skip()] + self.error_views(entry, ValueError(link))
         try:
             params = parse_params(link["temperature"], link["top_k"], link["top_p"], link["min_p"], link["seed"])
+            sid, linked = self.store.get_or_create(sid)
+            linked.labs["decoding"] = link_decoding(link.get("decoding", ""))  # the panel's settings, for the prefill
             sid, entry = self.run_prefill(sid, link["prompt"], link["chat"], link["system"], params,
                                           link["max_new"])
             steps = min(int(link["steps"]), entry.max_new_tokens - 1)

@@ -4,6 +4,8 @@
 opened on the page fills the controls, runs the prefill and then `steps` decode steps: the same tokens as
 the run the link was made from (sampling is seeded per position, `inspector.engine.sampling.generator_for`).
 Every key is optional but `prompt`; unknown keys are ignored (a link can carry tracking parameters).
+`decoding` carries the settings panel's penalties, bans, stop strings, constraint and beams as the JSON of
+`DecodingSettings.to_dict()` (only what differs from the defaults); the run applies them before its prefill.
 `link_query(...)` writes such a query; `parse_link(query)` reads one into a `RunLink` with the page's
 defaults filled in, or raises ValueError naming the bad parameter. The page builds its "link to this run"
 from the same keys (static/app.js).
@@ -11,10 +13,13 @@ from the same keys (static/app.js).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from urllib.parse import urlencode
 
+from inspector.errors import InputError
+from inspector.generation.settings import DecodingSettings
 from inspector.ui.inputs import _number, parse_params
 
 KEYS = ("prompt", "chat", "system", "temperature", "top_k", "top_p", "min_p", "seed", "max_new", "steps")
@@ -33,6 +38,7 @@ class RunLink:
     seed: int = 0
     max_new: int = 32
     steps: int = 0  # decode steps after the prefill
+    decoding: str = ""  # `DecodingSettings.to_dict()` as JSON; "" = the defaults
 
 
 def parse_link(query: Mapping[str, str]) -> RunLink | None:
@@ -63,7 +69,24 @@ def parse_link(query: Mapping[str, str]) -> RunLink | None:
         raise ValueError(f"link parameter {exc}") from None
     if link.steps < 0:
         raise ValueError(f"link parameter steps must be >= 0, got {link.steps}")
+    if (query.get("decoding") or "").strip():
+        link = replace(link, decoding=json.dumps(link_decoding(query["decoding"]).to_dict()))
     return link
+
+
+def link_decoding(text: str) -> DecodingSettings:
+    """The `decoding` parameter as settings; ValueError("link parameter decoding ...") when it is not."""
+    if not (text or "").strip():
+        return DecodingSettings()
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise InputError("must be a JSON object of decoding settings")
+        return DecodingSettings.from_dict(data)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"link parameter decoding is not JSON ({exc.msg})") from None
+    except (InputError, TypeError, ValueError) as exc:
+        raise ValueError(f"link parameter decoding: {exc}") from None
 
 
 def link_query(link: RunLink) -> str:
@@ -72,4 +95,6 @@ def link_query(link: RunLink) -> str:
     values["chat"] = int(link.chat)
     if not link.system:
         del values["system"]
+    if not link.decoding:
+        del values["decoding"]
     return urlencode(values)
