@@ -34,6 +34,8 @@ def beam_tree(rec: BeamRecord, upto: int | None = None) -> go.Figure:
             xs += [px, n.step, None]
             ys += [py, -n.rank, None]
     nodes = [n for s in steps for n in s]
+    root = dict(type="scatter", mode="markers+text", x=[-1], y=[0], text=["prompt"], textposition="middle left",
+                marker={"size": 11, "color": "#111827", "symbol": "square"}, hoverinfo="skip", showlegend=False)
     traces = [
         dict(type="scatter", mode="lines", x=edge_x, y=edge_y, line={"color": "#cbd5e1", "width": 1},
              hoverinfo="skip", showlegend=False),
@@ -48,12 +50,13 @@ def beam_tree(rec: BeamRecord, upto: int | None = None) -> go.Figure:
              customdata=[[n.status, n.token, n.logprob] for n in nodes], showlegend=False,
              hovertemplate="%{text} (id %{customdata[1]})<br>log-prob %{customdata[2]:.3f}<br>%{customdata[0]}"
                            "<extra></extra>"),
+        root,
     ]
     shown = len(steps)
     title = (f"Beam search, {rec.num_beams} beams: step {shown} of {len(rec.steps)}" if upto is not None
              else f"Beam search, {rec.num_beams} beams, {len(rec.steps)} steps: the chosen output in orange")
     return figure(traces, title, 120 + 28 * 2 * rec.num_beams,
-                  xaxis={"title": {"text": "generated token"}, "dtick": 1, "range": [-0.5, max(1, len(rec.steps)) + 0.5]},
+                  xaxis={"title": {"text": "generated token"}, "dtick": 1, "range": [-1.8, max(1, len(rec.steps)) + 0.5]},
                   yaxis={"title": {"text": "candidate rank"}, "showticklabels": False}, legend={"orientation": "h", "y": -0.2})
 
 
