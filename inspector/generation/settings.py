@@ -24,7 +24,7 @@ FREQUENCY_PENALTY = Bound("frequency-penalty", False, -2, 2, note="(0 = off)")
 NO_REPEAT_NGRAM = Bound("no-repeat-ngram-size", True, 0, note="(0 = off)")
 MIN_NEW_TOKENS = Bound("min-new-tokens", True, 0, note="(0 = off)")
 NUM_BEAMS = Bound("num-beams", True, 1, MAX_BEAMS, note="(1 = no beam search)")
-LENGTH_PENALTY = Bound("length-penalty", False, -10, 10, note="(1 = score / length)")
+LENGTH_PENALTY = Bound("length-penalty", False, -3, 3, note="(1 = logprob / length; > 0 favours longer output)")
 LOGIT_BIAS = Bound("logit bias", False, -100, 100)
 TOKEN_ID = Bound("logit-bias token id", True, 0)
 
