@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 def set_box(page: Page, elem_id: str, value: str) -> None:
     box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
     box.fill(value)
-    box.press("Enter")
+    box.press("Tab")  # leaving the box applies the panel (a multi-line box takes Enter as a new line)
 
 
 def test_a_repetition_penalty_is_a_stage_of_the_sampling_view(page: Page, app_url):  # noqa: F811
