@@ -50,9 +50,9 @@ def test_streams_text(capsys, tiny_llama_dir):  # noqa: F811
 @pytest.mark.parametrize("args, message", [
     (["--prompt", ""], "prompt is empty"),
     (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be > 0"),
-    (["--prompt", "x", "--top-p", "0"], "top-p must be in (0, 1]"),
-    (["--prompt", "x", "--top-p", "1.5"], "top-p must be in (0, 1]"),
-    (["--prompt", "x", "--temperature", "-1"], "temperature must be >= 0"),
+    (["--prompt", "x", "--top-p", "0"], "top-p must be a number in (0, 1]"),
+    (["--prompt", "x", "--top-p", "1.5"], "top-p must be a number in (0, 1]"),
+    (["--prompt", "x", "--temperature", "-1"], "temperature must be 0 or a number >= 1e-06"),
 ])
 def test_bad_input_exits_with_one_line(capsys, args, message):
     assert main(["run", *args]) == 1

@@ -255,7 +255,7 @@ def test_serve_sim_arrivals_parallel_samples_and_roofline(tiny_loaded, tmp_path)
     (["--arrivals", "0,x,1"], "whole numbers"),
     (["--arrival-every", "-1"], "--arrival-every must be >= 0"),
     (["--n", "4", "--max-batch", "2"], "--max-batch must be at least 4"),
-    (["--temperature", "-1"], "temperature must be >= 0"),
+    (["--temperature", "-1"], "temperature must be 0 or a number >= 1e-06"),
 ])
 def test_serve_sim_bad_arrivals_and_sampling(tmp_path, argv, message):
     from inspector.errors import InputError
