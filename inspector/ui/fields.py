@@ -14,15 +14,24 @@ inside Gradio (a ComponentProcessingError and a traceback before any handler run
 the same way, and an out-of-range value gets Gradio's message, which names no field. These subclasses are
 Gradio "templates" (`is_template`, as `gr.ClearButton` is of `gr.Button`): the page draws them with the
 built-in Number and Slider, and the range check moves to the handlers, which say which field is wrong.
+
+A slider's number box, when left (blur), sends the typed value in a `release` event and then clamps the
+box into the slider's range in the browser (an emptied box becomes the minimum). So every slider has a
+release handler that parses the typed value: the page's sampling sliders redraw the preview, the
+attention sliders redraw the view, the lab tabs' sliders `report_on_release` into their status line; a
+value out of range is named there ("draft length k must be a whole number from 1 to 16, got 99"), never
+taken silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 
 from inspector.engine.config import SamplingParams
+from inspector.errors import InputError
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound
 
 
@@ -97,3 +106,16 @@ def slider(bound: Bound, value: float | int, step: float, label: str, elem_id: s
     lo = bound.lo if bound.lo is not None else 0
     hi = bound.hi if bound.hi is not None and bound.hi > lo else lo + step  # a slider needs min < max
     return FreeSlider(lo, hi, value, step=step, label=label, elem_id=elem_id, **kwargs)
+
+
+def report_on_release(box: FreeSlider, bound: Bound, status: Any, status_html: Callable[..., str]) -> None:
+    """When the slider's number box is left with a value outside `bound`, the tab's status line says so at
+    once (`status_html(message, error=True)`); a good value leaves the status as it is. No model work."""
+    def check(value: Any) -> Any:
+        try:
+            bound.parse(value)
+        except InputError as exc:
+            return status_html(str(exc), error=True)
+        return gr.skip()
+
+    box.release(check, [box], [status], queue=False, show_progress="hidden", api_visibility="undocumented")

@@ -22,7 +22,7 @@ import gradio as gr
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError, InspectorError
 from inspector.ui import admission, branch_handlers, link_handlers
-from inspector.ui.fields import MAX_NEW, position_bound, sampling_params
+from inspector.ui.fields import MAX_NEW, head_bound, layer_bound, position_bound, sampling_params
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
@@ -259,6 +259,8 @@ class Handlers(Views):
     @shows_refusals(_refused)
     def select(self, sid, position, layer, head):
         """A chip was clicked (or the position box, layer or head edited): redraw the position-dependent views."""
+        layer_bound(self.loaded.config).parse(layer)  # a box left empty or out of range is named at once
+        head_bound(self.loaded.config).parse(head)
         entry = self.store.get(sid)
         if entry is None or entry.session is None or not entry.session.records:
             return [gr.skip()] * len(VIEW_KEYS)

@@ -35,7 +35,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.app_model import AppLimits
 from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, MAX_NEW, MEM_BATCH, MEM_CONTEXT, MEM_GIB,
-                                 POOL_BLOCKS, FreeNumber, sampling_params, slider)
+                                 POOL_BLOCKS, FreeNumber, report_on_release, sampling_params, slider)
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import serving as vs
@@ -272,6 +272,8 @@ def build_serving_tab(ctx: TabContext) -> None:
         mem_line = gr.HTML(line0, elem_id="serving-mem-info")
 
     outs = [status, summary, grid, timeline, tokens, roof, table]
+    report_on_release(max_batch, MAX_BATCH, status, status_line_html)
+    report_on_release(n, CONTINUATIONS, status, status_line_html)
     load_btn.click(lambda sid, *a: load(ctx, sid, *a),
                    [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
                    outs, api_visibility="undocumented", **fast)

@@ -28,7 +28,7 @@ from inspector.speculative.decoding import SpeculativeRun, check_draft_len, plai
 from inspector.speculative.drafters import make_drafter
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
-from inspector.ui.fields import DRAFT_LEN, MAX_NEW, early_exit_bound, sampling_params, slider
+from inspector.ui.fields import DRAFT_LEN, MAX_NEW, early_exit_bound, report_on_release, sampling_params, slider
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import speculative as vsp
@@ -170,6 +170,8 @@ def build_speculative_tab(ctx: TabContext) -> None:
         kv = gr.Plot(blank[3], elem_id="speculative-kv", show_label=False)
 
     outs = [status, text, rounds, kv, stats]
+    report_on_release(layer, early_exit_bound(ctx.loaded.config), status, status_html)
+    report_on_release(k, DRAFT_LEN, status, status_html)
     start_btn.click(lambda sid, *a: start(ctx, sid, *a),
                     [ctx.sid, drafter, layer, k, ctx.prompt, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
                     outs, **fast)
