@@ -108,14 +108,20 @@ def slider(bound: Bound, value: float | int, step: float, label: str, elem_id: s
     return FreeSlider(lo, hi, value, step=step, label=label, elem_id=elem_id, **kwargs)
 
 
-def report_on_release(box: FreeSlider, bound: Bound, status: Any, status_html: Callable[..., str]) -> None:
-    """When the slider's number box is left with a value outside `bound`, the tab's status line says so at
-    once (`status_html(message, error=True)`); a good value leaves the status as it is. No model work."""
+def release_check(bound: Bound, status_html: Callable[..., str]) -> Callable[[Any], Any]:
+    """The handler `report_on_release` binds: a value outside `bound` -> `status_html(message, error=True)`;
+    a good value leaves the status as it is (`gr.skip()`)."""
     def check(value: Any) -> Any:
         try:
             bound.parse(value)
         except InputError as exc:
             return status_html(str(exc), error=True)
         return gr.skip()
+    return check
 
-    box.release(check, [box], [status], queue=False, show_progress="hidden", api_visibility="undocumented")
+
+def report_on_release(box: FreeSlider, bound: Bound, status: Any, status_html: Callable[..., str]) -> None:
+    """When the slider's number box is left with a value outside `bound`, the tab's status line says so at
+    once. No model work, not queued."""
+    box.release(release_check(bound, status_html), [box], [status], queue=False, show_progress="hidden",
+                api_visibility="undocumented")
