@@ -7,8 +7,9 @@ preprocessing, or an exception from a handler), is in one log file the tests rea
 
 Each box gets: empty, `abc`, `nan`, `inf`, `1e309` (Chromium leaves all five empty in a number input: the
 server gets None), `-5`, and a value past the end. A slider's number box sends the typed value in a
-`release` event when left and then clamps the box into its range, so sliders are checked on leaving the box;
-a number box is checked by the tab's action (Prefill, Load). The values are ordered so that no two in a row
+`release` event when left, so sliders are checked on leaving the box; Gradio then clamps the box, and the
+page's script puts the typed value back, so the tab's action (Prefill, Start, Load) is sent what was typed
+(checked on the request). A number box is checked by the tab's action. The values are ordered so that no two in a row
 give the same message: each expectation waits for the answer to its own value. A click that lands while
 the previous event of that button is still finishing is dropped by Gradio (trigger_mode "once"), so an
 action is repeated until its answer shows (`until`).
@@ -16,6 +17,7 @@ action is repeated until its answer shows (`until`).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.server_proc import Server
 from tests.test_ui_e2e import T, goto, open_settings, open_view
@@ -102,10 +105,32 @@ def leave(page: Page, selector: str, value: str) -> Callable[[], None]:
     return action
 
 
-def check_slider(page: Page, selector: str, name: str, status: str, past_end: str) -> None:
-    """A slider's number box: each bad value, left with Tab, is named in `status` at once."""
+def check_slider(page: Page, selector: str, name: str, status: str, past_end: str, action: str | None = None,
+                 sent_with: str = "Hi") -> None:
+    """A slider's number box: each bad value, left with Tab, is named in `status` at once. With `action` (a
+    button): the past-the-end value, typed and the button pressed, is sent to the server as typed (the
+    request carrying `sent_with`), not clamped, and the page names it."""
     for v in values(past_end):
         until(page, leave(page, selector, v), status, expected(name, v))
+    if action is not None:
+        enter(page, selector, past_end)
+        assert float(past_end) in sent(page, action, sent_with)
+        expect(page.locator(status)).to_contain_text(expected(name, past_end), timeout=T)
+
+
+def sent(page: Page, button: str, marker: str) -> list:
+    """Press `button` (again while no request goes out: Gradio drops a click while that button's previous
+    event finishes) and return the inputs of the queued request that carries `marker`."""
+    deadline = time.monotonic() + T / 1000
+    while True:
+        try:
+            with page.expect_request(lambda r: "queue/join" in r.url and marker in (r.post_data or ""),
+                                     timeout=5000) as request:
+                page.locator(button).click()
+            return json.loads(request.value.post_data)["data"]
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
 
 
 def test_main_page_boxes(page: Page, server: Server):
@@ -128,7 +153,7 @@ def test_main_page_boxes(page: Page, server: Server):
     # (each is set back to a good value before the next: the preview names the first bad control)
     for selector, name, good in [("#temperature", "temperature", "0"), ("#top-k", "top-k", "0"),
                                  ("#top-p", "top-p", "1"), ("#min-p", "min-p", "0")]:
-        check_slider(page, f"{selector} input[type=number]", name, msg, "99999")
+        check_slider(page, f"{selector} input[type=number]", name, msg, "99999", action="#prefill-btn")
         leave(page, f"{selector} input[type=number]", good)()
 
     # the attention view's sliders and the selected-position box
@@ -156,29 +181,28 @@ def test_lab_tab_boxes(page: Page, server: Server):
 
     open_view(page, "Speculative")
     status = "#speculative-status"
-    check_slider(page, "#speculative-layer input[type=number]", "early-exit layer L", status, "99999")
-    check_slider(page, "#speculative-k input[type=number]", "draft length k", status, "99999")
-    enter(page, "#speculative-k input[type=number]", "2")
-    page.locator("#speculative-k input[type=number]").press("Tab")
+    for selector, name, good in [("#speculative-layer", "early-exit layer L", "20"), ("#speculative-k", "draft length k", "2")]:
+        check_slider(page, f"{selector} input[type=number]", name, status, "99999", action="#speculative-start")
+        leave(page, f"{selector} input[type=number]", good)()
     until(page, click(page, "#speculative-start"), status, "prefill done")
     until(page, click(page, "#speculative-round"), status, "round 1", retry_ms=T)
 
     open_view(page, "Serving")
     status = "#serving-status"
-    check_slider(page, "#serving-max-batch input[type=number]", "max batch", status, "99999")
-    check_slider(page, "#serving-n input[type=number]", "continuations per request", status, "99999")
-    for selector, good in [("#serving-max-batch", "4"), ("#serving-n", "1")]:
-        enter(page, f"{selector} input[type=number]", good)
-        page.locator(f"{selector} input[type=number]").press("Tab")
+    for selector, name, good in [("#serving-max-batch", "max batch", "4"), ("#serving-n", "continuations per request", "1")]:
+        check_slider(page, f"{selector} input[type=number]", name, status, "99999", action="#serving-load",
+                     sent_with="The capital of France")
+        leave(page, f"{selector} input[type=number]", good)()
     for v in values("999999"):
         enter(page, "#serving-pool input", v)
         until(page, click(page, "#serving-load"), status, expected("pool blocks", v))
     enter(page, "#serving-pool input", "0")
     until(page, click(page, "#serving-load"), status, "queued")
     until(page, click(page, "#serving-step"), status, "step 0", retry_ms=T)
-    for selector, name in [("#serving-mem-context", "context (tokens)"), ("#serving-mem-batch", "batch"),
-                           ("#serving-mem-gib", "memory (GiB)")]:
+    for selector, name, good in [("#serving-mem-context", "context (tokens)", "4096"), ("#serving-mem-batch", "batch", "8"),
+                                 ("#serving-mem-gib", "memory (GiB)", "80")]:
         check_slider(page, f"{selector} input[type=number]", name, "#serving-mem-info", "999999")
+        leave(page, f"{selector} input[type=number]", good)()
     until(page, leave(page, "#serving-mem-gib input[type=number]", "80"), "#serving-mem-line", "requests of")
 
     open_view(page, "Quantization")

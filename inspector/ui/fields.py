@@ -15,12 +15,12 @@ the same way, and an out-of-range value gets Gradio's message, which names no fi
 Gradio "templates" (`is_template`, as `gr.ClearButton` is of `gr.Button`): the page draws them with the
 built-in Number and Slider, and the range check moves to the handlers, which say which field is wrong.
 
-A slider's number box, when left (blur), sends the typed value in a `release` event and then clamps the
-box into the slider's range in the browser (an emptied box becomes the minimum). So every slider has a
-release handler that parses the typed value: the page's sampling sliders redraw the preview, the
-attention sliders redraw the view, the lab tabs' sliders `report_on_release` into their status line; a
-value out of range is named there ("draft length k must be a whole number from 1 to 16, got 99"), never
-taken silently.
+A slider's number box, when left (blur), sends the typed value in a `release` event and then Gradio's
+script clamps the box into the slider's range (an emptied box becomes the minimum); static/app.js puts the
+typed value back within the same blur, so a button pressed next sends what was typed and it is refused by
+name, never run clamped. Every slider also has a release handler that parses the typed value at once: the
+page's sampling sliders redraw the preview, the attention sliders redraw the view, the lab tabs' sliders
+`report_on_release` into their status line ("draft length k must be a whole number from 1 to 16, got 99").
 """
 
 from __future__ import annotations
