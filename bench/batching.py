@@ -1,8 +1,8 @@
 """Batched decode throughput and paged vs contiguous KV memory on the default model; prints markdown tables.
 
-Run: python bench/batching.py [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
+Run: python -m bench.batching [--batches 1,2,4,8,16] [--prompt-len 32] [--rounds 3] [--chunk 4] [--threads N]
      [--remeasure-peaks]
-     python bench/batching.py --quick   (batches 1,2,4, a few steps: a smoke test in seconds, not a measurement)
+     python -m bench.batching --quick   (batches 1,2,4, a few steps: a smoke test in seconds, not a measurement)
 
 Throughput: for each batch size b, b copies of the same prompt (greedy) are prefilled in one forward, then
 decode steps of all b rows run through `step_rows`, on the engine's contiguous `KVCache` and on the
@@ -28,18 +28,14 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
-
-from inspector.engine.steps import new_cache, step_rows  # noqa: E402
-from inspector.serving.paged_cache import PagedKVCache  # noqa: E402
-from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory  # noqa: E402
+from inspector.engine.steps import new_cache, step_rows
+from inspector.serving.paged_cache import PagedKVCache
+from inspector.serving.roofline import cached_peaks, forward_cost, peaks_directory
+from inspector.units import MIB
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -106,7 +102,7 @@ def memory(config, requests: list[tuple[int, int, int]], block_size: int) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", default="1,2,4,8,16")
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
@@ -147,15 +143,14 @@ def main() -> None:
               f"{r['paged_step_ms']:.1f} | {r['paged_tok_s']:.1f} | {cost.intensity:.2f} | {gbs:.1f} | "
               f"{100 * gbs / peaks.gb_per_s:.0f} | {gflops:.1f} | {100 * gflops / peaks.gflops_per_s:.0f} |")
     reqs = mixed_requests()
-    mib = 2 ** 20
     print(f"\n## KV memory of {len(reqs)} mixed requests held at once (prompt 8-400, max new 256/512/1024, "
           "stopping early at random)\n")
     print("| block size | tokens held | exact KV MiB | paged MiB | contiguous (max length) MiB | contiguous / paged |")
     print("|---:|---:|---:|---:|---:|---:|")
     for bs in (8, 16, 32):
         m = memory(loaded.config, reqs, bs)
-        print(f"| {bs} | {m['tokens']} | {m['exact'] / mib:.1f} | {m['paged'] / mib:.1f} | "
-              f"{m['contiguous'] / mib:.1f} | {m['contiguous'] / m['paged']:.2f} |")
+        print(f"| {bs} | {m['tokens']} | {m['exact'] / MIB:.1f} | {m['paged'] / MIB:.1f} | "
+              f"{m['contiguous'] / MIB:.1f} | {m['contiguous'] / m['paged']:.2f} |")
 
 
 if __name__ == "__main__":

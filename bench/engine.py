@@ -1,6 +1,6 @@
 """Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python bench/engine.py [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
+Run: python -m bench.engine [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
 
 Rows: our fp32 decode without a recorder (weights in the app's decode layout, see
 inspector.models.loader), the same in the batch layout, with the summary recorder (logit lens on demand, i.e. not
@@ -42,8 +42,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
+from inspector.units import MIB
+
+ROOT = Path(__file__).resolve().parent.parent  # the RSS child runs here, so `bench.engine` imports in it
 
 TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
         "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
@@ -141,7 +142,7 @@ def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
         "bf16 F.linear, stored (out, in)": (weight_groups(bf16.model), torch.nn.functional.linear),
     }
     ms = (1, 2, 8)
-    print("\n| weight products, all matrices once | bytes (MB) | " + " | ".join(f"M={m} ms (GB/s)" for m in ms) + " |")
+    print("\n| weight products, all matrices once | bytes (MiB) | " + " | ".join(f"M={m} ms (GB/s)" for m in ms) + " |")
     print("|---|---|" + "---|" * len(ms))
     with torch.inference_mode():
         for name, (weights, product) in forms.items():
@@ -157,7 +158,7 @@ def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
                     times.append(time.perf_counter() - t0)
                 t = statistics.median(times[1:])
                 cells.append(f"{t * 1e3:.1f} ({nbytes / t / 1e9:.1f})")
-            print(f"| {name} | {nbytes / 1e6:.0f} | " + " | ".join(cells) + " |")
+            print(f"| {name} | {nbytes / MIB:.0f} | " + " | ".join(cells) + " |")
 
 
 class Stamps:
@@ -270,13 +271,14 @@ def profile(loaded, record: bool, n: int = 20) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.engine")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
     ap.add_argument("--no-matmuls", action="store_true", help="skip the weight-products table")
-    ap.add_argument("--threads", type=int, default=THREADS, help="torch threads (the issue's numbers: 2)")
+    ap.add_argument("--threads", type=int, default=THREADS,
+                    help="torch threads (default: 2, the vCPUs of the CPU Basic Space the demo runs on)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: CPU time of the calling thread (needs --threads 1, where it is all the work)")
     args = ap.parse_args()
@@ -351,8 +353,8 @@ def main() -> None:
     if args.no_rss:
         return
     traced, plain = rss_child(True), rss_child(False)
-    print("\n| memory (2,048-token prompt + 32 decode steps) | RSS loaded model (MB) | peak RSS (MB) "
-          "| peak above loaded (MB) | RSS at end above loaded (MB) |")
+    print("\n| memory (2,048-token prompt + 32 decode steps) | RSS loaded model (MiB) | peak RSS (MiB) "
+          "| peak above loaded (MiB) | RSS at end above loaded (MiB) |")
     print("|---|---|---|---|---|")
     for name, m in (("summary recorder", traced), ("no recorder", plain)):
         print(f"| {name} | {m['base']:.0f} | {m['peak']:.0f} | {m['peak'] - m['base']:.0f} | {m['now'] - m['base']:.0f} |")

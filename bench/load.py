@@ -1,4 +1,4 @@
-"""Load benchmark (issue 11): N concurrent sessions on one `python app.py` server; prints a markdown table.
+"""Load benchmark: N concurrent sessions on one `python app.py` server; prints a markdown table.
 
 Each session is a greedy chat prompt of its own (`tests.server_proc.PROMPTS`): prefill, then `--steps`
 Steps, all N sessions at once (one gradio_client client and thread each; they connect first and start
@@ -25,11 +25,21 @@ it; p50 of the prefill requests; sessions that ended in an error. A server whose
 `--rss-guard-gb` is stopped (its sessions then fail; the next row starts a new one): the machine is
 shared.
 
-Goals (issue 11) checked below the table, on the run-ahead rows: 8 sessions peak RSS under 2.5 GB;
+Labs (`--labs on`, the default): after its prefill and Steps, each visitor opens the two labs that hold
+memory in the same browser session, as a visitor clicking through the tabs would: Speculative Start (the
+early-exit drafter at layer `LAB_LAYER`, so the run holds a second KV cache) and one Round, then
+Quantization Run at int8 (the shared int8 model is built by the first visitor and reused by the rest).
+Their events have no API name, so they are called by the index of the event whose button has the tab's
+elem_id (`lab_endpoints`). The row's wall time and tokens/s count the prefill and Steps only; the labs'
+requests have their own p50 and errors, and the RSS columns include what they hold. `--labs off` gives the
+load without them.
+
+Goals checked below the table, on the run-ahead rows: 8 sessions peak RSS under 2.5 GB;
 16 sessions complete with no error; aggregate tokens/s at 8 sessions >= at 1.
 
-Usage: python bench/load.py [--sessions 1,2,4,8,16] [--steps 16] [--mode ui|api|both] [--server shared|fresh]
-                            [--python /tmp/venv215/bin/python] [--app-dir DIR] [--rss-guard-gb 10]
+Usage: python -m bench.load [--sessions 1,2,4,8,16] [--steps 16] [--mode ui|api|both] [--server shared|fresh]
+                            [--labs on|off] [--python /tmp/venv215/bin/python] [--app-dir DIR] [--rss-guard-gb 10]
+Quick look: python -m bench.load --sessions 1,2 --steps 2 --mode api
 """
 
 from __future__ import annotations
@@ -44,9 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.server_proc import RssSampler, Server, prompt_for, run_parallel, torch_version  # noqa: E402
+from bench.load_labs import LabCall, run_parallel_with_labs
+from tests.server_proc import RssSampler, Server, prompt_for, torch_version
 
 GB = 2**30
 SETTINGS = {"on": {}, "off": {"INSPECTOR_RUN_AHEAD": "0"}}  # run-ahead column -> server environment
@@ -65,6 +75,7 @@ class Row:
     step_ms: list[float] = field(default_factory=list)
     prefill_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    labs: list[LabCall] = field(default_factory=list)
     killed: str | None = None
     new_server: bool = False  # the server was started for this row (first row, `fresh`, or after the guard)
 
@@ -112,7 +123,8 @@ def measure(servers: Servers, n: int, mode: str, run_ahead: str, args: argparse.
     server, row.new_server = servers.get(run_ahead)
     row.idle_rss = server.rss()
     with RssSampler(server, interval_s=0.1, kill_above=int(args.rss_guard_gb * GB)) as rss:
-        runs, row.wall_s = run_parallel(server.url, mode, prompts, args.steps, warmup=row.new_server)
+        runs, row.labs, row.wall_s = run_parallel_with_labs(server.url, mode, prompts, args.steps,
+                                                            warmup=row.new_server, labs=args.labs == "on")
     row.peak_rss, row.end_rss, row.killed = rss.peak, server.rss(), server.killed_for
     for r in runs:
         row.tokens += len(r.generated_ids)
@@ -129,15 +141,18 @@ def fmt_ms(v: float | None) -> str:
 
 def table(rows: list[Row]) -> str:
     head = ("| sessions | mode | run-ahead | server | RSS before GB | peak RSS GB | RSS at end GB | wall s | tokens "
-            "| aggregate tok/s | step p50 ms | step p95 ms | prefill p50 ms | errors |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "| aggregate tok/s | step p50 ms | step p95 ms | prefill p50 ms | errors | lab requests p50 ms "
+            "| lab errors |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         errors = f"{len(r.errors)}/{r.sessions}" + (f" (server stopped: {r.killed})" if r.killed else "")
         lines.append(f"| {r.sessions} | {r.mode} | {r.run_ahead} | {'new' if r.new_server else 'kept'} | "
                      f"{r.idle_rss / GB:.2f} | {r.peak_rss / GB:.2f} | {r.end_rss / GB:.2f} | "
                      f"{r.wall_s:.1f} | {r.tokens} | {r.tok_s:.1f} | {fmt_ms(percentile(r.step_ms, 50))} | "
-                     f"{fmt_ms(percentile(r.step_ms, 95))} | {fmt_ms(percentile(r.prefill_ms, 50))} | {errors} |")
+                     f"{fmt_ms(percentile(r.step_ms, 95))} | {fmt_ms(percentile(r.prefill_ms, 50))} | {errors} | "
+                     f"{fmt_ms(percentile([c.ms for c in r.labs], 50))} | "
+                     f"{sum(1 for c in r.labs if c.error)}/{len(r.labs)} |")
     return "\n".join(lines)
 
 
@@ -181,6 +196,8 @@ def main() -> None:
     ap.add_argument("--mode", choices=["ui", "api", "both"], default="ui")
     ap.add_argument("--server", choices=["shared", "fresh"], default="shared",
                     help="one server per setting for the whole run, or a new one per row")
+    ap.add_argument("--labs", choices=["on", "off"], default="on",
+                    help="each visitor also runs Speculative Start + Round and Quantization Run")
     ap.add_argument("--python", default=sys.executable, help="the Python that runs the server (its torch)")
     ap.add_argument("--app-dir", type=Path, default=ROOT, help="the tree whose app.py is served")
     ap.add_argument("--rss-guard-gb", type=float, default=10.0, help="stop a server whose RSS passes this")
@@ -210,7 +227,8 @@ def main() -> None:
     print(table(rows))
     print()
     print("\n".join(goals(rows)))
-    errors = sorted({e for r in rows for e in r.errors})
+    errors = sorted({e for r in rows for e in r.errors} | {f"{c.name}: {c.error}" for r in rows for c in r.labs
+                                                           if c.error})
     if errors:
         print("\nerrors seen:")
         for e in errors[:10]:

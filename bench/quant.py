@@ -1,16 +1,16 @@
 """Quantization: weight bytes, decode speed and fidelity per scheme, fp32 as the peer in the same run;
 then the low-bit kernels this torch has, timed on the model's own matrix shapes.
 
-Run: python bench/quant.py [--schemes fp32,bf16,int8,int4:32,int4:64] [--kv fp32|int8] [--tokens 32]
+Run: python -m bench.quant [--schemes fp32,bf16,int8,int4:32,int4:64] [--kv fp32|int8] [--tokens 32]
      [--steps 16] [--rounds 3] [--threads N] [--model SOURCE]
-     python bench/quant.py --quick   (two prompts, a few tokens and steps: a smoke test, not a measurement)
+     python -m bench.quant --quick   (two prompts, a few tokens and steps: a smoke test, not a measurement)
 
 Table 1, per scheme: bytes its weights hold (packed values, scales, zeros; the shared fp32 norms counted)
 and the ratio to fp32; decode tokens/s (the median step of a 16-token prompt's decode, schemes taking
 turns in short chunks round after round, so load elsewhere on a shared machine hits all of them) and the
 ratio to fp32; over PROMPTS, teacher-forced on fp32's greedy continuation of --tokens tokens: mean
 KL(p_fp32 || p_quant) and top-1 agreement over all positions, and the median first greedy divergence.
-Goals (issue 15): int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
+Goals: int8 <= 0.3x of fp32's bytes with top-1 agreement >= 0.97; int4-g32 <= 0.2x.
 
 Table 2, per matrix shape of one decode step (1 token): microseconds of fp32 `F.linear`, bf16 `F.linear`,
 our int8 path (int8 -> fp32, matmul, scale), `aten._weight_int8pack_mm` (fp32 and bf16 activations), our
@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
-
-from inspector.engine import steps  # noqa: E402
-from inspector.models.loader import load_model  # noqa: E402
-from inspector.quant import packing  # noqa: E402
-from inspector.quant.kv_int8 import new_kv_cache  # noqa: E402
-from inspector.quant.lab import PATHS, QuantLab  # noqa: E402
-from inspector.quant.model import weight_bytes  # noqa: E402
-from inspector.quant.schemes import parse_scheme  # noqa: E402
+from inspector.engine import steps
+from inspector.models.loader import load_model
+from inspector.quant import packing
+from inspector.quant.kv_int8 import new_kv_cache
+from inspector.quant.lab import PATHS, QuantLab
+from inspector.quant.model import weight_bytes
+from inspector.quant.schemes import parse_scheme
+from inspector.units import MIB
 
 PROMPTS = [
     ("What is gravity?", True),
@@ -109,7 +105,7 @@ def kernel_rows(n: int, k: int, reps: int) -> list[tuple[str, float, int]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.quant", description=__doc__.split("\n\n")[0])
     ap.add_argument("--schemes", default="fp32,bf16,int8,int4:32,int4:64")
     ap.add_argument("--kv", default="fp32", choices=("fp32", "int8"))
     ap.add_argument("--tokens", type=int, default=32, help="teacher-forced positions per prompt")
@@ -155,7 +151,7 @@ def main() -> None:
         kl = sum(r.kl_mean * r.positions for r in recs) / positions
         top1 = sum(r.top1_agreement * r.positions for r in recs) / positions
         divs = [r.first_divergence_step if r.first_divergence_step is not None else r.positions for r in recs]
-        print(f"| {s.label} | {b / 1e6:.1f} MB | {b / base_bytes:.3f} | {tok_s:.1f} | {tok_s / base_tok_s:.2f} "
+        print(f"| {s.label} | {b / MIB:.1f} MiB | {b / base_bytes:.3f} | {tok_s:.1f} | {tok_s / base_tok_s:.2f} "
               f"| {kl:.4g} | {top1:.3f} | {statistics.median(divs):g} of {tokens} | {PATHS[s.weights]} |")
     print(f"\n{len(prompts)} prompts x up to {tokens} teacher-forced positions; decode: median of {rounds} x {n_steps} "
           "steps per scheme.\n")

@@ -1,4 +1,4 @@
-"""Soak (issue 11): one session on Play for `--minutes` (10) on one `python app.py` server; is memory flat?
+"""Soak: one session on Play for `--minutes` (10) on one `python app.py` server; is memory flat?
 
 The session does what a visitor who keeps pressing Play does, through the page's own events: `/ui_prefill`
 (a greedy chat prompt, the next of `tests.server_proc.PROMPTS` each round, max new tokens `--max-new`,
@@ -11,7 +11,7 @@ Prints: server torch version; RSS after the first minute, at the end, their rati
 minute; tokens generated (each round's prefill token and Play's), tokens/s over the whole run (prefills
 included); rounds and why each Play stopped.
 
-Usage: python bench/soak.py [--minutes 10] [--max-new 256] [--python /tmp/venv215/bin/python] [--app-dir DIR]
+Usage: python -m bench.soak [--minutes 10] [--max-new 256] [--python /tmp/venv215/bin/python] [--app-dir DIR]
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+from inspector.units import GIB
+from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version  # noqa: E402
-
-GB = 2**30
 
 
 def rss_at(samples: list[tuple[float, int]], t: float) -> int:
@@ -37,12 +36,12 @@ def rss_at(samples: list[tuple[float, int]], t: float) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--max-new", type=int, default=256, help="max new tokens per round")
     ap.add_argument("--python", default=sys.executable, help="the Python that runs the server (its torch)")
     ap.add_argument("--app-dir", type=Path, default=ROOT, help="the tree whose app.py is served")
-    ap.add_argument("--rss-guard-gb", type=float, default=10.0, help="stop the server if its RSS passes this")
+    ap.add_argument("--rss-guard-gb", type=float, default=10.0, help="stop the server if its RSS passes this many GiB")
     args = ap.parse_args()
     duration = args.minutes * 60
     baseline_s = 60.0 if duration > 120 else duration / 2
@@ -55,7 +54,7 @@ def main() -> None:
     stops: collections.Counter[str] = collections.Counter()
     with Server(args.python, env=env, app_dir=args.app_dir) as server:
         session = UiSession(server.url)
-        with RssSampler(server, interval_s=1.0, kill_above=int(args.rss_guard_gb * GB)) as rss:
+        with RssSampler(server, interval_s=1.0, kill_above=int(args.rss_guard_gb * GIB)) as rss:
             t0 = time.monotonic()
             deadline = t0 + duration
             while time.monotonic() < deadline and server.alive():
@@ -75,13 +74,13 @@ def main() -> None:
 
     samples = rss.samples
     base, end = rss_at(samples, t0 + baseline_s), samples[-1][1]
-    print(f"\n| RSS after {baseline_s / 60:g} min GB | RSS at end GB | end / baseline | peak GB | tokens | tok/s "
+    print(f"\n| RSS after {baseline_s / 60:g} min GiB | RSS at end GiB | end / baseline | peak GiB | tokens | tok/s "
           "| rounds |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| {base / GB:.3f} | {end / GB:.3f} | {end / base:.3f} | {rss.peak / GB:.3f} | {tokens} | "
+    print(f"| {base / GIB:.3f} | {end / GIB:.3f} | {end / base:.3f} | {rss.peak / GIB:.3f} | {tokens} | "
           f"{tokens / elapsed:.1f} | {rounds} |")
-    print("\nRSS each minute (GB): " + ", ".join(
-        f"{m}: {rss_at(samples, t0 + 60 * m) / GB:.3f}" for m in range(0, int(elapsed // 60) + 1)))
+    print("\nRSS each minute (GiB): " + ", ".join(
+        f"{m}: {rss_at(samples, t0 + 60 * m) / GIB:.3f}" for m in range(0, int(elapsed // 60) + 1)))
     print("Play stopped: " + "; ".join(f"{k} x{v}" for k, v in stops.most_common()))
     ok = end <= 1.10 * base and not errors and not killed
     print(f"goal (RSS at end within 10% of after {baseline_s / 60:g} min, no errors): {'yes' if ok else 'NO'}")

@@ -1,7 +1,7 @@
 """Speculative decoding vs plain greedy decoding on the default model; prints a markdown table.
 
-Run: python bench/speculative.py [--tokens 64] [--draft-len 5] [--layer 24] [--repeats 3] [--threads N]
-     python bench/speculative.py --quick   (one prompt, a few tokens: a smoke test in seconds, not a measurement)
+Run: python -m bench.speculative [--tokens 64] [--draft-len 5] [--layer 24] [--repeats 3] [--threads N]
+     python -m bench.speculative --quick   (one prompt, a few tokens: a smoke test in seconds, not a measurement)
 
 For each prompt (code and text whose continuation repeats the prompt, where prompt lookup shines, and free
 text, where it does not), greedy: plain decoding (the engine's prefill + decode_step, argmax) and
@@ -17,17 +17,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
-
-from inspector.engine.config import SamplingParams  # noqa: E402
-from inspector.models.loader import load_model  # noqa: E402
-from inspector.speculative.decoding import SpeculativeRun, plain_decode  # noqa: E402
-from inspector.speculative.drafters import make_drafter  # noqa: E402
+from inspector.engine.config import SamplingParams
+from inspector.models.loader import load_model
+from inspector.speculative.decoding import SpeculativeRun, plain_decode
+from inspector.speculative.drafters import make_drafter
 
 CODE = ("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\n"
         "# the same functions again:\ndef add(a, b):")
@@ -47,7 +43,7 @@ def tokens_per_s(tokens: int, seconds: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.speculative", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="model source (default: the embedded SmolLM2-135M-Instruct)")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per run")
     ap.add_argument("--draft-len", type=int, default=5)

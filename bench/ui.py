@@ -12,22 +12,22 @@
 - Play tokens/s with views on: tokens that reached the page / wall time; peer: engine tokens/s.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).
 
-Usage: python bench/ui.py [--steps 8] [--play-tokens 24]
+Usage: python -m bench.ui [--steps 8] [--play-tokens 24]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.net import HOST, free_port, wait_for_http
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -59,12 +59,6 @@ CLICK_TO_PAINT = """async (id) => {
 }"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def chromium(p):
     import shutil
     path = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -74,21 +68,16 @@ def chromium(p):
 def cold_start(p) -> float:
     """Seconds from `python app.py` to a usable page."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": HOST}
+    url = f"http://{HOST}:{port}/"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         browser = chromium(p)
         page = browser.new_page()
-        while True:
-            try:
-                page.goto(f"http://127.0.0.1:{port}/", timeout=2000)
-                break
-            except Exception:
-                if proc.poll() is not None:
-                    raise RuntimeError("app.py exited") from None
-                time.sleep(0.1)
+        wait_for_http(url, proc, timeout_s=300, interval_s=0.1)
+        page.goto(url)
         page.locator("#prefill-btn").wait_for(state="visible", timeout=120_000)
         page.locator("#status-phase").wait_for(state="visible", timeout=120_000)
         elapsed = time.perf_counter() - t0
@@ -125,7 +114,7 @@ def step_clicks(page, steps: int) -> dict[str, list]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.ui")
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
     ap.add_argument("--play-tokens", type=int, default=24)
     args = ap.parse_args()

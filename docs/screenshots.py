@@ -1,4 +1,4 @@
-"""Screenshots of the real app for the README: `python docs/screenshots.py` refreshes docs/img/*.png.
+"""Screenshots of the real app for the README: `python -m docs.screenshots` refreshes docs/img/*.png.
 
 It starts the app in process on the embedded default model (127.0.0.1, a free port), drives Debian
 chromium with Playwright at 1400x900 the way a visitor does (a prompt, Prefill, a few Steps) and saves
@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # runs from a checkout without `pip install -e .` too
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -50,7 +49,7 @@ def open_tab(page, label: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m docs.screenshots", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--chromium", default=os.environ.get("CHROMIUM_PATH") or shutil.which("chromium"))

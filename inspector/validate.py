@@ -153,7 +153,7 @@ def real(v: Any, name: str, lo: float | None = None, hi: float | None = None, *,
 MIN_TEMPERATURE = 1e-6
 TEMPERATURE = Bound("temperature", False, 0.0, note="(0 = greedy)", least_nonzero=MIN_TEMPERATURE)
 TOP_K = Bound("top-k", True, 0, note="(0 = off)")
-TOP_P = Bound("top-p", False, 0.0, 1.0, lo_open=True)
-MIN_P = Bound("min-p", False, 0.0, 1.0, hi_open=True)
+TOP_P = Bound("top-p", False, 0.0, 1.0, lo_open=True, note="(1 = off)")
+MIN_P = Bound("min-p", False, 0.0, 1.0, hi_open=True, note="(0 = off)")
 SEED = Bound("seed", True, 0)
 SAMPLING = (TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED)  # in SamplingParams' field order

@@ -2,7 +2,7 @@
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
 Used by tests/test_load.py, bench/load.py and bench/soak.py; no pytest here, so the bench scripts import it
-too (`from tests.server_proc import ...`, with the repository root on sys.path).
+too (`from tests.server_proc import ...`; they run as modules from the repository root).
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
   e.g. another torch in a venv), from this checkout or another tree (`app_dir=`, e.g. `git archive HEAD`
@@ -22,17 +22,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from tests.net import NotServing, free_port, wait_for_http, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
@@ -54,12 +54,6 @@ def prompt_for(i: int) -> str:
     """Session i's prompt: different for every session."""
     base = PROMPTS[i % len(PROMPTS)]
     return base if i < len(PROMPTS) else f"{base} (question {i + 1})"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torch_version(python: str) -> str:
@@ -112,18 +106,10 @@ class Server:
         self.close(keep_log=exc_type is not None)
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.url + "gradio_api/info", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"the server was not ready after {self.ready_timeout_s:.0f} s:\n{self.log_tail()}")
+        try:
+            wait_for_http(self.url + "gradio_api/info", self.proc, self.ready_timeout_s)
+        except NotServing as exc:
+            raise RuntimeError(f"{exc}:\n{self.log_tail()}") from None
 
     @property
     def pid(self) -> int:
@@ -206,7 +192,7 @@ class RssSampler:
             rss = self.server.rss()
             self.samples.append((time.monotonic(), rss))
             if self.kill_above is not None and rss > self.kill_above and self.server.alive():
-                self.server.killed_for = f"RSS {rss / 2**30:.1f} GB passed the {self.kill_above / 2**30:.1f} GB guard"
+                self.server.killed_for = f"RSS {rss / 2**30:.1f} GiB passed the {self.kill_above / 2**30:.1f} GiB guard"
                 self.server.stop()
             if self._stop.wait(self.interval_s):
                 return
@@ -307,11 +293,8 @@ class UiSession:
         Pause. A Play still running `timeout_s` later is an error."""
         try:
             job = self.client.submit(*GREEDY, *LAYER_HEAD, api_name="/ui_play")
-            if deadline is not None:
-                while not job.done() and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if not job.done():
-                    _call(self.client, api_name="/ui_pause")
+            if deadline is not None and not wait_until(job.done, deadline - time.monotonic(), interval_s=0.2):
+                _call(self.client, api_name="/ui_pause")
             return self._bundle(job.result(timeout=timeout_s))
         except Exception as exc:  # noqa: BLE001
             return Reply(error=_one_line(exc))

@@ -4,6 +4,7 @@ the summary names the model and the outcome; bad files are one line with exit 1.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
@@ -92,3 +93,27 @@ def test_run_save_trace_then_trace_prints_the_same_json(capsys, tiny_llama_dir, 
     assert json.loads(capsys.readouterr().out)["text"] == streamed.rstrip("\n")
     assert main([*args, "--speculative", "ngram", "--save-trace", str(path)]) == 1
     assert "drop --speculative" in capsys.readouterr().err
+
+
+def test_a_file_of_the_first_version_and_a_corrupted_count(capsys, tmp_path):
+    """The committed v1 trace prints without a model; the same file with a step count of "nan" (its checksum
+    made to match) is one line naming the field, exit 1."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from inspector.session import trace_file
+
+    fixture = Path(__file__).parent / "data" / "trace_v1_tiny.safetensors"
+    assert main(["trace", str(fixture)]) == 0
+    assert "prompt text: 'The quick brown fox'" in capsys.readouterr().out
+    doc, tensors = trace_file.read_trace(fixture)
+    doc["forwards"][1]["step"] = "nan"
+    text = json.dumps(doc)
+    with safe_open(str(fixture), "pt") as f:
+        meta = {**f.metadata(), "trace": text, "sha256": trace_file._digest(text, tensors)}
+    save_file(tensors, str(tmp_path / "bad.safetensors"), metadata=meta)
+    assert main(["trace", str(tmp_path / "bad.safetensors"), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err == ("error: bad.safetensors is corrupted: forwards.1.step must be a whole number >= 0, "
+                            "got 'nan'\n")

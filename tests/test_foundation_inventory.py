@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401  (fixtures)
 
-from inspector.models.inventory import GROUPS, build_inventory, format_bytes, group_of
+from inspector.models.inventory import GROUPS, build_inventory, group_of
 from inspector.models.loader import load_model
 
 
@@ -18,12 +18,6 @@ def test_group_of():
     assert group_of("lm_head.weight") == "lm_head"
     with pytest.raises(ValueError):
         group_of("model.layers.0.block_sparse_moe.gate.weight")
-
-
-def test_format_bytes():
-    assert format_bytes(538_090_408) == "538.1 MB"
-    assert format_bytes(98_362_432) == "98.4 MB"
-    assert format_bytes(512) == "512 B"
 
 
 def test_tiny_tied(tiny_llama_dir):

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slow
 
 HEALTH_EVERY = 40  # cases per server between two checks that a normal request still works
 CALL_TIMEOUT_S = 120.0
-REFUSE_FAST_S = 3.0  # a prompt far over a cap is refused before any model work (issue 11): well under this
+REFUSE_FAST_S = 3.0  # a prompt far over a cap is refused before any model work: well under this
 
 GREEDY = (0.0, 0, 1.0, 0.0, 0)
 NORMAL_PROMPT = "The quick brown fox"

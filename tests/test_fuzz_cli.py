@@ -9,11 +9,16 @@ Generation runs on the tiny random model of tests/tiny.py (context window 256 to
 milliseconds) unless a case names no `--model`: then the real default model, loaded once for the whole
 module (`load_model` is patched to hand back the session's `default_model` instead of loading it per call).
 Cases run in a temporary folder, so a path argument never touches the checkout.
+
+Every numeric flag of every subcommand (NUMERIC_FLAGS, checked complete against the parser) is also given
+empty, text, nan, inf, 1e309, -5 and values just past its range: each is a one-line usage error (exit 2)
+naming the field, the range and the value, with no model or config read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -32,13 +37,13 @@ HEALTH_EVERY = 50
 TINY = "{TINY}"  # placeholders, filled in when a case runs (paths differ between runs; case ids do not)
 GEN = ("--model", TINY, "--max-new-tokens", "3")
 
-NUMBER_OPTIONS = {  # option -> (argparse type, names an error must contain)
-    "--temperature": (float, ("temperature",)),
-    "--top-k": (int, ("top-k",)),
-    "--top-p": (float, ("top-p",)),
-    "--min-p": (float, ("min-p",)),
-    "--seed": (int, ("seed",)),
-    "--max-new-tokens": (int, ("max-new-tokens", "max new tokens")),
+NUMBER_OPTIONS = {  # option -> (whole number?, names an error must contain)
+    "--temperature": (False, ("temperature",)),
+    "--top-k": (True, ("top-k",)),
+    "--top-p": (False, ("top-p",)),
+    "--min-p": (False, ("min-p",)),
+    "--seed": (True, ("seed",)),
+    "--max-new-tokens": (True, ("max-new-tokens", "max new tokens")),
 }
 NUMBER_TEXT = ["0", "1", "3", "0.5", "-1", "-0", "-0.0", "1e-300", "1e-45", "1e-7", "1e-6", "1e308", "1e400", "nan",
                "NaN", "inf", "-inf", "Infinity", "abc", "", " ", " 3 ", "1,5", "0x10", "1_0", "\u0663", "\uff15", "+2",
@@ -60,32 +65,48 @@ class CliCase:
 
 
 # ---------------------------------------------------------------- cases
-def number_expect(option: str, text: str) -> Expect:
-    """What `--option text` must do: argparse's conversion, then the engine's ranges."""
-    kind, names = NUMBER_OPTIONS[option]
-    if text.startswith("-") and not NEG_NUMBER.fullmatch(text):
-        return Expect("error", names)  # argparse takes it for an option: "expected one argument"
+def as_number(text: str, whole: bool) -> int | float | None:
+    """What a number flag must read `text` as (Python's own float syntax, finite; a whole number for a whole
+    flag, kept exact), or None when it must refuse it."""
     try:
-        v = kind(text)
+        x = float(text)
     except ValueError:
-        return Expect("error", names)
+        return None
+    if not math.isfinite(x) or (whole and not x.is_integer()):
+        return None
+    if not whole:
+        return x
+    try:
+        return int(text)  # exact past 2**53
+    except ValueError:
+        return int(x)  # "1e3", "2."
+
+
+def number_expect(option: str, text: str) -> tuple[Expect, int | float | None]:
+    """What `--option text` must do, and the value it is read as: the flag's range, then the engine's."""
+    whole, names = NUMBER_OPTIONS[option]
+    if text.startswith("-") and not NEG_NUMBER.fullmatch(text):
+        return Expect("error", names), None  # argparse takes it for an option: "expected one argument"
+    v = as_number(text, whole)
+    if v is None:
+        return Expect("error", names), None
     valid = {
-        "--temperature": lambda x: x == x and x != float("inf") and (x == 0 or x >= 1e-6),
+        "--temperature": lambda x: x == 0 or x >= 1e-6,
         "--top-k": lambda x: x >= 0,
         "--top-p": lambda x: 0 < x <= 1,
         "--min-p": lambda x: 0 <= x < 1,
         "--seed": lambda x: x >= 0,
         "--max-new-tokens": lambda x: x > 0,
     }[option](v)
-    return Expect("ok" if valid else "error", names)
+    return Expect("ok" if valid else "error", names), v
 
 
 def number_cases(rng: random.Random) -> list[CliCase]:
     cases = []
     for option in NUMBER_OPTIONS:
         for text in rng.sample(NUMBER_TEXT, 14):
-            expect = number_expect(option, text)
-            if option == "--max-new-tokens" and expect.kind == "ok" and int(text) > 8:
+            expect, value = number_expect(option, text)
+            if option == "--max-new-tokens" and expect.kind == "ok" and value > 8:
                 continue  # valid but long: generation up to the context end is its own case (cap-*)
             gen = [a for a in GEN if a not in ("--max-new-tokens", "3")] if option == "--max-new-tokens" else list(GEN)
             argv = ["run", "--prompt", rng.choice(("Hello", "What is 2+2?", "def f(x):")), *gen, option, text]
@@ -380,3 +401,73 @@ def test_normal_run_after_fuzz(env: Env, capsys, monkeypatch):
     monkeypatch.chdir(env.tmp)
     now = env.normal(capsys)
     assert now == (env.reference if env.reference is not None else now) and isinstance(now, list), now
+
+
+# ---------------------------------------------------------------- every numeric flag, refused as it is parsed
+# (subcommand with its required arguments, flag, the field its message names, values just past its range)
+RUN, QUANT = ("run", "--prompt", "hi"), ("quant", "--prompt", "hi", "--quant", "int8")
+SERVE, MEMORY = ("serve-sim", "--prompts", "prompts.txt"), ("memory", "--config", "meta-llama/Llama-3.1-8B")
+NUMERIC_FLAGS = [
+    (RUN, "--max-new-tokens", "max-new-tokens", ("0",)),
+    (RUN, "--temperature", "temperature", ("-1e-9",)),
+    (RUN, "--top-k", "top-k", ("-1", "0.5")),
+    (RUN, "--top-p", "top-p", ("0", "1.0000001")),
+    (RUN, "--min-p", "min-p", ("1", "-0.1")),
+    (RUN, "--seed", "seed", ("-1", "1.5")),
+    (RUN, "--draft-len", "draft-len", ("0",)),
+    (QUANT, "--max-new-tokens", "max-new-tokens", ("0",)),
+    (SERVE, "--max-new-tokens", "max-new-tokens", ("0",)),
+    (SERVE, "--max-batch", "max-batch", ("0",)),
+    (SERVE, "--block-size", "block-size", ("0",)),
+    (SERVE, "--blocks", "blocks", ("0",)),
+    (SERVE, "--prefill-chunk", "prefill-chunk", ("0",)),
+    (SERVE, "--arrivals", "arrivals", ("0,-1", "0,,1", "0,1.5")),
+    (SERVE, "--arrival-every", "arrival-every", ("-1",)),
+    (SERVE, "--n", "n", ("0",)),
+    (SERVE, "--temperature", "temperature", ("-0.5",)),
+    (SERVE, "--top-k", "top-k", ("-1",)),
+    (SERVE, "--top-p", "top-p", ("1.5",)),
+    (SERVE, "--min-p", "min-p", ("1",)),
+    (SERVE, "--seed", "seed", ("-1",)),
+    (MEMORY, "--context", "context", ("0",)),
+    (MEMORY, "--batch", "batch", ("0", "2.5")),
+    (MEMORY, "--memory", "memory", ("0GB", "1e308TB", "5XB", "0.5b")),
+]
+BAD_NUMBERS = ("", "abc", "nan", "inf", "1e309", "-5")
+FLAG_CASES = [(cmd, flag, field, value) for cmd, flag, field, past in NUMERIC_FLAGS for value in BAD_NUMBERS + past]
+
+
+@pytest.mark.parametrize("cmd, flag, field, value", FLAG_CASES,
+                         ids=[f"{c[0]}{f}={v!r}" for c, f, _, v in FLAG_CASES])
+def test_a_bad_number_is_one_usage_line(cmd, flag, field, value, capsys, monkeypatch):
+    """Exit 2 with one line naming the field, its range and the value, before any model or config is read."""
+    import inspector.models.loader as loader
+    import inspector.serving.memory as mem
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a bad flag got past argparse")
+
+    monkeypatch.setattr(loader, "load_model", never)
+    monkeypatch.setattr(mem, "resolve_config", never)
+    rc, out, err, raised = run_cli([*cmd, f"{flag}={value}"], capsys)  # "=": argparse never takes it for an option
+    assert (rc, out, raised) == (2, "", None), (rc, out, raised, err)
+    assert err.startswith(f"error: inspector {cmd[0]}: argument {flag}: {field} ") and err.count("\n") == 1, err
+    assert "must be" in err and repr(value) in err or value == "" and f"{field} is empty" in err, err
+
+
+def test_every_numeric_flag_is_in_the_table():
+    """Any flag with a `type=` (a number) of any subcommand is in NUMERIC_FLAGS, so it is fuzzed above."""
+    from inspector.commands.cli import build_parser
+
+    def flags(parser: Any, path: tuple[str, ...]) -> set[tuple[str, str]]:
+        found = set()
+        for action in parser._actions:
+            if action.choices and isinstance(action.choices, dict):  # subcommands
+                for name, sub in action.choices.items():
+                    found |= flags(sub, (*path, name))
+            elif action.type is not None:
+                found.add((" ".join(path), action.option_strings[0] if action.option_strings else action.dest))
+        return found
+
+    listed = {(cmd[0], flag) for cmd, flag, _, _ in NUMERIC_FLAGS}
+    assert flags(build_parser(), ()) == listed

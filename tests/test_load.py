@@ -1,4 +1,4 @@
-"""Load test (issue 11): eight sessions at once on one real `python app.py` server.
+"""Load test: eight sessions at once on one real `python app.py` server.
 
 Each session is a greedy chat prompt of its own, prefilled and stepped through the page's own events
 (`/ui_prefill`, `/ui_step`: what a browser triggers, and the path that runs each next forward ahead),
@@ -7,7 +7,8 @@ prompt run alone first, one after another, through the named API `/prefill` + `/
 forward ahead); the server's peak RSS, sampled from outside every 0.1 s, stays under `PEAK_RSS_BOUND`.
 The solo runs' sessions stay live (idle, as visitors who left), so the eight parallel clients connect
 (a page load each: GET /config) to a server that already holds sessions, as a shared Space does; that
-is where issue 11's memory growth showed. Speed is not asserted here (bench/load.py prints it).
+is where a page config that dragged sessions into each copy made memory grow. Speed is not asserted here
+(`python -m bench.load` prints it).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from tests.server_proc import RssSampler, Server, prompt_for, run_parallel, run_
 pytestmark = pytest.mark.slow
 
 SESSIONS = 8
-STEPS = 6  # the workload of issue 11: prefill (max new tokens 8), then six steps
+STEPS = 6  # prefill (max new tokens 8), then six steps
 MAX_NEW = 8
 # A healthy server holds the model and runtime (~0.9-1.0 GB idle) plus eight small sessions (a 40-token
-# chat prompt's KV cache and trace is ~15 MB): 1.1-1.4 GB measured. With the memory growth of issue 11
-# the same load reached 11-20 GB (shared/FINDINGS.md, torch 2.15) and passed the 6 GB guard below
-# (torch 2.13). 3 GB leaves about twice the healthy peak for allocator noise and still fails on the bug.
+# chat prompt's KV cache and trace is ~15 MB), about 1.1-1.4 GB. A server whose page config copies drag
+# sessions along grows to many GB under this load; 3 GB leaves about twice the healthy peak for
+# allocator noise and still fails on that.
 PEAK_RSS_BOUND = 3 * 2**30
 GUARD = 6 * 2**30  # past this the sampler stops the server: a runaway must not take the shared machine down
 

@@ -1,4 +1,4 @@
-"""The quantization goals on the real default model (issue 15), and `inspector quant` / its errors through the CLI.
+"""The quantization goals on the real default model, and `inspector quant` / its errors through the CLI.
 
 int8 weights hold <= 0.3x of fp32's bytes with top-1 agreement >= 0.97 teacher-forced on fp32's greedy
 continuation; int4-g32 <= 0.2x; int4-g128 is refused in one line (128 does not divide 576)."""

@@ -1,7 +1,12 @@
 """The README's quick start is what CI runs: its test command appears verbatim in .ci/run."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +42,36 @@ def test_readme_pictures_exist():
     assert len(pictures) >= 10
     missing = [p for p in pictures if not (ROOT / p).is_file()]
     assert not missing, missing
+
+
+def benchmark_modules() -> list[str]:
+    """The modules the README's Benchmarks section tells a reader to run, in its order."""
+    section = (ROOT / "README.md").read_text().split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"`python -m (bench\.\w+)", section)
+
+
+def test_readme_lists_every_bench_script_by_its_module_command():
+    scripts = {f"bench.{p.stem}" for p in (ROOT / "bench").glob("*.py")
+               if '__name__ == "__main__"' in p.read_text(encoding="utf-8")}  # scripts, not their helper modules
+    assert set(benchmark_modules()) == scripts
+    # by file path they would not run: `tests.*` and this checkout's `inspector` import from the root
+    assert not re.findall(r"python (?:bench|docs)/\w+\.py", (ROOT / "README.md").read_text())
+
+
+@pytest.mark.parametrize("module", [*sorted(set(benchmark_modules())), "docs.screenshots"])
+def test_bench_and_docs_scripts_run_as_modules(module: str):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # what a reader's shell has
+    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("usage: "), out.stdout[:200]
+
+
+@pytest.mark.slow
+def test_readme_levers_example_runs():
+    """The README's Python example of the levers runs as written and finishes a generation."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"\*\*Levers from Python\.\*\*.*?```python\n(.*?)```", text, re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith(("max_tokens", "eos")) and len(out.stdout.split()) > 5

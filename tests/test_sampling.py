@@ -8,12 +8,26 @@ import pytest
 import torch
 
 from inspector.engine.config import SamplingParams
-from inspector.engine.sampling import apply_min_p, apply_top_k, apply_top_p, entropy, generator_for, sample
+from inspector.engine.processors import MinP, TopK, TopP
+from inspector.engine.sampling import entropy, generator_for, sample
 from inspector.session.sample_records import sample_record
 
 # probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 as logits
 PROBS = torch.tensor([0.5, 0.25, 0.125, 0.0625, 0.0625])
 LOGITS = PROBS.log()
+
+
+def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """What the top-k stage keeps (its finite logits)."""
+    return torch.isfinite(TopK(k)([], logits))
+
+
+def apply_top_p(probs: torch.Tensor, p: float) -> torch.Tensor:
+    return torch.isfinite(TopP(p)([], probs.log()))
+
+
+def apply_min_p(probs: torch.Tensor, min_p: float) -> torch.Tensor:
+    return torch.isfinite(MinP(min_p)([], probs.log()))
 
 
 def close(a: torch.Tensor, b) -> bool:

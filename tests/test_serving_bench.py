@@ -1,4 +1,5 @@
-"""bench/batching.py --quick runs end to end (on the tiny model) and prints its tables with the roofline columns."""
+"""`python -m bench.batching --quick` runs end to end (on the tiny model) and prints its tables with the roofline
+columns."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from tests.tiny import run_bench_quick
 
 
 def test_batching_bench_quick(tmp_path):
-    stdout = run_bench_quick("batching.py", tmp_path / "m", tie=False)
+    stdout = run_bench_quick("batching", tmp_path / "m", tie=False)
     lines = stdout.splitlines()
     header = next(line for line in lines if line.startswith("| batch |"))
     assert "GB/s" in header and "% of peak GFLOP/s" in header and "FLOP/byte" in header

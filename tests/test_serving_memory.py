@@ -1,14 +1,13 @@
 """Memory calculator: parameter counts against published sizes, weight and KV bytes by hand, GQA vs MHA,
-fits-in-memory, the tensor list against real checkpoints and the engine, and `inspector memory` (JSON, table,
---list, one-line errors). Fast: no model is loaded (the two `slow` tests read the real default model's
-header and build Hugging Face's own modules on the meta device).
+fits-in-memory, the meta-device count against a real built model, transformers' own classes and real
+checkpoints, and `inspector memory` (JSON, table, --list, one-line errors). Fast: no real model is loaded
+(the two `slow` tests read the real default model's header and build Hugging Face's modules for every
+shipped config on the meta device).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,8 @@ def cfg(name: str):
 
 
 def expanded(c) -> dict[str, tuple[int, ...]]:
-    """The calculator's tensor list with `layers.*` spelled out per layer: name -> shape."""
-    out = {}
-    for t in mem.tensors(c):
-        for i in range(t.count) if "*" in t.name else [None]:
-            out[t.name.replace("*", str(i))] = t.shape
-    return out
+    """The calculator's tensor list: name -> shape."""
+    return {t.name: t.shape for t in mem.tensors(c)}
 
 
 # ---- parameter counts --------------------------------------------------------------------------------------
@@ -64,7 +59,7 @@ PUBLISHED = {
 }
 
 
-def test_every_model_of_the_issue_is_shipped_with_its_sources():
+def test_every_published_model_is_shipped_with_its_sources():
     shipped = mem.shipped_configs()
     assert [s.repo_id for s in shipped.values()] == list(PUBLISHED)
     for s in shipped.values():
@@ -89,7 +84,8 @@ def test_qwen_non_embedding_params_match_the_card():
     non_embedding = sum(p for g, (p, _) in groups.items() if g not in ("embedding", "lm_head"))
     assert non_embedding == 6_525_621_760 and round(non_embedding / 1e9, 2) == 6.53
     biases = [t for t in mem.tensors(cfg("Qwen/Qwen2.5-7B")) if t.name.endswith(".bias")]
-    assert sorted(t.name.split(".")[-2] for t in biases) == ["k_proj", "q_proj", "v_proj"]
+    assert sorted({t.name.split(".")[-2] for t in biases}) == ["k_proj", "q_proj", "v_proj"]
+    assert len(biases) == 3 * 28
     assert not [t for t in mem.tensors(cfg("mistralai/Mistral-7B-v0.1")) if t.name.endswith(".bias")]
 
 
@@ -200,17 +196,44 @@ def test_tensors_equal_a_transformers_checkpoint(fixture, request):
     assert expanded(rc.config) == safetensors_shapes(directory / "model.safetensors")
 
 
-def test_tensors_equal_the_engine_model_for_every_shipped_config():
-    torch = pytest.importorskip("torch")
-    from dataclasses import replace
+TINY = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+@pytest.mark.parametrize("tie", [True, False])
+def test_meta_count_equals_a_real_model_and_transformers(model_type, tie):
+    """The count read off the meta-device model equals sum(numel) of the same engine model built for real
+    (random weights, fp32 and bf16 bytes), and of transformers' own class built from the same config."""
+    import torch
+    import transformers
 
     from inspector.engine.model import Transformer
 
+    raw = {**TINY, "model_type": model_type, "tie_word_embeddings": tie}
+    c = mem.config_from_hf(raw, f"tiny-{model_type}")
+    real = Transformer(c)
+    assert mem.count_params(c) == sum(p.numel() for p in real.parameters())
+    assert expanded(c) == {k: tuple(p.shape) for k, p in real.named_parameters()}
+    assert mem.weight_bytes(c, "fp32") == sum(p.nbytes for p in real.parameters())
+    assert mem.weight_bytes(c, "bf16") == sum(p.nbytes for p in real.to(torch.bfloat16).parameters())
+
+    hf_class, hf_config = {"llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
+                           "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config)}[model_type]
+    keys = {k: v for k, v in raw.items() if k != "model_type"}
+    with torch.device("meta"):
+        hf = hf_class(hf_config(**keys))
+    assert mem.count_params(c) == sum(p.numel() for p in hf.parameters())  # a tied head is one parameter
+    assert expanded(c) == {k: tuple(p.shape) for k, p in hf.named_parameters()}
+    assert (c.qkv_bias, "lm_head.weight" in expanded(c)) == (model_type == "qwen2", not tie)
+
+
+def test_every_shipped_config_builds_on_the_meta_device():
+    """No shipped entry needs a formula path: each one is the engine's llama or qwen2 model."""
     for s in mem.shipped_configs().values():
-        c = replace(cfg(s.repo_id), num_hidden_layers=2)  # same tensors per layer, quick to build
-        with torch.device("meta"):
-            state = Transformer(c).state_dict()
-        assert expanded(c) == {k: tuple(v.shape) for k, v in state.items()}, s.repo_id
+        rc = mem.resolve_config(s.repo_id)
+        assert mem.count_params(rc.config) > 0
+        assert (rc.layout_note is None) == (s.config["model_type"] in ("llama", "qwen2")), s.repo_id
 
 
 @pytest.mark.slow
@@ -272,12 +295,6 @@ def test_data_file_is_package_data():
     assert "model_configs.json" in pyproject["tool"]["setuptools"]["package-data"]["inspector.serving"]
 
 
-def test_calculator_does_not_import_torch():
-    code = "import sys, inspector.serving.memory, inspector.commands.memory; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-
-
 # ---- CLI ---------------------------------------------------------------------------------------------------
 
 def test_cli_json_keys_and_values(capsys):
@@ -292,6 +309,7 @@ def test_cli_json_keys_and_values(capsys):
     assert set(FIVE_KEYS) <= out["mha"].keys() and out["mha"]["kv_bytes_per_token"] == 8 * 327_680
     assert out["fits_requests"] == 0 and out["memory_bytes"] == 80 * 10**9
     assert sum(g["params"] for g in out["params_by_group"].values()) == out["params"]
+    assert out["layout_note"] is None
 
 
 def test_cli_defaults_context_to_the_models_window_and_dtype_to_torch_dtype(capsys):
@@ -304,7 +322,8 @@ def test_cli_table(capsys):
     assert main(["memory", "--config", "mistralai/Mistral-7B-v0.1", "--context", "4096", "--memory", "24GB"]) == 0
     out = capsys.readouterr().out
     assert "7,241,732,096" in out and "GQA (8 KV heads)" in out and "MHA (32 KV heads)" in out
-    assert "131,072 B" in out and "requests that fit in 24.00 GB" in out and "sliding_window 4,096" in out
+    assert "131,072 B" in out and "requests that fit in 22.4 GiB" in out and "sliding_window 4,096" in out
+    assert "note: model_type mistral is counted as the engine's llama model (the same tensors)" in out
 
 
 def test_cli_list(capsys):
@@ -333,15 +352,8 @@ def _numel(shape: tuple[int, ...]) -> int:
 @pytest.mark.parametrize("args, message", [
     (["--config", "llama-3.1-70"], "unknown config 'llama-3.1-70'; did you mean meta-llama/Llama-3.1-70B"),
     (["--config", "gpt-5"], "unknown config 'gpt-5'"),
-    (["--config", "Llama-3.1-8B", "--context", "0"], "--context must be a positive integer, got 0"),
-    (["--config", "Llama-3.1-8B", "--context", "-5"], "--context must be a positive integer, got -5"),
-    (["--config", "Llama-3.1-8B", "--context", "lots"], "--context must be a positive integer, got 'lots'"),
-    (["--config", "Llama-3.1-8B", "--batch", "0"], "--batch must be a positive integer, got 0"),
     (["--config", "Llama-3.1-8B", "--dtype", "int3"], "unknown dtype 'int3'; choose one of fp32, bf16"),
     (["--config", "Llama-3.1-8B", "--kv-dtype", "q4"], "unknown KV dtype 'q4'"),
-    (["--config", "Llama-3.1-8B", "--memory", "lots"], "--memory must be a positive size"),
-    (["--config", "Llama-3.1-8B", "--memory", "1e400"], "--memory must be a positive size"),
-    (["--config", "Llama-3.1-8B", "--memory", "0GB"], "--memory must be a positive size"),
     (["--config", "/no/such/config.json"], "no such file or directory: /no/such/config.json"),
     (["--config", "x" * 5000], "unknown config 'xxx"),  # too long to be a path: no OSError
     ([], "memory needs --config"),
@@ -353,6 +365,26 @@ def test_cli_bad_input_is_one_line(args, message, capsys):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], captured.err
     assert len(lines[0]) < 400
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--context", "0"], "context must be a whole number >= 1, got '0'"),
+    (["--context", "-5"], "context must be a whole number >= 1, got '-5'"),
+    (["--context", "lots"], "context must be a whole number >= 1, got 'lots'"),
+    (["--batch", "0"], "batch must be a whole number >= 1, got '0'"),
+    (["--memory", "lots"], "memory must be a number > 0 of bytes with a unit, such as 80GB or 80GiB"),
+    (["--memory", "1e400"], "got '1e400'"),
+    (["--memory", "0GB"], "got '0GB'"),
+    (["--memory", "1e308TB"], "got '1e308TB'"),  # finite, but past the double range in bytes
+])
+def test_cli_bad_number_is_a_usage_error(args, message, capsys):
+    """A number out of range is refused as its flag is parsed (exit 2), before any config is read."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["memory", "--config", "Llama-3.1-8B", *args])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2 and captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: inspector memory: argument --") and message in lines[0]
 
 
 @pytest.mark.parametrize("content, message", [

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ import pytest
 
 from inspector.space.bundle import build_bundle, bundle_files
 from inspector.space.deploy import STALE_PATTERNS, SpaceDeployError, deploy_space
+from tests.net import free_port
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +165,6 @@ def hub():
     server.server_close()
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cli(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     """Run `inspector ...` in a fresh interpreter (huggingface_hub reads HF_* variables at import)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "TRANSFORMERS_"))}
@@ -218,7 +212,7 @@ def test_cli_without_a_token_says_so_in_one_line(hub, tmp_path):
 
 
 def test_cli_with_the_hub_unreachable_says_so_in_one_line(tmp_path):
-    endpoint = f"http://127.0.0.1:{closed_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     proc = cli(["space", "deploy", "someone/inspector", "--token", "hf_fake"], tmp_path, HF_ENDPOINT=endpoint)
     assert_one_error_line(proc, f"error: could not reach the Hugging Face Hub at {endpoint}")
 

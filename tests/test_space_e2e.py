@@ -13,26 +13,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from inspector.ui.app_model import HUB_MODEL_ID
 from inspector.space.bundle import build_bundle
+from tests.net import NotServing, free_port, wait_for_http
 
 INSTALL_TIMEOUT_S = 480
 START_TIMEOUT_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path, n: int = 40) -> str:
@@ -49,18 +42,10 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def wait_for_server(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"app.py exited with {proc.returncode} before serving:\n{tail(log)}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1.0)
-    pytest.fail(f"app.py did not serve {url} within {START_TIMEOUT_S} s:\n{tail(log)}")
+    try:
+        wait_for_http(url, proc, START_TIMEOUT_S, interval_s=1.0)
+    except NotServing as exc:
+        pytest.fail(f"app.py: {exc}:\n{tail(log)}")
 
 
 def install_requirements(tmp_path: Path, bundle: Path) -> tuple[Path, float]:

@@ -301,3 +301,102 @@ def test_saving_needs_a_run_and_a_writable_place(tiny_loaded, tmp_path):  # noqa
             save_trace(s, where)
         assert "\n" not in str(err.value)
     assert not list(tmp_path.iterdir())  # no partial file left behind
+
+
+# ---- the document, field by field (inspector.session.codec)
+FIXTURE = Path(__file__).parent / "data" / "trace_v1_tiny.safetensors"  # written by the first version's code
+
+
+ADDED_SINCE_V1 = {"stages", "stage_probs", "position_bytes"}  # record fields a first-version file does not have
+
+
+def without(value, keys: set[str]):
+    """`value` (JSON) with the dict entries named `keys` removed at every depth."""
+    if isinstance(value, dict):
+        return {k: without(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [without(v, keys) for v in value]
+    return value
+
+
+def test_a_file_of_the_first_version_still_loads():
+    """tests/data/trace_v1_tiny.safetensors: the tiny model, prefill + 4 steps (one branched), logit lens on,
+    saved by the hand-written writer the generic codec replaced; its document reads back field for field."""
+    doc, tensors = trace_file.read_trace(FIXTURE)
+    parsed = trace_file.parse_document(doc, tensors)
+    # nothing dropped, renamed or retyped; fields added since then read as their defaults
+    assert without(trace_file.to_json(parsed, {}), ADDED_SINCE_V1) == doc
+    back = load_trace(FIXTURE)
+    assert back.read_only and back.settings["prompt"] == "The quick brown fox"
+    assert len(back.records) == len(back.generated_ids) == 4 and back.records[2].extra["forced"] is True
+    assert back.records[0].kind == "prefill" and back.records[1].sample.params.top_k == 5
+    assert back.logit_lens(3) and back.attention_overview(3).shape[0] > 0
+
+
+def test_save_load_save_gives_the_same_file_contents(tiny_loaded, tmp_path):  # noqa: F811
+    s = generate(tiny_loaded, 3, lens=True)
+    save_trace(s, tmp_path / "a.safetensors", prompt="p", chat=True, system="sys")
+    back = load_trace(tmp_path / "a.safetensors")
+    assert_views_equal(s, back)
+    save_trace(back, tmp_path / "b.safetensors", prompt="p", chat=True, system="sys")
+    (doc_a, t_a), (doc_b, t_b) = trace_file.read_trace(tmp_path / "a.safetensors"), \
+        trace_file.read_trace(tmp_path / "b.safetensors")
+    assert doc_a == doc_b and sorted(t_a) == sorted(t_b)
+    assert all(t_a[n].dtype == t_b[n].dtype and torch.equal(t_a[n], t_b[n]) for n in t_a)
+    parsed = trace_file.parse_document(doc_a, t_a)
+    assert parsed.settings.system == "sys" and parsed.forwards[1].sample.params == SAMPLED
+    assert_records_equal(parsed.forwards, s.records)
+
+
+def _corrupt(saved: Path, dst: Path, where: str, value, drop_tensor: str | None = None) -> Path:
+    """`saved` with the document value at the dotted path `where` replaced (or a tensor dropped), its checksum
+    made to match: only the field check can find it."""
+    doc, tensors = trace_file.read_trace(saved)
+    *parents, last = where.split(".")
+    target = doc
+    for key in parents:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    target[int(last) if isinstance(target, list) else last] = value
+    if drop_tensor:
+        tensors.pop(drop_tensor)
+    text = json.dumps(doc)
+    with safe_open(str(saved), "pt") as f:
+        meta = dict(f.metadata())
+    save_file(tensors, str(dst), metadata={**meta, "trace": text, "sha256": trace_file._digest(text, tensors)})
+    return dst
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("forwards.1.step", -5, "forwards.1.step must be a whole number >= 0, got -5"),
+    ("forwards.0.start_pos", "nan", "forwards.0.start_pos must be a whole number >= 0, got 'nan'"),
+    ("settings.max_new_tokens", "abc", "settings.max_new_tokens must be a whole number >= 0, got 'abc'"),
+    ("settings.max_new_tokens", 1e309, "settings.max_new_tokens must be a whole number >= 0, got inf"),
+    ("prompt_ids.0", -1, "prompt_ids.0 must be a whole number >= 0, got -1"),
+    ("forwards.0.token_ids", "x", "forwards.0.token_ids must be a list, got 'x'"),
+    ("forwards.1.sample.params.top_p", 5, "forwards.1.sample.params.top_p must be a number in (0, 1], got 5"),
+    ("forwards.1.sample.params.seed", 1.5, "forwards.1.sample.params.seed must be a whole number >= 0, got 1.5"),
+    ("forwards.0.sample.candidates.0.prob_raw", float("nan"),
+     "candidates.0.prob_raw must be a number in [0, 1], got nan"),
+    ("forwards.0.sample.entropy_raw", -0.5, "forwards.0.sample.entropy_raw must be a number >= 0, got -0.5"),
+    ("forwards.0.kv.1.k_shape", [1, 2, 3], "forwards.0.kv.1.k_shape must hold 4 values, got 3"),
+    ("forwards.0.logit_lens.0.0.logit", float("inf"), "forwards.0.logit_lens.0.0.logit must be a number, got inf"),
+    ("timings.ttft_ms", -1, "timings.ttft_ms must be a number >= 0, got -1"),
+    ("timings.tpot_ms.0", float("inf"), "timings.tpot_ms.0 must be a number >= 0, got inf"),
+    ("settings.recompute", "yes", "settings.recompute must be true or false, got 'yes'"),
+    ("settings.params.temperature", 1e-9, "sampling parameters: temperature must be 0 (greedy) or at least"),
+    ("model.fingerprint", 7, "model.fingerprint must be text, got 7"),
+    ("model.dtype", "float64", "model.dtype must be one of float32, bfloat16, float16, got 'float64'"),
+    ("forwards.1.sample", [], "forwards.1.sample must be an object, got []"),
+])
+def test_a_bad_number_or_type_in_the_document_is_one_line(saved, tmp_path, where, value, message):
+    path = _corrupt(saved, tmp_path / "bad.safetensors", where, value)
+    with pytest.raises(InputError) as err:
+        load_trace(path)
+    text = str(err.value)
+    assert text.startswith("bad.safetensors is corrupted: ") and message in text and "\n" not in text, text
+
+
+def test_a_missing_record_array_is_named(saved, tmp_path):
+    path = _corrupt(saved, tmp_path / "bad.safetensors", "text", "same", drop_tensor="forwards.1.resid_pre")
+    with pytest.raises(InputError, match="corrupted: missing the array forwards.1.resid_pre$"):
+        load_trace(path)

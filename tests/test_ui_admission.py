@@ -157,3 +157,106 @@ def test_a_refused_prompt_keeps_the_run_the_visitor_had(tiny_loaded):
     assert out[0] == sid and "this server allows 20" in status(out[1:])
     assert store.get(sid).session.generated_ids == before
     assert "decode step 2" in status(h.step(sid, *SAMPLING, 0, 0))  # the run goes on
+
+
+# ---- the labs' memory: per session, and the shared models once for the server ------------------------------
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def prefilled(h) -> str:
+    """A new browser session after a prefill, its forward run ahead already done (so it holds still)."""
+    sid = h.prefill(None, PROMPT, False, "", *SAMPLING, 4, 0, 0)[0]
+    model_thread.run(lambda: None)  # the decode thread runs in order: the run-ahead forward has finished
+    return sid
+
+
+def speculative_run(loaded, drafter: str, max_new: int):
+    """A finished Speculative lab run over `PROMPT`, as the tab keeps it."""
+    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.drafters import make_drafter
+
+    run = SpeculativeRun(loaded, make_drafter(drafter, loaded.model), 3, SamplingParams(), max_new_tokens=max_new)
+    run.prefill(loaded.tokenizer.encode(PROMPT))
+    list(run.play())
+    return run
+
+
+@pytest.mark.parametrize("drafter, layers", [("early-exit:1", 1), ("ngram", 0)])
+def test_a_speculative_run_adds_what_it_holds_to_its_session(tiny_loaded, drafter, layers):
+    h, store = make(tiny_loaded)
+    sid = prefilled(h)
+    entry = store.get(sid)
+    page = entry.session.retained_nbytes
+    assert admission.held_nbytes(entry) == {admission.SESSION: page}
+
+    run = speculative_run(tiny_loaded, drafter, max_new=20)
+    entry.labs["speculative"] = {"run": run}
+    measured = run.cache.allocated_nbytes + (run.drafter.cache.allocated_nbytes if layers else 0)
+    held = admission.held_nbytes(entry)
+    assert held == {admission.SESSION: page, "speculative": measured} and sum(held.values()) == page + measured
+    # predicted before Start: the target's cache of every layer plus the drafter's of its first L layers
+    cfg, elem = tiny_loaded.config, tiny_loaded.model.model.embed_tokens.weight.element_size()
+    n = len(run.prompt_ids)
+    per_layer = 2 * cfg.num_key_value_heads * cfg.head_dim * elem * 256  # one allocation step holds the run
+    assert admission.estimated_speculative_nbytes(cfg, elem, n, 20, admission.draft_layers(run.drafter)) \
+        == measured == per_layer * (cfg.num_hidden_layers + layers)
+
+
+def test_the_labs_count_against_the_session_cap(tiny_loaded):
+    h, store = make(tiny_loaded)
+    sid = prefilled(h)
+    entry = store.get(sid)
+    page = entry.session.retained_nbytes
+    cfg, elem = tiny_loaded.config, tiny_loaded.model.model.embed_tokens.weight.element_size()
+    n = len(tiny_loaded.tokenizer.encode(PROMPT))
+    spec = admission.estimated_speculative_nbytes(cfg, elem, n, 20, 1)
+    # room for the page's session alone, not for it and a speculative run
+    limits = AppLimits(max_trace_mb=(page + spec / 2) / 2**20)
+    with pytest.raises(InputError, match="INSPECTOR_MAX_TRACE_MB") as exc:
+        admission.admit_memory(store, sid, limits, "speculative", spec)
+    assert "session" in str(exc.value)
+    admission.admit_memory(store, sid, AppLimits(max_trace_mb=(page + spec * 2) / 2**20), "speculative", spec)
+    # once the run is held, the page's next prefill counts it too
+    entry.labs["speculative"] = {"run": speculative_run(tiny_loaded, "early-exit:1", 20)}
+    assert not admission.over_session_cap(store, entry, AppLimits(max_trace_mb=(page + spec) * 1.01 / 2**20))
+    assert admission.over_session_cap(store, entry, limits)
+    with pytest.raises(InputError, match="speculative"):
+        admission.admit_prompt(tiny_loaded, limits, PROMPT, False, "", store=store, sid=sid)
+    admission.admit_prompt(tiny_loaded, limits, PROMPT, False, "")  # without the store: the page alone fits
+    # a new prompt replaces the page's own part, so it is not counted twice
+    admission.admit_memory(store, sid, AppLimits(max_trace_mb=(page + spec) * 1.01 / 2**20), admission.SESSION, page)
+
+
+def test_shared_quant_models_count_once_for_the_server(tiny_loaded):
+    from inspector.quant.lab import QuantLab
+
+    h, store = make(tiny_loaded, max_sessions=2)
+    sids = [prefilled(h) for _ in range(2)]
+    held = [sum(admission.held_nbytes(store.get(s)).values()) for s in sids]
+    lab = store.shared["quant"] = QuantLab(tiny_loaded)
+    assert admission.process_nbytes(store) == 0  # nothing built yet
+    planned = admission.planned_quant_nbytes(tiny_loaded, "int8")
+    lab.model("int8")
+    built = lab.extra_bytes
+    assert admission.process_nbytes(store) == built > 0  # counted once, not per session
+    # the plan bounds the build from above by what the model shares with fp32 (norm weights, RoPE table)
+    shared = sum(p.nbytes for p in tiny_loaded.model.parameters() if p.dim() == 1) + tiny_loaded.model.inv_freq.nbytes
+    assert planned - built == shared
+    assert admission.planned_quant_nbytes(tiny_loaded, "fp32") == 0
+
+    # each session's cap loses half of the shared models (two slots); the server's total stays in its cap
+    roomy = AppLimits(max_sessions=2, max_trace_mb=(max(held) + 2 * built) / 2**20)
+    assert admission.session_cap_bytes(store, roomy) == roomy.max_trace_mb * 2**20 - built // 2
+    assert 2 * admission.session_cap_bytes(store, roomy) + built <= admission.server_cap_bytes(roomy)
+    admission.admit_process_memory(store, roomy, planned)  # another model fits beside the two sessions
+    tight = AppLimits(max_sessions=2, max_trace_mb=(max(held) + built / 4) / 2**20)
+    with pytest.raises(InputError, match="the server is full"):  # both sessions already hold past the new cap
+        admission.admit_process_memory(store, tight, planned)
+    # a session that fits max_trace_mb alone is refused once the shared models take their share
+    fits_alone = AppLimits(max_sessions=2, max_trace_mb=(held[0] + built / 4) / 2**20)
+    del store.shared["quant"]
+    admission.admit_memory(store, None, fits_alone, admission.SESSION, held[0])
+    store.shared["quant"] = lab
+    with pytest.raises(InputError, match="less .* for the labs' shared models"):
+        admission.admit_memory(store, None, fits_alone, admission.SESSION, held[0])

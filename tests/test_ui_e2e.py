@@ -190,7 +190,7 @@ def test_bad_settings_are_reported(page: Page, app_url):
     page.locator("#top-p input[type=number]").fill("0")
     page.locator("#top-p input[type=number]").press("Tab")
     page.locator("#prefill-btn").click()
-    expect(page.locator("#status-message")).to_contain_text("top-p must be a number in (0, 1], got 0", timeout=T)
+    expect(page.locator("#status-message")).to_contain_text("top-p must be a number in (0, 1] (1 = off), got 0", timeout=T)
     page.locator("#top-p input[type=number]").fill("1")
     page.locator("#top-p input[type=number]").press("Tab")
     page.locator("#prefill-btn").click()

@@ -1,4 +1,4 @@
-"""The page as a visitor meets it (issue 13), in headless chromium over the real default model: the first
+"""The page as a visitor meets it, in headless chromium over the real default model: the first
 screen at 1400x900, no horizontal overflow at 390 px, the pipeline strip, branching and switching, trace
 files saved and reopened with equal views, and links that reproduce a run."""
 

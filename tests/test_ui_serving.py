@@ -42,8 +42,8 @@ def test_load_step_play_to_the_end(tiny_loaded):
     blocks = sum(-(-len(s.prompt_ids) // 4) for s in seqs[:2])  # each prompt in blocks of 4, nothing shared
     assert state["sched"].records[0].blocks_used == blocks
     paged, contiguous = blocks * cache.bytes_per_block, (seqs[0].max_len + seqs[1].max_len) * cache.bytes_per_position
-    from inspector.viz.common import human_bytes
-    assert f"KV at peak: paged {human_bytes(paged)}" in out[SUMMARY] and human_bytes(contiguous) in out[SUMMARY]
+    from inspector.units import format_bytes
+    assert f"KV at peak: paged {format_bytes(paged)}" in out[SUMMARY] and format_bytes(contiguous) in out[SUMMARY]
     grid = out[GRID].data[0]
     owners = [t for t in grid.text if t]
     assert set(owners) == {"0", "1"} and "blocks in use" in out[GRID].layout.title.text

@@ -115,7 +115,7 @@ def test_sampling_params_validate_uses_the_same_ranges():
     SamplingParams(temperature=0.7, top_k=5, top_p=0.9, min_p=0.05, seed=2**70).validate()
     for kwargs, message in [({"temperature": -1}, "temperature must be 0 or a number >= 1e-06"),
                             ({"temperature": math.nan}, "got nan"), ({"top_k": -1}, "top-k must be a whole number >= 0"),
-                            ({"top_p": 0.0}, r"top-p must be a number in \(0, 1\], got 0.0"),
+                            ({"top_p": 0.0}, r"top-p must be a number in \(0, 1\] \(1 = off\), got 0.0"),
                             ({"min_p": 1.0}, r"min-p must be a number in \[0, 1\)"), ({"seed": -2}, "seed must be")]:
         with pytest.raises(InputError, match=message):
             SamplingParams(**kwargs).validate()

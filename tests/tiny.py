@@ -185,14 +185,15 @@ def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-qwen2", model_type="qwen2", tie=False)
 
 
-def run_bench_quick(script: str, directory: Path, **checkpoint: Any) -> str:
-    """Run `bench/<script> --quick` on a tiny checkpoint written into `directory`; its stdout (it must exit 0)."""
+def run_bench_quick(name: str, directory: Path, **checkpoint: Any) -> str:
+    """Run `python -m bench.<name> --quick` from the repository root (as the README says) on a tiny checkpoint
+    written into `directory`; its stdout (it must exit 0)."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
     model = make_tiny_checkpoint(directory, **checkpoint)
-    out = subprocess.run([sys.executable, str(root / "bench" / script), "--quick", "--model", str(model)],
+    out = subprocess.run([sys.executable, "-m", f"bench.{name}", "--quick", "--model", str(model)],
                          capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout

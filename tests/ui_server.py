@@ -5,18 +5,13 @@ Import it explicitly: `from tests.ui_server import app_url  # noqa: F401`.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
+from tests.net import HOST, free_port
+
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_app(loaded):
@@ -25,7 +20,7 @@ def start_app(loaded):
 
     demo = build_app(loaded)
     demo.queue(default_concurrency_limit=None)
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
+    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True,
                 run_history=False, **launch_kwargs())
     return demo
 

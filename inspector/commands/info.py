@@ -11,15 +11,14 @@ import argparse
 import json
 from typing import Any
 
-from inspector.models.inventory import Inventory, build_inventory, format_bytes
+from inspector.commands.flags import json_flags, model_flags
+from inspector.models.inventory import Inventory, build_inventory
+from inspector.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("info", help="show the model: architecture, parameters, tensor inventory",
-                                   description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, metavar="SOURCE",
-                        help="HF-format directory, .gguf file or Hub repo id (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+                                   description=__doc__.split("\n\n")[0], parents=[model_flags(), json_flags()])
     parser.set_defaults(func=run)
 
 

@@ -7,7 +7,8 @@ weight_bytes, kv_bytes_per_token, kv_bytes, total_bytes (weights + KV for contex
 them config, source, dtype, kv_dtype, context, batch, params_by_group, mha (the same five keys for the
 model with full multi-head KV, and fits_requests), attention_heads, kv_heads, tied_embeddings,
 memory_bytes and fits_requests (requests of this context that fit after the weights; null without
---memory), max_position_embeddings, sliding_window and published_params (null unless shipped).
+--memory), max_position_embeddings, sliding_window, layout_note (the engine family the model is counted as,
+when not its own; else null) and published_params (null unless shipped).
 """
 
 from __future__ import annotations
@@ -18,45 +19,59 @@ import math
 import re
 from typing import Any
 
+from inspector.commands.flags import json_flags
 from inspector.errors import InputError
 from inspector.serving import memory as mem
+from inspector.units import format_bytes
+from inspector.validate import Bound
 
 UNITS = {"": 1e9, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+CONTEXT = Bound("context", True, 1)
+BATCH = Bound("batch", True, 1)
+MEMORY = Bound("memory", False, 0, lo_open=True, note="of bytes with a unit, such as 80GB or 80GiB (no unit: GB)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("memory", help="memory of a model's weights and KV cache, from its config alone",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0], parents=[json_flags()])
     p.add_argument("--config", metavar="NAME|PATH", help="shipped Hub repo id (see --list), config.json or model dir")
     p.add_argument("--list", action="store_true", help="name the shipped configurations and exit")
-    p.add_argument("--context", metavar="N", help="tokens per request (default: the model's max_position_embeddings)")
-    p.add_argument("--batch", metavar="B", default="1", help="requests held at once (default 1)")
+    p.add_argument("--context", type=CONTEXT.argparse, metavar="N",
+                   help=f"tokens per request, {CONTEXT.allowed} (default: the model's max_position_embeddings)")
+    p.add_argument("--batch", type=BATCH.argparse, metavar="B", default=1,
+                   help=f"requests held at once, {BATCH.allowed} (default 1)")
     p.add_argument("--dtype", metavar="D", help=f"weights: {', '.join(mem.WEIGHT_DTYPES)} "
                                                 "(default: the config's torch_dtype, else bf16)")
     p.add_argument("--kv-dtype", metavar="D", help=f"KV cache: {', '.join(mem.KV_DTYPES)} "
                                                    "(default: the weights' float type; bf16 under int8/int4)")
-    p.add_argument("--memory", metavar="SIZE", help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB "
-                                                    "(a plain number is GB)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--memory", type=size_arg, metavar="SIZE",
+                   help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB (a plain number is GB)")
     p.set_defaults(func=run)
 
 
-def parse_count(text: str, what: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise InputError(f"--{what} must be a positive integer, got {text!r}") from None
-    return mem.positive(value, f"--{what}")
-
-
 def parse_size(text: str) -> int:
-    """"80GB" -> 80e9, "80GiB" -> 80 × 2**30, "24" -> 24e9 bytes."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    size = float(m.group(1)) * UNITS.get(m.group(2).lower(), math.nan) if m else math.nan
-    if not (0 < size < math.inf):  # also refuses an unknown unit (nan) and 1e400 (inf)
-        raise InputError(f"--memory must be a positive size such as 80GB or 80GiB, got {text!r}")
+    """"80GB" -> 80e9, "80GiB" -> 80 × 2**30, "24" -> 24e9 bytes; InputError naming the range otherwise."""
+    m = re.fullmatch(r"\s*(.*?)\s*([a-zA-Z]*)\s*", str(text), flags=re.DOTALL)
+    if m is None or m.group(2).lower() not in UNITS:
+        raise MEMORY.refuse(text)
+    try:
+        size = MEMORY.parse(m.group(1)) * UNITS[m.group(2).lower()]
+    except InputError:
+        raise MEMORY.refuse(text) from None  # the whole text in the message, unit included
+    if not 1 <= size < math.inf:  # under one byte, or past the double range once the unit multiplies it
+        raise MEMORY.refuse(text)
     return int(size)
+
+
+def size_arg(text: str) -> int:
+    """`parse_size` as an argparse `type=`: a bad size is a usage error."""
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv_dtype: str,
@@ -76,6 +91,7 @@ def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv
         "memory_bytes": memory_bytes,
         "max_position_embeddings": cfg.max_position_embeddings,
         "sliding_window": rc.sliding_window,
+        "layout_note": rc.layout_note,
         "published_params": rc.shipped.published_params if rc.shipped else None,
     }
 
@@ -88,7 +104,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
     c, mha = rc.config, out["mha"]
-    fb = mem.format_bytes
+    fb = format_bytes
     memory_label = fb(out["memory_bytes"] or 0)
     if out["memory_bytes"] and out["memory_bytes"] % 2**30 == 0:
         memory_label = f"{out['memory_bytes'] // 2**30:,} GiB ({memory_label})"
@@ -119,6 +135,8 @@ def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
     if out["context"] > c.max_position_embeddings:
         lines.append(f"  note: context {out['context']:,} is past the model's max_position_embeddings "
                      f"{c.max_position_embeddings:,}")
+    if out["layout_note"]:
+        lines.append(f"  note: {out['layout_note']}")
     if out["sliding_window"]:
         w = out["sliding_window"]
         lines.append(f"  note: sliding_window {w:,}: a rolling-buffer cache would hold at most {w:,} tokens per "
@@ -142,7 +160,7 @@ def list_dicts() -> list[dict[str, Any]]:
 def human_list(rows: list[dict[str, Any]]) -> str:
     return "\n".join(_table([["config", "params", "published", "bf16 weights", "KV/token (bf16)"]]
                             + [[r["repo_id"], f"{r['params']:,}", r["published_label"],
-                                mem.format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
+                                format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
                                for r in rows]))
 
 
@@ -153,10 +171,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.config:
         raise InputError("memory needs --config NAME|PATH (or --list to name the shipped configurations)")
-    # Check the numbers before reading the config, so bad input is named even for a bad config.
-    batch = parse_count(args.batch, "batch")
-    context = parse_count(args.context, "context") if args.context is not None else None
-    memory_bytes = parse_size(args.memory) if args.memory is not None else None
+    # argparse has checked the numbers; the dtypes too are checked before reading the config.
+    batch, context, memory_bytes = args.batch, args.context, args.memory
     dtype = mem.dtype_name(args.dtype) if args.dtype else None
     kv_dtype = mem.dtype_name(args.kv_dtype, kv=True) if args.kv_dtype else None
     rc = mem.resolve_config(args.config)

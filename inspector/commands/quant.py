@@ -12,20 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, prompt_flags
 from inspector.errors import InputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("quant", help="fidelity of a quantized model against fp32 (KL, top-1, residuals)",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompt", required=True, help="the prompt text")
-    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    p.add_argument("--system", default=None, help="system prompt (with --chat)")
+                              description=__doc__.split("\n\n")[0],
+                              parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(32), model_flags(),
+                                       json_flags()])
     p.add_argument("--quant", required=True, metavar="SCHEME", help="bf16 | int8 | int4 | int4:GROUP (default group 32)")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
-    p.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="fp32 tokens to compare on (default 32)")
-    p.add_argument("--model", default=None, metavar="SOURCE", help="model source (default: the embedded SmolLM2-135M)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
@@ -35,10 +32,8 @@ def run(args: argparse.Namespace) -> int:
     scheme, kv = parse_scheme(args.quant), parse_kv(args.kv_quant)  # bad input fails before the model loads
     if not args.prompt.strip():
         raise InputError("prompt is empty")
-    if args.max_new_tokens <= 0:
-        raise InputError(f"--max-new-tokens must be > 0, got {args.max_new_tokens}")
 
-    from inspector.models.inventory import format_bytes
+    from inspector.units import format_bytes
     from inspector.models.loader import load_model
     from inspector.quant.lab import QuantLab
     from inspector.quant.schemes import check_shapes

@@ -23,6 +23,8 @@ import json
 import sys
 from typing import Any
 
+from inspector.commands.flags import (DRAFT_LEN, chat_flags, json_flags, max_new_tokens_flags, model_flags,
+                                      prompt_flags, sampling_flags)
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 
@@ -33,21 +35,11 @@ DEFAULT_DRAFT_LEN = 5
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompt", required=True, help="the prompt text")
-    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    p.add_argument("--system", default=None, help="system prompt (with --chat; default: the template's)")
-    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0, metavar="K", help="0 = off")
-    p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="in (0, 1]; 1 = off")
-    p.add_argument("--min-p", type=float, default=0.0, metavar="P", help="in [0, 1); 0 = off")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
-    p.add_argument("--model", default=None, metavar="SOURCE",
-                   help="HF-format directory, .gguf file or Hub repo id (default: the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--dtype", choices=DTYPES, default="fp32")
+                              description=__doc__.split("\n\n")[0],
+                              parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
+                                       model_flags(), json_flags()])
+    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' dtype (default fp32)")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
-    p.add_argument("--json", action="store_true", help="print one JSON object with per-step details")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
     p.add_argument("--save-trace", metavar="FILE", default=None,
@@ -55,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
                    help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L "
                         "(the first L layers)")
-    p.add_argument("--draft-len", type=int, default=None, metavar="K",
-                   help=f"tokens drafted per round with --speculative (default {DEFAULT_DRAFT_LEN})")
+    p.add_argument("--draft-len", type=DRAFT_LEN.argparse, default=None, metavar="K",
+                   help=f"tokens drafted per round with --speculative, {DRAFT_LEN.allowed} "
+                        f"(default {DEFAULT_DRAFT_LEN})")
     p.set_defaults(func=run)
 
 
@@ -104,8 +97,6 @@ def result_dict(session: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise InputError("prompt is empty")
-    if args.max_new_tokens <= 0:
-        raise InputError(f"--max-new-tokens must be > 0, got {args.max_new_tokens}")
     params = params_from(args)
     if args.speculative is None and args.draft_len is not None:
         raise InputError("--draft-len needs --speculative ngram|early-exit:L")
@@ -122,8 +113,6 @@ def run(args: argparse.Namespace) -> int:
     from inspector.session.session import Session
 
     draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
-    if args.speculative is not None and draft_len < 1:
-        raise InputError(f"--draft-len must be >= 1, got {draft_len}")
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)

@@ -1,6 +1,6 @@
 """`inspector serve-sim --prompts FILE [--max-batch N] [--block-size B] [--blocks N] [--max-new-tokens N]
 [--prefill-chunk N] [--arrivals S,S,... | --arrival-every N] [--n K --temperature T --top-k K --top-p P
---seed S] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank lines
+--min-p P --seed S] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank lines
 skipped) through the continuous-batching scheduler over a paged KV cache.
 
 Arrivals: `--arrivals 0,0,3,5` gives each prompt its engine step (one per prompt, in file order);
@@ -28,30 +28,51 @@ import math
 from pathlib import Path
 from typing import Any
 
+from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, sampling_flags
 from inspector.errors import InputError
+from inspector.validate import Bound, shown
+
+
+MAX_BATCH = Bound("max-batch", True, 1)
+BLOCK_SIZE = Bound("block-size", True, 1)
+BLOCKS = Bound("blocks", True, 1, note="(at least --max-batch)")
+PREFILL_CHUNK = Bound("prefill-chunk", True, 1)
+ARRIVAL_STEP = Bound("arrival step", True, 0)
+ARRIVAL_EVERY = Bound("arrival-every", True, 0)
+N = Bound("n", True, 1, note="(at most --max-batch)")
+
+
+def arrivals_arg(text: str) -> list[int]:
+    """`--arrivals 0,0,3` as steps, each a whole number >= 0 (a usage error otherwise)."""
+    try:
+        return [int(ARRIVAL_STEP.parse(part)) for part in text.split(",")]
+    except InputError:
+        raise argparse.ArgumentTypeError("arrivals must be whole numbers >= 0, one per prompt, separated by "
+                                         f"commas, got {shown(text)}") from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve-sim", help="continuous batching over a paged KV cache, on a file of prompts",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0],
+                              parents=[max_new_tokens_flags(32), sampling_flags(), chat_flags(), model_flags(),
+                                       json_flags()])
     p.add_argument("--prompts", required=True, metavar="FILE", help="one prompt per line")
-    p.add_argument("--max-batch", type=int, default=8, metavar="N", help="requests per forward (default 8)")
-    p.add_argument("--block-size", type=int, default=16, metavar="B", help="token positions per block (default 16)")
-    p.add_argument("--blocks", type=int, default=None, metavar="N",
-                   help="blocks in the pool (default: a full batch of the longest request)")
-    p.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
-    p.add_argument("--prefill-chunk", type=int, default=None, metavar="N", help="prompt tokens per step (default: all)")
+    p.add_argument("--max-batch", type=MAX_BATCH.argparse, default=8, metavar="N",
+                   help=f"requests per forward, {MAX_BATCH.allowed} (default 8)")
+    p.add_argument("--block-size", type=BLOCK_SIZE.argparse, default=16, metavar="B",
+                   help=f"token positions per block, {BLOCK_SIZE.allowed} (default 16)")
+    p.add_argument("--blocks", type=BLOCKS.argparse, default=None, metavar="N",
+                   help=f"blocks in the pool, {BLOCKS.allowed} (default: a full batch of the longest request)")
+    p.add_argument("--prefill-chunk", type=PREFILL_CHUNK.argparse, default=None, metavar="N",
+                   help=f"prompt tokens per step, {PREFILL_CHUNK.allowed} (default: all)")
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--arrivals", default=None, metavar="S,S,...", help="arrival step of each prompt, in order")
-    when.add_argument("--arrival-every", type=int, default=None, metavar="N", help="prompt i arrives at step i x N")
-    p.add_argument("--n", type=int, default=1, metavar="K", help="continuations per prompt (parallel sampling)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0, help="continuation i draws with seed + i")
-    p.add_argument("--chat", action="store_true", help="wrap each prompt in the model's chat template")
-    p.add_argument("--model", default=None, metavar="SOURCE", help="model source (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    when.add_argument("--arrivals", type=arrivals_arg, default=None, metavar="S,S,...",
+                      help="arrival step of each prompt, in order (whole numbers >= 0)")
+    when.add_argument("--arrival-every", type=ARRIVAL_EVERY.argparse, default=None, metavar="N",
+                      help=f"prompt i arrives at step i x N, {ARRIVAL_EVERY.allowed}")
+    p.add_argument("--n", type=N.argparse, default=1, metavar="K",
+                   help=f"continuations per prompt (parallel sampling), {N.allowed}; continuation i draws with "
+                        "seed + i")
     p.set_defaults(func=run)
 
 
@@ -69,24 +90,18 @@ def read_prompts(path: str) -> list[str]:
 def arrival_steps(args: argparse.Namespace, count: int) -> list[int]:
     """Each prompt's arrival step from --arrivals or --arrival-every (0 for all by default)."""
     if args.arrival_every is not None:
-        if args.arrival_every < 0:
-            raise InputError(f"--arrival-every must be >= 0, got {args.arrival_every}")
         return [i * args.arrival_every for i in range(count)]
     if args.arrivals is None:
         return [0] * count
-    try:
-        steps = [int(x) for x in args.arrivals.split(",")]
-    except ValueError:
-        raise InputError(f"--arrivals takes whole numbers separated by commas, got {args.arrivals!r}") from None
-    if len(steps) != count or min(steps) < 0:
-        raise InputError(f"--arrivals needs one step >= 0 per prompt ({count}), got {args.arrivals!r}")
-    return steps
+    if len(args.arrivals) != count:
+        raise InputError(f"--arrivals needs one step per prompt ({count}), got {len(args.arrivals)}")
+    return args.arrivals
 
 
 def sampling_params(args: argparse.Namespace) -> Any:
     from inspector.engine.config import SamplingParams
 
-    params = SamplingParams(args.temperature, args.top_k, args.top_p, 0.0, args.seed)
+    params = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     try:
         params.validate()
     except ValueError as exc:
@@ -95,13 +110,9 @@ def sampling_params(args: argparse.Namespace) -> Any:
 
 
 def check_settings(args: argparse.Namespace) -> None:
-    for name in ("max_batch", "block_size", "max_new_tokens", "n"):
-        if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    """The limits between flags (each flag's own range is checked as it is parsed)."""
     if args.n > args.max_batch:
         raise InputError(f"--n {args.n} continuations run together: --max-batch must be at least {args.n}")
-    if args.prefill_chunk is not None and args.prefill_chunk < 1:
-        raise InputError(f"--prefill-chunk must be a positive integer, got {args.prefill_chunk}")
     if args.blocks is not None and args.blocks < args.max_batch:
         raise InputError(f"a batch of {args.max_batch} needs at least {args.max_batch} blocks (one per request); "
                          f"--blocks is {args.blocks}")
@@ -113,8 +124,10 @@ def check_pool_fits(config: Any, blocks: int, block_size: int, dtype: Any) -> No
 
     import torch
 
+    from inspector.engine.kv_cache import kv_bytes
+
     elem = torch.empty((), dtype=dtype).element_size()
-    need = (blocks * block_size + 1) * 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * elem
+    need = kv_bytes(config, blocks * block_size + 1, elem)  # the pool and its zero slot
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > free:
         raise InputError(f"a pool of {blocks} blocks of {block_size} positions takes {need / 1e9:.1f} GB; "

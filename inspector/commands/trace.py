@@ -11,14 +11,14 @@ import argparse
 import json
 from typing import Any
 
+from inspector.commands.flags import json_flags
 from inspector.commands.run import result_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("trace", help="show a saved trace file (no model needed)",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0], parents=[json_flags()])
     p.add_argument("file", metavar="FILE", help="a .safetensors trace file")
-    p.add_argument("--json", action="store_true", help="print the run's `inspector run --json` object")
     p.set_defaults(func=run)
 
 

@@ -146,6 +146,13 @@ def plan_forward(B: int, T: int, starts: Sequence[int], positions: torch.Tensor 
     return ForwardPlan(starts, counts, first, pos, blocks)
 
 
+def plan_mask(plan: ForwardPlan, T: int, S: int) -> torch.Tensor | None:
+    """The future mask of all T queries of a planned forward over S keys, as one block (see `future_mask`)."""
+    if plan.first is not None:
+        return future_mask(plan.first, T, S, plan.positions.device)
+    return future_mask(plan.positions, T, S)
+
+
 def _check_positions(positions: torch.Tensor, B: int, T: int, starts: list[int]) -> list[int]:
     """Real-token counts per row of a (B, T) positions tensor; ValueError unless it follows the contract."""
     if tuple(positions.shape) != (B, T):

@@ -8,6 +8,13 @@ once per forward (the model never does). `truncate(length, row=None)` rewinds ro
 
 Storage grows in chunks of `step` positions (like mlx-lm), the same capacity for every row.
 
+Eviction (a KV-cache policy's lever): `evict(layer, row, positions)` marks cached positions of one layer
+and row as evicted; attention then masks them like future keys (`evicted_mask`). Kept entries keep their
+original absolute positions and their rotary phase (the H2O convention: positions are never renumbered),
+so position p's key is still at index p; `held_positions(layer, row)` lists what a layer still attends to,
+and `kept_nbytes` counts those entries' bytes. The storage of an evicted entry is not reused (the
+buffers stay indexed by position). Truncating a row forgets its evictions past the new length.
+
 Reading: `read(layer, row=0, end=None) -> (k, v)`, each (kv_heads, end, head_dim), are views of the
 committed positions (valid until the next write; clone to keep them). Bytes: `nbytes` counts the entries
 in use and `layer_nbytes(layer)` one layer's, both measured from those views; `allocated_nbytes` is the
@@ -29,12 +36,14 @@ ALLOCATION_STEP = 256  # positions a cache grows by when it runs out of room
 class KVCache:
     def __init__(self, config: ModelConfig, *, batch: int = 1, dtype: torch.dtype = torch.float32,
                  device: torch.device | str = "cpu", step: int = ALLOCATION_STEP) -> None:
+        self.config = config
         self.num_layers = config.num_hidden_layers
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.batch, self.dtype, self.device, self.step = batch, dtype, torch.device(device), step
         self._keys: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, kv_heads, capacity, head_dim)
         self._values: list[torch.Tensor | None] = [None] * self.num_layers
+        self._evicted: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, capacity) bool, per layer
         self.lengths: list[int] = [0] * batch  # positions committed by `advance`, per row
 
     # ---- writing (the model) and committing (the engine)
@@ -92,6 +101,50 @@ class KVCache:
                 raise ValueError(f"cannot truncate row {r} of {self.lengths[r]} positions to {length}")
         for r in rows:
             self.lengths[r] = length
+            for e in self._evicted:
+                if e is not None:
+                    e[r, length:] = False
+
+    # ---- eviction (a KV-cache policy)
+    def evict(self, layer: int, row: int, positions: torch.Tensor | Sequence[int]) -> None:
+        """Mark committed `positions` of one layer and row as evicted: attention no longer reads them."""
+        positions = torch.as_tensor(positions, dtype=torch.long, device=self.device)
+        if positions.numel() == 0:
+            return
+        if int(positions.min()) < 0 or int(positions.max()) >= self.lengths[row]:
+            raise ValueError(f"row {row} holds positions 0..{self.lengths[row] - 1}; cannot evict {positions.tolist()}")
+        self._evicted_upto(layer, max(self.lengths))[row, positions] = True
+
+    def _evicted_upto(self, layer: int, end: int) -> torch.Tensor:
+        """This layer's (batch, >= end) eviction flags, created or widened (False) as needed."""
+        e = self._evicted[layer]
+        if e is None or e.shape[1] < end:
+            wider = torch.zeros((self.batch, max(end, self.step)), dtype=torch.bool, device=self.device)
+            if e is not None:
+                wider[:, :e.shape[1]] = e
+            self._evicted[layer] = e = wider
+        return e
+
+    def evicted_mask(self, layer: int, end: int) -> torch.Tensor | None:
+        """(batch, 1, 1, end) bool, True at evicted positions (broadcasts over heads and queries); None when
+        this layer evicted nothing."""
+        if self._evicted[layer] is None:
+            return None
+        return self._evicted_upto(layer, end)[:, None, None, :end]
+
+    def held_positions(self, layer: int, row: int = 0) -> torch.Tensor:
+        """The absolute positions one layer of one row still attends to (committed, not evicted), ascending."""
+        n = self.lengths[row]
+        if self._evicted[layer] is None:
+            return torch.arange(n, device=self.device)
+        return torch.nonzero(~self._evicted_upto(layer, n)[row, :n]).flatten()
+
+    @property
+    def kept_nbytes(self) -> int:
+        """Bytes of K plus V of the entries attention still reads, every layer and row."""
+        per_entry = self.bytes_per_position // self.num_layers
+        return sum(len(self.held_positions(layer, row)) * per_entry
+                   for layer in range(self.num_layers) for row in range(self.batch))
 
     # ---- reading
     @property
@@ -122,9 +175,8 @@ class KVCache:
 
     @property
     def bytes_per_position(self) -> int:
-        """What one more position of one row costs: K and V, every layer (2 x layers x kv_heads x head_dim x bytes)."""
-        elem = torch.empty((), dtype=self.dtype).element_size()
-        return 2 * self.num_layers * self.kv_heads * self.head_dim * elem
+        """What one more position of one row costs: K and V, every layer (`kv_bytes`)."""
+        return kv_bytes(self.config, 1, torch.empty((), dtype=self.dtype).element_size())
 
     def layer_nbytes(self, layer: int) -> int:
         """Bytes of K plus V in use by one layer, every row, measured from the committed views."""
@@ -143,3 +195,13 @@ class KVCache:
     def allocated_nbytes(self) -> int:
         """Bytes of the K and V buffers allocated (their storage), every layer."""
         return sum(t.untyped_storage().nbytes() for t in (*self._keys, *self._values) if t is not None)
+
+
+def kv_bytes(config: ModelConfig, positions: int = 1, bytes_per_element: int = 4, batch: int = 1,
+             scale_bytes: int = 0) -> int:
+    """The KV-cache size formula, the one place it is written: K and V (2) × layers × kv_heads × (head_dim ×
+    bytes per element + `scale_bytes`) × positions × batch. `scale_bytes` is what each cached head vector
+    holds besides its numbers (an int8 cache's fp32 scale: 4). A full cache: no rounding up to allocation
+    steps or pages (pass the allocated positions for that)."""
+    per_vector = config.head_dim * bytes_per_element + scale_bytes
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * per_vector * positions * batch

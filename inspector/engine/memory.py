@@ -6,10 +6,10 @@ the file's pages and the copies are not resident together).
 
 glibc's malloc raises its mmap threshold after each large free, up to 32 MB, so later large buffers
 (a long prompt's per-layer activations, attention blocks, MLP intermediates) come from the heap, where
-small long-lived allocations made between them (trace summaries, records) pin the freed space. Measured
-on a 2,048-token prompt fully traced: RSS stayed ~650 MB above the loaded model while the session held
-~160 MB (peak ~620-900 MB); with the threshold fixed at 4 MB the peak is ~270-300 MB above the model and
-RSS stays near what the session holds. `load_model` calls `release_large_frees()` once.
+small long-lived allocations made between them (trace summaries, records) pin the freed space, and RSS
+grows far past what a session holds. With the threshold fixed at 4 MB, large buffers get their own
+mappings and go back to the system when freed (`bench/engine.py`'s memory table measures the effect).
+`load_model` calls `release_large_frees()` once.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import sys
 import torch
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
-# Allocations of 4 MB or more get their own mapping, unmapped on free. 1 MB frees even more memory
-# (peak ~255 MB instead of ~270) but made a 512-token prefill ~50% slower: page faults on every buffer.
+# Allocations of 4 MB or more get their own mapping, unmapped on free. A lower threshold would also map
+# the medium buffers of every prefill, paying page faults on each.
 MMAP_THRESHOLD_BYTES = 4 << 20
 
 _done = False

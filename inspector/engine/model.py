@@ -20,7 +20,9 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
   positions and reads them back, but never advances it (the engine calls `cache.advance(counts)` once
   per forward). Without a cache the input is each row's whole sequence from position 0.
 - `rec(name, tensor)` is called at every trace point of `inspector.engine.trace`, once per forward,
-  when a recorder is given (the costly attention maps only when `rec.wants` them).
+  when a recorder is given (the costly attention maps only when `rec.wants` them); a tensor it returns
+  replaces the point's value from there on (interventions), cached keys and values included.
+- The cache's evicted positions (a KV-cache policy's) are masked in attention like future ones.
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
 Weight products go through `inspector.engine.linear.project`; a layer's q/k/v (and gate/up) run as one
@@ -35,22 +37,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, softmax32
+from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32
 from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
-from inspector.engine.trace import Recorder, wants
+from inspector.engine.trace import Recorder, edits, wants
 
 
 # Queries per attention block. 128 keeps a block's scores of a 512-token prompt (9 heads) at 2.4 MB: under
 # the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
-# fresh mappings (512 made that prefill ~40% slower).
+# fresh mappings.
 ATTN_CHUNK = 128
 
 
-def record(rec: Recorder | None, name: str, value: torch.Tensor) -> None:
-    if rec is not None:
-        rec(name, value)
+def record(rec: Recorder | None, name: str, value: torch.Tensor) -> torch.Tensor:
+    """Show `value` to the recorder at trace point `name`; what the model goes on with (a replacement the
+    recorder returned, else `value` itself)."""
+    if rec is None:
+        return value
+    out = rec(name, value)
+    return value if out is None else out
 
 
 class NoHooks:
@@ -147,18 +153,18 @@ class Attention(NoHooks, nn.Module):
         p = f"blocks.{self.layer}.attn."
         qkv = self._qkv(x).view(B, T, H + 2 * KV, d).transpose(1, 2)  # (B, H + 2KV, T, d): q heads, k heads, v heads
         q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
-        record(rec, p + "hook_q", q)
-        record(rec, p + "hook_k", k)
-        record(rec, p + "hook_v", v)
-        qk = apply_rope(qkv[:, :H + KV], cos, sin)  # (B, H + KV, T, d): q and k rotated together
-        q, k = qk[:, :H], qk[:, H:]
-        record(rec, p + "hook_rot_q", q)
-        record(rec, p + "hook_rot_k", k)
+        q2, k2 = record(rec, p + "hook_q", q), record(rec, p + "hook_k", k)
+        v = record(rec, p + "hook_v", v)
+        unrotated = qkv[:, :H + KV] if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
+        qk = apply_rope(unrotated, cos, sin)  # (B, H + KV, T, d): q and k rotated together
+        q, k = record(rec, p + "hook_rot_q", qk[:, :H]), record(rec, p + "hook_rot_k", qk[:, H:])
+        hidden = None
         if cache is not None:
             k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
-        z = self._attend(q, k, v, plan, rec)  # (B, H, T, d)
+            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1, 1, S) or None
+        z = self._attend(q, k, v, plan, hidden, rec)  # (B, H, T, d)
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
-        record(rec, p + "hook_z", z)
+        z = record(rec, p + "hook_z", z)
         return self.o_proj(z)
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
@@ -171,16 +177,25 @@ class Attention(NoHooks, nn.Module):
         return project(x, weight, bias)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
-                rec: Recorder | None) -> torch.Tensor:
+                hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
         """Queries (B, H, T, d) over keys/values (B, KV, S, d) of positions 0..S-1 -> (B, H, T, d).
 
+        `hidden` (B, 1, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
         Long forwards (a prompt) attend in blocks of queries (see `plan.blocks`): the (H, T, S) scores of a
         2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block reads only the
         keys its queries can see. The scores and pattern trace points fire once per forward with the
-        whole (B, H, T, S) maps, assembled only when the recorder wants them."""
+        whole (B, H, T, S) maps, assembled only when the recorder wants them; a recorder that edits them
+        (an intervention) gets them before they are used, over one block of every query."""
         B, H, T, d = q.shape
         KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
         want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
+        if edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern"):
+            future = plan_mask(plan, T, S)
+            future = hidden if future is None else (future if hidden is None else future | hidden)
+            scores = record(rec, p + "hook_attn_scores", masked_scores(q, k, future, self.n_rep))  # (B, H, T, S)
+            pattern = record(rec, p + "hook_pattern", softmax32(scores)).to(q.dtype)  # (B, H, T, S)
+            z = torch.bmm(pattern.reshape(B * KV, self.n_rep * T, S), v.reshape(B * KV, S, d))  # (B*KV, n_rep*T, d)
+            return z.view(B, H, T, d)
         one = len(plan.blocks) == 1
         all_scores = all_pattern = None
         if not one and want_scores:
@@ -191,7 +206,10 @@ class Attention(NoHooks, nn.Module):
         for blk in plan.blocks:
             n, Tb = blk.n_keys, blk.t1 - blk.t0
             qb = q if one else q[:, :, blk.t0:blk.t1]  # (B, H, Tb, d)
-            scores = masked_scores(qb, k[:, :, :n], blk.future, self.n_rep)  # (B, H, Tb, n)
+            future = blk.future
+            if hidden is not None:
+                future = hidden[..., :n] if future is None else future | hidden[..., :n]
+            scores = masked_scores(qb, k[:, :, :n], future, self.n_rep)  # (B, H, Tb, n)
             pattern = softmax32(scores)  # (B, H, Tb, n) fp32
             pattern = pattern if q.dtype == torch.float32 else pattern.to(q.dtype)
             vb = v[:, :, :n].reshape(B * KV, n, d)  # (B*KV, n, d)
@@ -224,9 +242,8 @@ class MLP(NoHooks, nn.Module):
             gate, up = self.gate_proj(x), self.up_proj(x)
         else:
             gate, up = project(x, weight).chunk(2, dim=-1)  # (B, T, I) each, views of one product
-        record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
-        act = F.silu(gate) * up
-        record(rec, f"blocks.{self.layer}.mlp.hook_post", act)
+        gate = record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
+        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", F.silu(gate) * up)
         return self.down_proj(act)
 
 
@@ -242,20 +259,13 @@ class Block(NoHooks, nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
                 plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
         p = f"blocks.{self.layer}."
-        record(rec, p + "hook_resid_pre", x)
-        normed = self.input_layernorm(x)
-        record(rec, p + "ln1.hook_normalized", normed)
-        attn_out = self.self_attn(normed, cos, sin, cache, plan, rec)
-        record(rec, p + "hook_attn_out", attn_out)
-        h = x + attn_out
-        record(rec, p + "hook_resid_mid", h)
-        normed = self.post_attention_layernorm(h)
-        record(rec, p + "ln2.hook_normalized", normed)
-        mlp_out = self.mlp(normed, rec)
-        record(rec, p + "hook_mlp_out", mlp_out)
-        out = h + mlp_out
-        record(rec, p + "hook_resid_post", out)
-        return out
+        x = record(rec, p + "hook_resid_pre", x)
+        normed = record(rec, p + "ln1.hook_normalized", self.input_layernorm(x))
+        attn_out = record(rec, p + "hook_attn_out", self.self_attn(normed, cos, sin, cache, plan, rec))
+        h = record(rec, p + "hook_resid_mid", x + attn_out)
+        normed = record(rec, p + "ln2.hook_normalized", self.post_attention_layernorm(h))
+        mlp_out = record(rec, p + "hook_mlp_out", self.mlp(normed, rec))
+        return record(rec, p + "hook_resid_post", h + mlp_out)
 
 
 class Backbone(nn.Module):
@@ -294,8 +304,7 @@ class Transformer(nn.Module):
         B, T = input_ids.shape
         starts = cache.lengths if cache is not None else [0] * B
         plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
-        x = self.model.embed_tokens(input_ids)  # (B, T, D)
-        record(rec, "hook_embed", x)
+        x = record(rec, "hook_embed", self.model.embed_tokens(input_ids))  # (B, T, D)
         cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
         sin = signed_sin(sin)  # see apply_rope
         if cos.dim() == 3:
@@ -309,8 +318,5 @@ class Transformer(nn.Module):
             else:
                 last = torch.tensor(plan.counts, device=x.device) - 1  # each row's last real slot
                 x = x[torch.arange(B, device=x.device), last][:, None]  # (B, 1, D)
-        x = self.model.norm(x)
-        record(rec, "ln_final.hook_normalized", x)
-        logits = project(x, self.unembed_weight)  # (B, T or 1, V)
-        record(rec, "unembed.hook_logits", logits)
-        return logits
+        x = record(rec, "ln_final.hook_normalized", self.model.norm(x))
+        return record(rec, "unembed.hook_logits", project(x, self.unembed_weight))  # (B, T or 1, V)

@@ -1,19 +1,23 @@
 """Sampling as pure functions: logits in, a token and every intermediate distribution out.
 
-Stages run in this order (as Hugging Face's logits warpers): temperature -> top-k -> top-p -> min-p,
-each on the distribution the previous stage left. No function edits its input in place. Temperature 0
-means greedy: argmax of the raw logits, the filters are not applied (their masks keep everything) and
-the final distribution is one-hot. Each draw takes an explicit `torch.Generator`; `generator_for(seed,
-position)` gives the one the session uses, so the same (seed, position) always draws the same token.
+A draw runs the chain of logits processors of `inspector.engine.processors`: the caller's own processors
+(none by default), then temperature -> top-k -> top-p -> min-p, each on the distribution the previous
+stage left, and draws from the softmax of the last stage's logits. No function edits its input in place.
+Temperature 0 means greedy: argmax of the logits after the caller's processors, the four sampling stages
+are not run (their masks keep everything) and the final distribution is one-hot. Each draw takes an
+explicit `torch.Generator`; `generator_for(seed, position)` gives the one the session uses, so the same
+(seed, position) always draws the same token.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 
 from inspector.engine.config import SamplingParams
+from inspector.engine.processors import LogitsProcessor, run_chain, sampling_chain
 
 
 @dataclass
@@ -30,43 +34,7 @@ class SampleResult:
     entropy_raw: float  # nats
     entropy_final: float  # nats
     survivors: int  # tokens with non-zero final probability
-
-
-def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """logits / T as a new fp32 tensor (T > 0)."""
-    return logits.float() / temperature
-
-
-def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Mask of the k highest logits (all True when k is 0 or >= vocab). Ties at the k-th value are kept."""
-    if k <= 0 or k >= logits.shape[-1]:
-        return torch.ones_like(logits, dtype=torch.bool)
-    kth = torch.topk(logits, k).values[..., -1:]
-    return logits >= kth
-
-
-def apply_top_p(probs: torch.Tensor, p: float) -> torch.Tensor:
-    """Mask of the smallest set of most likely tokens whose probability sums to >= p (the top one always)."""
-    if p >= 1.0:
-        return probs > 0
-    sorted_probs, order = torch.sort(probs, descending=True)
-    mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # probability of strictly better tokens
-    keep_sorted = (mass_before < p) & (sorted_probs > 0)
-    keep_sorted[..., 0] = True
-    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-
-
-def apply_min_p(probs: torch.Tensor, min_p: float) -> torch.Tensor:
-    """Mask of tokens with probability >= min_p x the top probability."""
-    if min_p <= 0.0:
-        return probs > 0
-    return probs >= min_p * probs.max(dim=-1, keepdim=True).values
-
-
-def renormalize(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Zero the removed tokens and rescale the rest to sum to 1."""
-    kept = torch.where(keep, probs, torch.zeros_like(probs))
-    return kept / kept.sum(dim=-1, keepdim=True)
+    stages: list[tuple[str, torch.Tensor]] = field(default_factory=list)  # (name, softmax after it) per processor
 
 
 def entropy(probs: torch.Tensor) -> float:
@@ -80,33 +48,47 @@ def generator_for(seed: int, position: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + position) % (2**63))
 
 
-def stages(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, ...]:
-    """The stages at temperature > 0 over fp32 logits (..., V), each row on its own: (softmax after
-    temperature, kept by top-k, kept by top-p, kept by min-p, the final distribution drawn from)."""
-    scaled = apply_temperature(logits, params.temperature)
-    probs_t = torch.softmax(scaled, dim=-1)
-    kept_k = apply_top_k(scaled, params.top_k)
-    kept_p = apply_top_p(renormalize(probs_t, kept_k), params.top_p) & kept_k
-    kept_min = apply_min_p(renormalize(probs_t, kept_p), params.min_p) & kept_p
-    return probs_t, kept_k, kept_p, kept_min, renormalize(probs_t, kept_min)
+def chain_for(params: SamplingParams, extra: Sequence[LogitsProcessor] = ()) -> list[LogitsProcessor]:
+    """The processors a draw with `params` runs: `extra` first, then the sampling stages (temperature > 0)."""
+    return sampling_chain(params.temperature, params.top_k, params.top_p, params.min_p, extra)
+
+
+def final_probs(logits: torch.Tensor, params: SamplingParams, ids: Sequence[int] = (),
+                extra: Sequence[LogitsProcessor] = ()) -> torch.Tensor:
+    """The distribution `sample` draws from, for each row of fp32 logits (..., V) -> (..., V): one-hot on the
+    argmax (after `extra`) when greedy. Every row is processed with the same `ids`."""
+    logits = logits.float()
+    staged = run_chain(chain_for(params, extra), ids, logits)
+    last = staged[-1][1] if staged else logits
+    if params.temperature == 0.0:
+        return torch.zeros_like(last).scatter_(-1, last.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(last, dim=-1)
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None = None,
-           force_token: int | None = None) -> SampleResult:
-    """Run the stages on (V,) logits and draw a token; `force_token` skips the draw (branching)."""
+           force_token: int | None = None, *, ids: Sequence[int] = (),
+           processors: Sequence[LogitsProcessor] = ()) -> SampleResult:
+    """Run the chain on (V,) logits and draw a token; `force_token` skips the draw (branching). `ids` are the
+    sequence's tokens so far (what `processors` read)."""
     logits = logits.detach().float().reshape(-1)  # (V,), a copy when the input was not fp32
     probs_raw = torch.softmax(logits, dim=-1)
-    every = torch.ones_like(logits, dtype=torch.bool)
+    staged = run_chain(chain_for(params, processors), ids, logits)
+    stage_probs = [(name, torch.softmax(x, dim=-1)) for name, x in staged]
+    last = staged[-1][1] if staged else logits
     if params.temperature == 0.0:
-        token = int(torch.argmax(logits)) if force_token is None else force_token
+        token = int(torch.argmax(last)) if force_token is None else force_token
         final = torch.zeros_like(probs_raw)
         final[token] = 1.0
-        return SampleResult(token, probs_raw, probs_raw, every, every.clone(), every.clone(), final,
-                            entropy(probs_raw), 0.0, 1)
-    probs_t, kept_k, kept_p, kept_min, final = stages(logits, params)
+        allowed = torch.isfinite(last)
+        return SampleResult(token, probs_raw, probs_raw, allowed, allowed.clone(), allowed.clone(), final,
+                            entropy(probs_raw), 0.0, 1, stage_probs)
+    after = dict(staged)
+    final = torch.softmax(last, dim=-1)
     if force_token is None:
         token = int(torch.multinomial(final, 1, generator=generator))
     else:
         token = force_token
-    return SampleResult(token, probs_raw, probs_t, kept_k, kept_p, kept_min, final,
-                        entropy(probs_raw), entropy(final), int(kept_min.sum()))
+    kept_min = torch.isfinite(after["min-p"])
+    return SampleResult(token, probs_raw, dict(stage_probs)["temperature"], torch.isfinite(after["top-k"]),
+                        torch.isfinite(after["top-p"]), kept_min, final, entropy(probs_raw), entropy(final),
+                        int(kept_min.sum()), stage_probs)

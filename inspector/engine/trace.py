@@ -7,7 +7,13 @@ block) fire only when `rec.wants(name)` is true; a recorder without a `wants` me
 
 A recorder decides what to keep (usually small `detach().float().cpu()` summaries); it must not modify
 the tensor. The model never modifies a tensor after recording it, so a recorder may keep a reference
-until the forward ends instead of copying. Trace keys (`blocks.{i}.*`) are a separate namespace from
+until the forward ends instead of copying.
+
+Interventions: a recorder may return a tensor of the same shape from `rec(name, value)`; the model then
+goes on with that tensor instead of `value` (what it writes to the KV cache included: `attn.hook_rot_k`
+and `attn.hook_v` are the cached keys and values). Returning None changes nothing. A recorder that may
+replace a point says so with `edits(name)`: the attention scores and pattern are then computed over one
+block of all queries and handed over before they are used (a recorder that only reads sees them after). Trace keys (`blocks.{i}.*`) are a separate namespace from
 module paths (`model.layers.{i}.*`, used for weights).
 """
 
@@ -60,7 +66,7 @@ COSTLY_HOOKS = ("attn.hook_attn_scores", "attn.hook_pattern")
 class Recorder(Protocol):
     def wants(self, name: str) -> bool: ...
 
-    def __call__(self, name: str, value: torch.Tensor) -> None: ...
+    def __call__(self, name: str, value: torch.Tensor) -> torch.Tensor | None: ...
 
 
 def wants(rec: Recorder | None, name: str) -> bool:
@@ -69,3 +75,11 @@ def wants(rec: Recorder | None, name: str) -> bool:
         return False
     ask = getattr(rec, "wants", None)
     return True if ask is None else bool(ask(name))
+
+
+def edits(rec: Recorder | None, name: str) -> bool:
+    """Whether `rec` may replace the tensor at point `name` (a recorder without `edits` only reads)."""
+    if rec is None:
+        return False
+    ask = getattr(rec, "edits", None)
+    return False if ask is None else bool(ask(name))

@@ -23,6 +23,7 @@ import numpy as np
 
 from inspector.engine.config import ModelConfig
 from inspector.errors import ModelLoadError, UnsupportedConfigError
+from inspector.units import format_bytes
 
 Log = Callable[[str], None]
 
@@ -256,7 +257,7 @@ def convert_gguf(path: Path, out_dir: Path, log: Log | None = None) -> dict[str,
     tokenizer.save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
     if log:
-        log(f"  wrote fp32 safetensors ({sum(w.nbytes for w in tensors.values()) / 1e6:.0f} MB) "
+        log(f"  wrote fp32 safetensors ({format_bytes(sum(w.nbytes for w in tensors.values()))}) "
             f"in {time.perf_counter() - t0:.1f} s")
     return {"source_format": source_format(reader), "source_bytes": path.stat().st_size,
             "source_file": path.name, "gguf_name": _get(reader, "general.name")}

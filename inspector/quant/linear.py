@@ -7,16 +7,15 @@ dequantizes only the rows read), `dequantize() -> (N, K)` fp32 (the matrix the f
 to rounding order), `nbytes` (what the module holds: packed weights, scales, zeros, bias) and
 `precision` (a label for the inventory).
 
-Compute paths (`path`), chosen by `bench/quant.py`'s measurements on this CPU:
+Compute paths (`path`), chosen by `bench/quant.py`'s kernel table on this CPU (run it for the timings):
 - bf16: `F.linear` on bf16 weights with the input cast to bf16, the output cast back to fp32 (oneDNN's
   bf16 matmul; the weights are read at half the bytes).
 - int8 "kernel" (the default where torch has it): `aten._weight_int8pack_mm` on bf16 activations with a
-  bf16 scale, 0.35-0.7x an fp32 matmul's time here; on fp32 activations that kernel was 2-6x slower than
-  fp32. "dequant": `F.linear(x, q.float()) * scale`, converting the int8 matrix per call (the scale
-  applied to the N outputs instead of the N x K weights), 1.2-7x fp32's time.
+  bf16 scale, faster than an fp32 matmul here. "dequant": `F.linear(x, q.float()) * scale`, converting the
+  int8 matrix per call (the scale applied to the N outputs instead of the N x K weights).
 - int4 "kernel" (the default where torch has it): `aten._weight_int4pack_mm_for_cpu` on bf16 activations,
-  as fast as an fp32 matmul or faster here, while "dequant" (unpack the nibbles, apply scale and zero per
-  group, then `F.linear`) was 10-20x slower; fp32 activations into that kernel were slower still.
+  about as fast as an fp32 matmul here; "dequant" unpacks the nibbles, applies scale and zero per group,
+  then runs `F.linear`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
 """Memory calculator: parameters, weight bytes, KV-cache bytes and how many requests fit, from a config alone.
 
-Pure functions of a `ModelConfig`: no torch, no weights read, exact integer counts.
+Exact integer counts from a `ModelConfig`; no weights are read.
 
-- `tensors(cfg)`: every weight tensor the engine's `Transformer` holds, by HF name, shape and count
-  (a per-layer tensor is listed once, `layers.*`, with count = layers). Embedding, LM head (none when tied:
-  it reuses the embedding), per layer q/k/v/o with GQA shapes (k/v have kv_heads × head_dim rows) and
-  their biases where the family has them (Qwen2: q/k/v), MLP gate/up/down, two RMSNorms, the final norm.
-  `count_params` sums them.
+- `tensors(cfg)`: every weight tensor the engine's `Transformer` holds, read off that model built from
+  `cfg` on torch's meta device (shapes only, no memory, ~10 ms for 70B): HF name, shape and group (as
+  in `inspector.models.inventory.GROUPS`). A tied LM head has no tensor of its own. `count_params` sums them.
 - `weight_bytes(cfg, dtype)`: fp32 4 bytes, bf16/fp16 2 bytes per weight. int8 and int4 are weight-only
   and group-wise like GGUF's Q8_0/Q4_0 blocks: each run of 32 weights along a matrix row shares one fp16
   scale, so 34 bytes per 32 weights (8.5 bits) and 18 bytes per 32 (4.5 bits). Every matrix is quantized,
   the embedding and LM head too; 1-D tensors (norm weights, biases) stay 16-bit.
-- `kv_bytes_per_token(cfg, kv_dtype)` = 2 (K and V) × layers × kv_heads × head_dim × bytes per element.
-  `kv_bytes(...)` multiplies by context × batch: a full cache, every position of every request kept (no
-  sliding window, no rounding up to whole pages). Scales of an 8-bit KV cache are not counted.
+- `kv_bytes_per_token(cfg, kv_dtype)`: the engine's formula (`inspector.engine.kv_cache.kv_bytes`),
+  2 (K and V) × layers × kv_heads × head_dim × bytes per element. `kv_bytes(...)` multiplies by
+  context × batch: a full cache, every position of every request kept (no sliding window, no rounding up
+  to whole pages). Scales of an 8-bit KV cache are not counted.
 - `with_full_mha(cfg)`: the same model with kv_heads = attention heads (larger k/v projections too), the
   baseline that grouped-query attention saves against.
 - `requests_that_fit(...)`: ⌊(memory − weights) / (kv_bytes_per_token × context)⌋. Weights and KV only:
@@ -24,7 +23,8 @@ with its sources) or a local config.json / HF model directory, and builds the en
 `ModelConfig.from_hf` from the keys that set tensor shapes. from_hf refuses keys whose math the engine does
 not implement (a rope scaling type, an activation, a sliding window, model_type mistral); those change what
 is computed, not what is stored, so they are not passed, and families whose tensors are Llama's (mistral)
-are read as llama. A key that would change the count itself (mlp_bias, another architecture) is refused.
+are built as the engine's llama (`ResolvedConfig.layout_note` says so). A key that would change the count
+itself (mlp_bias, another architecture) is refused: the engine cannot build that model, so nothing is guessed.
 """
 
 from __future__ import annotations
@@ -38,8 +38,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from inspector.engine import kv_cache
 from inspector.engine.config import ModelConfig
+from inspector.engine.model import Transformer
 from inspector.errors import InputError, ModelLoadError, UnsupportedConfigError
+from inspector.models.inventory import group_of
 
 # model_type -> the engine family whose tensor layout it has (ModelConfig.qkv_bias/o_bias follow it).
 LAYOUTS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
@@ -93,45 +98,32 @@ def default_kv_dtype(dtype: str) -> str:
 
 @dataclass(frozen=True)
 class Tensor:
-    name: str  # HF name; `layers.*` stands for every layer
+    name: str  # HF name, e.g. model.layers.3.self_attn.q_proj.weight
     shape: tuple[int, ...]
-    count: int  # how many tensors of this shape (layers for per-layer ones)
     group: str  # as in inspector.models.inventory.GROUPS
 
     @property
     def params(self) -> int:
-        return math.prod(self.shape) * self.count
+        return math.prod(self.shape)
 
 
-def tensors(cfg: ModelConfig) -> list[Tensor]:
-    """Every weight tensor of the engine's Transformer for `cfg` (a tied LM head has none)."""
-    D, I, L, d = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.head_dim
-    q_out, kv_out = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-    p = "model.layers.*."
-    out = [Tensor("model.embed_tokens.weight", (cfg.vocab_size, D), 1, "embedding")]
-    for proj, rows in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-        out.append(Tensor(f"{p}self_attn.{proj}_proj.weight", (rows, D), L, f"attention {proj}"))
-        if cfg.qkv_bias:
-            out.append(Tensor(f"{p}self_attn.{proj}_proj.bias", (rows,), L, f"attention {proj}"))
-    out.append(Tensor(f"{p}self_attn.o_proj.weight", (D, q_out), L, "attention o"))
-    if cfg.o_bias:
-        out.append(Tensor(f"{p}self_attn.o_proj.bias", (D,), L, "attention o"))
-    out += [Tensor(f"{p}mlp.gate_proj.weight", (I, D), L, "mlp gate"),
-            Tensor(f"{p}mlp.up_proj.weight", (I, D), L, "mlp up"),
-            Tensor(f"{p}mlp.down_proj.weight", (D, I), L, "mlp down"),
-            Tensor(f"{p}input_layernorm.weight", (D,), L, "norm"),
-            Tensor(f"{p}post_attention_layernorm.weight", (D,), L, "norm"),
-            Tensor("model.norm.weight", (D,), 1, "norm")]
-    if not cfg.tie_word_embeddings:
-        out.append(Tensor("lm_head.weight", (cfg.vocab_size, D), 1, "lm_head"))
-    return out
+def tensors(cfg: ModelConfig) -> tuple[Tensor, ...]:
+    """Every weight tensor of the engine's Transformer for `cfg`, in its order (a tied LM head has none)."""
+    # rope_scaling and the token ids change no tensor; dropping them keeps the config hashable for the cache
+    return _meta_tensors(replace(cfg, rope_scaling=None, bos_token_id=None, eos_token_id=None))
+
+
+@functools.lru_cache(maxsize=64)
+def _meta_tensors(cfg: ModelConfig) -> tuple[Tensor, ...]:
+    with torch.device("meta"):  # shapes without storage: a 70B model costs nothing to build
+        model = Transformer(cfg)
+    return tuple(Tensor(name, tuple(p.shape), group_of(name)) for name, p in model.named_parameters())
 
 
 def tensor_bytes(t: Tensor, dtype: str) -> int:
-    """Bytes of `t` (all `count` of them) stored in `dtype`."""
+    """Bytes of `t` stored in `dtype`."""
     prec = WEIGHT_DTYPES[dtype_name(dtype)]
-    one = prec.matrix_bytes(*t.shape) if len(t.shape) == 2 else prec.vector_bytes(t.shape[0])
-    return one * t.count
+    return prec.matrix_bytes(*t.shape) if len(t.shape) == 2 else prec.vector_bytes(t.shape[0])
 
 
 def count_params(cfg: ModelConfig) -> int:
@@ -154,8 +146,8 @@ def param_groups(cfg: ModelConfig, dtype: str) -> dict[str, tuple[int, int]]:
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes per element."""
-    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * KV_DTYPES[dtype_name(kv_dtype, kv=True)]
+    """2 (K and V) × layers × kv_heads × head_dim × bytes per element (`inspector.engine.kv_cache.kv_bytes`)."""
+    return kv_cache.kv_bytes(cfg, 1, KV_DTYPES[dtype_name(kv_dtype, kv=True)])
 
 
 def positive(value: Any, what: str) -> int:
@@ -238,6 +230,14 @@ class ResolvedConfig:
         return value if value in WEIGHT_DTYPES else None
 
     @property
+    def layout_note(self) -> str | None:
+        """One line when the engine builds this model as another family (same tensors), else None."""
+        model_type = self.raw.get("model_type", "llama")
+        built = LAYOUTS.get(model_type, model_type)
+        return None if built == model_type else (f"model_type {model_type} is counted as the engine's {built} "
+                                                 f"model (the same tensors)")
+
+    @property
     def sliding_window(self) -> int | None:
         window = self.raw.get("sliding_window")
         return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
@@ -316,11 +316,3 @@ def resolve_config(name_or_path: str) -> ResolvedConfig:
     hint = f"; did you mean {' or '.join(names)}?" if names else ""
     raise InputError(f"unknown config {shown!r}{hint} (`inspector memory --list` names the shipped ones; "
                      "or pass a config.json path or model directory)")
-
-
-def format_bytes(n: int) -> str:
-    """Decimal units, as model and GPU sizes are quoted: 141107412992 -> "141.11 GB"."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"

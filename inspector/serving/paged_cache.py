@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from inspector.engine.config import ModelConfig
+from inspector.engine.kv_cache import kv_bytes
 
 
 class OutOfBlocks(RuntimeError):
@@ -108,6 +109,7 @@ class PagedKVCache:
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
         if block_size < 1:
             raise ValueError(f"block size must be at least 1, got {block_size}")
+        self.config = config
         self.num_layers = config.num_hidden_layers
         self.kv_heads, self.head_dim = config.num_key_value_heads, config.head_dim
         self.block_size, self.dtype, self.device = block_size, dtype, torch.device(device)
@@ -188,9 +190,8 @@ class PagedKVCache:
     # ---- memory
     @property
     def bytes_per_position(self) -> int:
-        """K and V of one token position, every layer."""
-        elem = torch.empty((), dtype=self.dtype).element_size()
-        return 2 * self.num_layers * self.kv_heads * self.head_dim * elem
+        """K and V of one token position, every layer (`kv_bytes`)."""
+        return kv_bytes(self.config, 1, torch.empty((), dtype=self.dtype).element_size())
 
     @property
     def bytes_per_block(self) -> int:
@@ -254,6 +255,10 @@ class PagedBatch:
             vp[slots] = v[b, :, :n].transpose(0, 1)
         # (B, S, KV, d) gathered -> (B, KV, S, d)
         return kp[index].transpose(1, 2), vp[index].transpose(1, 2)
+
+    def evicted_mask(self, layer: int, end: int) -> None:
+        """Nothing is evicted from a paged cache (its blocks are freed whole)."""
+        return None
 
     def advance(self, counts: int | Sequence[int]) -> None:
         """Commit the positions the forward wrote (n for every row, or counts[b] for row b)."""

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from inspector.engine.config import ModelConfig
+from inspector.engine.kv_cache import kv_bytes
 from inspector.serving.memory import count_params
 from inspector.serving.records import Peaks
 
@@ -77,7 +78,7 @@ def forward_cost(cfg: ModelConfig, rows: Sequence[tuple[int, int]], elem_bytes: 
     T = sum(n for n, _ in rows)
     pairs = sum(n * c + n * (n + 1) // 2 for n, c in rows)  # (query, key) pairs under the causal mask
     flops = 2 * linear_params_per_layer(cfg) * L * T + 4 * H * d * L * pairs + 2 * cfg.hidden_size * cfg.vocab_size * len(rows)
-    per_position = 2 * L * cfg.num_key_value_heads * d * elem_bytes  # K and V, every layer
+    per_position = kv_bytes(cfg, 1, elem_bytes)  # K and V, every layer
     return ForwardCost(flops, weights_read(cfg, T) * elem_bytes,
                        sum(n + c for n, c in rows) * per_position, T * per_position)
 

@@ -1,8 +1,9 @@
 """Continuous batching over the paged KV cache: a `Scheduler` with `waiting` and `running` queues.
 
 The shape of nano-vllm's engine:
-- `Sequence`: one request, its prompt and generated ids, its status and timings (its block table lives in
-  the `PagedKVCache` under `seq_id`), its sampling params (None: greedy).
+- `Sequence`: one request: its generation (`gen`, the generation loop's `Sequence`: prompt and generated
+  ids, finish reason), its status and timings (its block table lives in the `PagedKVCache` under
+  `seq_id`), its sampling params (greedy when none are given).
 - Parallel sampling: `add(..., n=k, params=...)` queues k continuations of one prompt. The first is
   admitted with room for all k in the batch; its prompt is prefilled once, and when it is cached the
   others fork it (`PagedKVCache.fork`: shared blocks, reference counts; the last partial block is copied
@@ -16,9 +17,10 @@ The shape of nano-vllm's engine:
      are admitted in order (arrival step, then submission order) while the batch has room and the pool
      has the blocks for their first chunk; their prefill rides in the same forward as extra rows. No
      admission in a step that preempted (the blocks just freed are what the running ones need).
-  2. one `step_rows` forward over all rows through the cache's batch view;
-  3. `postprocess()`: a sequence whose prompt is fully cached takes its next token (`choose`); it
-     finishes on EOS or its max new tokens, and its blocks are freed.
+  2. one forward of the generation loop (`inspector.generation.loop.forward`, with the scheduler's levers)
+     over all rows through the cache's batch view;
+  3. `postprocess()`: a sequence whose prompt is fully cached takes its next token through the loop's
+     `choose`; when its generation says it finished (EOS, max new tokens) its blocks are freed.
   Each `StepRecord` carries the forward's FLOPs and bytes moved (`roofline.forward_cost` over its rows'
   new tokens and cached context) and the forward's own wall time, for the roofline.
 - A request that could never fit (prompt + max new tokens past the whole pool or the model's context) is
@@ -35,36 +37,60 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+
 import torch
 
 from inspector.engine.config import SamplingParams
-from inspector.engine.sampling import generator_for, sample
-from inspector.engine.steps import step_rows
+from inspector.generation.levers import Levers
+from inspector.generation.loop import NO_LEVERS, choose, forward
+from inspector.generation.sequence import FinishReason
+from inspector.generation.sequence import Sequence as GenSequence
 from inspector.serving.paged_cache import PagedKVCache
 from inspector.serving.records import Row, Status, StepRecord
 from inspector.serving.roofline import forward_cost
 
+GREEDY = SamplingParams()  # a request without sampling params decodes greedily
+
 
 @dataclass
 class Sequence:
+    """One request in the scheduler: its generation (`gen`: ids, finish reason) and its scheduling state."""
+
     seq_id: int
-    prompt_ids: list[int]
-    max_new_tokens: int
+    gen: GenSequence  # prompt and generated ids, finish reason (the generation loop's Sequence)
     arrival_step: int = 0
     status: Status = Status.WAITING
-    output_ids: list[int] = field(default_factory=list)
     num_cached: int = 0  # positions of `tokens` in the cache (0 again after a preemption)
-    finish_reason: str | None = None  # "eos" | "max_tokens" | the reason it was refused
+    refusal: str = ""  # why a REFUSED request could never run
     preemptions: int = 0
     arrival_time: float | None = None
     token_times: list[float] = field(default_factory=list)
-    params: SamplingParams | None = None  # None or temperature 0: greedy
+    params: SamplingParams = GREEDY
     siblings: list["Sequence"] = field(default_factory=list)  # continuations forked from this one after its prompt
     parent: int | None = None  # the sequence whose prompt blocks this continuation shares
 
     @property
+    def prompt_ids(self) -> list[int]:
+        return self.gen.prompt_ids
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.gen.generated_ids
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.gen.max_new_tokens
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why it ended, in words: the finish reason's name, or for a refused request why it was refused."""
+        if self.status is Status.REFUSED:
+            return self.refusal
+        return None if self.gen.finish is None else str(self.gen.finish)
+
+    @property
     def tokens(self) -> list[int]:
-        return self.prompt_ids + self.output_ids
+        return self.gen.ids
 
     @property
     def max_len(self) -> int:
@@ -91,13 +117,14 @@ class Sequence:
 class Scheduler:
     def __init__(self, model: torch.nn.Module, cache: PagedKVCache, *, max_batch: int = 8,
                  eos_ids: Iterable[int] = (), prefill_chunk: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, levers: Levers = NO_LEVERS) -> None:
         if max_batch < 1:
             raise ValueError(f"max batch must be at least 1, got {max_batch}")
         if prefill_chunk is not None and prefill_chunk < 1:
             raise ValueError(f"prefill chunk must be at least 1, got {prefill_chunk}")
         self.model, self.cache, self.max_batch = model, cache, max_batch
         self.eos_ids, self.prefill_chunk, self.clock = frozenset(eos_ids), prefill_chunk, clock
+        self.levers = levers  # the generation loop's levers, for every row of every forward
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []  # admission order: the last one is the newest
         self.sequences: list[Sequence] = []
@@ -111,26 +138,29 @@ class Scheduler:
         alone (status REFUSED) when it could never fit. Continuation i samples with `params` and seed
         params.seed + i (its own seed stream); the others are `siblings` of the first until its prompt is
         cached, then forks of it that share the prompt's blocks."""
-        group = [Sequence(len(self.sequences) + i, list(prompt_ids), max_new_tokens, arrival_step,
-                          params=None if params is None else replace(params, seed=params.seed + i))
+        context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        params = GREEDY if params is None else params
+        group = [Sequence(len(self.sequences) + i,
+                          GenSequence(prompt_ids, max_new_tokens, context or 2**62, stop_ids=self.eos_ids),
+                          arrival_step, params=replace(params, seed=params.seed + i))
                  for i in range(max(n, 1))]
         self.sequences += group
         seq = group[0]
         pool_tokens = self.cache.manager.num_blocks * self.cache.block_size
-        context = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         if not prompt_ids or max_new_tokens < 1:
-            seq.finish_reason = "an empty prompt or max new tokens < 1"
+            seq.refusal = "an empty prompt or max new tokens < 1"
         elif n < 1:
-            seq.finish_reason = f"a request needs at least 1 continuation, got {n}"
+            seq.refusal = f"a request needs at least 1 continuation, got {n}"
         elif n > self.max_batch:
-            seq.finish_reason = f"{n} continuations do not fit a batch of {self.max_batch}"
+            seq.refusal = f"{n} continuations do not fit a batch of {self.max_batch}"
         elif context is not None and seq.max_len > context:
-            seq.finish_reason = f"needs {seq.max_len} positions; the model's context is {context}"
+            seq.refusal = f"needs {seq.max_len} positions; the model's context is {context}"
         elif seq.max_len > pool_tokens:
-            seq.finish_reason = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
-        if seq.finish_reason:
+            seq.refusal = f"needs {seq.max_len} positions; the whole pool holds {pool_tokens}"
+        if seq.refusal:
             for s in group:
-                s.status, s.finish_reason = Status.REFUSED, seq.finish_reason
+                s.status, s.refusal = Status.REFUSED, seq.refusal
+                s.gen.finish = FinishReason.REFUSED
             return seq
         for sib in group[1:]:
             sib.parent = seq.seq_id
@@ -214,7 +244,7 @@ class Scheduler:
         if rows:
             view = self.cache.batch([seq.seq_id for seq, _ in rows])
             t0 = self.clock()
-            logits = step_rows(self.model, [ids for _, ids in rows], view)  # (B, V) fp32
+            logits = forward(self.model, view, [ids for _, ids in rows], self.levers)  # (B, V) fp32
             now, blocks_used = self.clock(), self.cache.manager.num_used  # in use by this forward, before frees
             forward_ms = (now - t0) * 1e3
             finished = self.postprocess(rows, logits, now, new_tokens)
@@ -225,12 +255,6 @@ class Scheduler:
         self.records.append(record)
         self.step_index += 1
         return record
-
-    def choose(self, seq: Sequence, logits: torch.Tensor) -> int:
-        """The sequence's next token: argmax, or a draw by `sample` with generator_for(seed, position)."""
-        if seq.params is None or seq.params.temperature == 0.0:
-            return int(logits.argmax())
-        return sample(logits, seq.params, generator_for(seq.params.seed, len(seq.tokens))).token
 
     def fork_siblings(self, seq: Sequence) -> list[Sequence]:
         """Its prompt is cached: each waiting continuation becomes a running fork sharing the prompt's blocks."""
@@ -251,12 +275,10 @@ class Scheduler:
             if seq.prefilling:
                 continue  # a prompt chunk that is not the last: no token yet
             for member in [seq, *self.fork_siblings(seq)]:  # forks first: a finishing seq frees its blocks
-                token = self.choose(member, row_logits)
-                member.output_ids.append(token)
+                token = choose(member.gen, row_logits, member.params, self.levers).token
                 member.token_times.append(now)
                 new_tokens[member.seq_id] = token
-                if token in self.eos_ids or len(member.output_ids) >= member.max_new_tokens:
-                    member.finish_reason = "eos" if token in self.eos_ids else "max_tokens"
+                if member.gen.finish is not None:
                     member.status = Status.FINISHED
                     self.running.remove(member)
                     self.cache.free(member.seq_id)

@@ -38,6 +38,7 @@ class Candidate:
     kept_top_p: bool
     kept_min_p: bool
     prob_final: float  # renormalised over the survivors (0 when removed)
+    stage_probs: list[float] = field(default_factory=list)  # after each stage of SampleRecord.stages, in order
 
 
 @dataclass
@@ -50,6 +51,7 @@ class SampleRecord:
     entropy_final: float  # nats, of the final (filtered, renormalised) distribution
     survivors: int  # tokens with non-zero final probability
     vocab_size: int
+    stages: list[str] = field(default_factory=list)  # the logits processors the draw ran, in order
 
 
 @dataclass
@@ -63,6 +65,7 @@ class KVLayerStat:
     k_shape: tuple[int, int, int, int]
     v_shape: tuple[int, int, int, int]
     kv_head_groups: list[list[int]]  # kv head j -> the query heads that read it
+    position_bytes: int = 0  # what one position costs in every layer (the cache's `kv_bytes`); 0 in old files
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A saved trace back into a session: records to and from JSON, and `RestoredSession`.
 
-`record_json(record)` / `record_from_json(d, arrays)` convert a `ForwardRecord`; its arrays (`ARRAY_FIELDS`)
+Records are read with the generic `inspector.session.codec.from_json`; their arrays (`ARRAY_FIELDS`)
 travel apart, as tensors. `RestoredSession(doc, tensors, loaded, read_only)` rebuilds what a `Session`
 holds from a trace document (`inspector.session.trace_file`): the records, the tensors each forward kept
 (fp32 logits, post-RoPE queries, logit-lens inputs) and the KV cache of the committed positions, so every
@@ -15,10 +15,9 @@ line saying why (it names both models).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from inspector.engine import steps
@@ -26,51 +25,14 @@ from inspector.engine.config import ModelConfig, SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.recording import NORM_POINTS
 from inspector.errors import InputError
-from inspector.models.detokenize import Detokenizer
-from inspector.session.records import Candidate, ForwardRecord, KVLayerStat, SampleRecord, TopToken
+from inspector.generation.sequence import Sequence
+from inspector.session.codec import from_json
+from inspector.session.records import ForwardRecord
 from inspector.session.session import Session
 from inspector.session.trace_store import Forward, TraceStore
 
 ARRAY_FIELDS = (*NORM_POINTS, "logits")  # the ForwardRecord fields saved as tensors, not JSON
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-# ---- records <-> JSON
-def record_json(rec: ForwardRecord) -> dict[str, Any]:
-    """Every field of a record but its arrays, as plain JSON values (nested records as dicts)."""
-    out = {f.name: getattr(rec, f.name) for f in fields(rec) if f.name not in ARRAY_FIELDS}
-    out["logit_lens"] = [[asdict(t) for t in layer] for layer in rec.logit_lens]
-    out["kv"] = [asdict(s) for s in rec.kv]
-    out["sample"] = asdict(rec.sample) if rec.sample is not None else None
-    return out
-
-
-def record_from_json(d: dict[str, Any], arrays: dict[str, np.ndarray]) -> ForwardRecord:
-    """The record `record_json` wrote, its arrays (keyed by ARRAY_FIELDS) put back."""
-    return ForwardRecord(
-        kind=str(d["kind"]), step=int(d["step"]), start_pos=int(d["start_pos"]),
-        token_ids=[int(t) for t in d["token_ids"]], cached=bool(d["cached"]),
-        **{p: arrays[p] for p in NORM_POINTS},
-        logit_lens=[[TopToken(**t) for t in layer] for layer in d["logit_lens"]],
-        logits=arrays["logits"],
-        kv=[_kv_stat(s) for s in d["kv"]],
-        forward_ms=float(d["forward_ms"]),
-        sample=_sample(d["sample"]) if d["sample"] is not None else None,
-        sample_ms=float(d["sample_ms"]), tokenize_ms=float(d["tokenize_ms"]), extra=dict(d["extra"]),
-    )
-
-
-def _kv_stat(s: dict[str, Any]) -> KVLayerStat:
-    return KVLayerStat(layer=s["layer"], length=s["length"], capacity=s["capacity"], nbytes=s["nbytes"],
-                       k_shape=tuple(s["k_shape"]), v_shape=tuple(s["v_shape"]), kv_head_groups=s["kv_head_groups"])
-
-
-def _sample(s: dict[str, Any]) -> SampleRecord:
-    return SampleRecord(
-        params=SamplingParams(**s["params"]), token_id=s["token_id"], token_piece=s["token_piece"],
-        candidates=[Candidate(**c) for c in s["candidates"]], entropy_raw=s["entropy_raw"],
-        entropy_final=s["entropy_final"], survivors=s["survivors"], vocab_size=s["vocab_size"],
-    )
 
 
 # ---- what a read-only session uses instead of the model and its tokenizer
@@ -103,6 +65,7 @@ class TracedModel:
     tokenizer: TracePieces
     dtype: torch.dtype
     model: None = None
+    stop_ids: frozenset[int] = frozenset()
 
 
 class RestoredTrace(TraceStore):
@@ -126,32 +89,25 @@ class RestoredSession(Session):
         self.settings = settings  # prompt, chat, system, params (the newest step's), max_new_tokens, flags
         self.read_only = read_only
         flags = {k: bool(settings[k]) for k in ("recompute", "record", "lens")}
-        if read_only is None:  # a session of the recording model, whose state is then replaced by the file's
-            super().__init__(loaded, **flags)
-        else:  # no model: what the views need, from the file
+        eos_ids = frozenset(int(i) for i in doc["eos_ids"])
+        if read_only is not None:  # no model: what the views need, from the file
             config = ModelConfig.from_hf(recorded["config"], name=recorded["name"])
             tokenizer = TracePieces([str(p) for p in doc["pieces"]], {int(i) for i in doc["specials"]})
-            self.loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer,
-                                      DTYPES[recorded["dtype"]])
-            self.model, self.config, self.tokenizer = None, config, tokenizer
-            self.recompute, self.record, self.lens = flags["recompute"], flags["record"], flags["lens"]
-            self.context = config.max_position_embeddings
-        self.eos_ids = frozenset(int(i) for i in doc["eos_ids"])
-        self.max_new_tokens = int(settings["max_new_tokens"])
-        self.prompt_ids = [int(i) for i in doc["prompt_ids"]]
-        self.generated_ids = [int(i) for i in doc["generated_ids"]]
-        self.finished = doc["finished"]
-        self.text = str(doc["text"])
-        self._detok = Detokenizer(self.tokenizer)
-        if read_only is None:  # the detokenizer's state (a character may be half-way) as the original left it
-            for t in self.generated_ids:
-                self._detok.add(t)
-            if self.finished:
-                self._detok.finish()
+            loaded = TracedModel(recorded["name"], recorded["source"], config, tokenizer, DTYPES[recorded["dtype"]])
+        config, model = loaded.config, loaded.model
         forwards = [_forward(d, k, tensors) for k, d in enumerate(doc["forwards"])]
-        _check_shapes(self.config, forwards, tensors["cache.keys"], tensors["cache.values"], len(self.generated_ids))
-        cache = _cache(self.config, self.model, tensors["cache.keys"], tensors["cache.values"])
-        self.trace = RestoredTrace(self.config, self.model, self.tokenizer.piece, cache, forwards)
+        generated = [int(i) for i in doc["generated_ids"]]
+        _check_shapes(config, forwards, tensors["cache.keys"], tensors["cache.values"], len(generated))
+        cache = _cache(config, model, tensors["cache.keys"], tensors["cache.values"])
+        trace = RestoredTrace(config, model, loaded.tokenizer.piece, cache, forwards)
+        # the detokenizer's state (a character may be half-way) as the original left it, when there is a model
+        seq = Sequence([int(i) for i in doc["prompt_ids"]], int(settings["max_new_tokens"]),
+                       config.max_position_embeddings, stop_ids=eos_ids, cache=cache,
+                       tokenizer=loaded.tokenizer if read_only is None else None)
+        seq.restore(generated, doc["finished"], str(doc["text"]))
+        super().__init__(loaded, **flags, restored=(trace, seq))
+        self.eos_ids = eos_ids
+        self.max_new_tokens = seq.max_new_tokens
 
     def _writable(self) -> None:
         if self.read_only is not None:
@@ -190,7 +146,7 @@ def _forward(d: dict[str, Any], k: int, tensors: dict[str, torch.Tensor]) -> For
     name = f"forwards.{k}."
     arrays = {p: tensors[name + p].numpy() for p in NORM_POINTS}
     arrays["logits"] = tensors[name + "logits_fp16"].numpy()
-    return Forward(record_from_json(d, arrays), tensors[name + "logits"],
+    return Forward(from_json(ForwardRecord, d, arrays=arrays), tensors[name + "logits"],
                    tensors.get(name + "queries"), tensors.get(name + "lens_inputs"))
 
 

@@ -31,7 +31,9 @@ from inspector.engine.kv_cache import KVCache
 from inspector.engine.recording import NORM_POINTS, SummaryRecorder
 from inspector.engine.sampling import generator_for, sample
 from inspector.errors import InputError
-from inspector.models.detokenize import Detokenizer
+from inspector.generation import loop
+from inspector.generation.levers import Levers, check_interventions
+from inspector.generation.sequence import FinishReason, Sequence
 from inspector.models.loader import LoadedModel
 from inspector.session.records import ForwardRecord, SampleRecord, TopToken
 from inspector.session.sample_records import sample_record
@@ -49,7 +51,10 @@ class Session:
     """Prefill, step, branch and resample one generation; its forwards and KV cache are in `self.trace`."""
 
     def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True,
-                 lens: bool = True) -> None:
+                 lens: bool = True, levers: Levers = loop.NO_LEVERS,
+                 restored: tuple[TraceStore, Sequence] | None = None) -> None:
+        """A new generation over `loaded`; `restored` (a trace store and its sequence, read from a trace
+        file) starts it where a saved one stood instead of empty."""
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
@@ -60,15 +65,41 @@ class Session:
         self.context = self.config.max_position_embeddings
         self.eos_ids = loaded.stop_ids
         self.max_new_tokens = 64
-        self._reset()
+        check_interventions(levers.interventions, self.config.num_hidden_layers)
+        self.levers = levers  # processors, KV-cache policy, interventions: applied to every forward and draw
+        if restored is None:
+            self._reset()
+        else:
+            self.trace, self.seq = restored
 
-    def _reset(self) -> None:
-        self.trace = TraceStore(self.model, self.tokenizer.piece)
-        self.prompt_ids: list[int] = []
-        self.generated_ids: list[int] = []  # sampled tokens (the last one is not in the cache yet)
-        self.text: str = ""  # generated text, grown by incremental detokenization
-        self.finished: str | None = None  # None | "eos" | "max_tokens" | "context_full"
-        self._detok = Detokenizer(self.tokenizer)
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for this session's generation (a quantized session gives its own kind)."""
+        return engine.new_cache(self.model)
+
+    def _reset(self, prompt_ids: list[int] | None = None) -> None:
+        self.trace = TraceStore(self.model, self.tokenizer.piece, self.new_cache())
+        # the generation's ids, text and finish reason (the newest sampled token is not in the cache yet)
+        self.seq = Sequence(prompt_ids or [], self.max_new_tokens, self.context, stop_ids=self.eos_ids,
+                            tokenizer=self.tokenizer, cache=self.trace.cache)
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.seq.prompt_ids
+
+    @property
+    def generated_ids(self) -> list[int]:
+        """Sampled tokens, in order (the newest one is not in the cache yet)."""
+        return self.seq.generated_ids
+
+    @property
+    def text(self) -> str:
+        """The generated text, grown by incremental detokenization."""
+        return self.seq.text
+
+    @property
+    def finished(self) -> FinishReason | None:
+        """Why generation ended (a str enum: "eos", "max_tokens", ...), or None while it goes on."""
+        return self.seq.finish
 
     @property
     def records(self) -> list[ForwardRecord]:
@@ -79,6 +110,13 @@ class Session:
     def cache(self) -> KVCache:
         """The KV cache of this generation (held by the trace store)."""
         return self.trace.cache
+
+    def set_levers(self, levers: Levers) -> None:
+        """Use `levers` from the next forward and draw on (InputError on an intervention point the model
+        lacks). A forward already run ahead with the old levers is dropped, so the next step runs anew."""
+        check_interventions(levers.interventions, self.config.num_hidden_layers)
+        self.trace.drop_pending()
+        self.levers = levers
 
     # ---- generation
     def prefill(self, prompt: str, params: SamplingParams, *, chat: bool = False,
@@ -106,9 +144,8 @@ class Session:
         bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
         if bad:
             raise InputError(f"token id {bad[0]} is outside the vocabulary ({self.config.vocab_size})")
-        self._reset()
         self.max_new_tokens = max_new_tokens
-        self.prompt_ids = list(ids)
+        self._reset(list(ids))
         rec = self.trace.commit(self._forward("prefill", list(ids), cached=True))
         rec.tokenize_ms = tokenize_ms
         self._sample_into(0, params)
@@ -191,7 +228,9 @@ class Session:
         _check(params)
         forward = self.trace.at(-1 if step is None else step)
         rec, logits = forward.record, forward.logits
-        result = sample(logits, params, generator_for(params.seed, rec.positions.stop))
+        context = self.seq.ids[:rec.positions.stop]
+        result = sample(logits, params, generator_for(params.seed, len(context)), ids=context,
+                        processors=self.levers.processors)
         return sample_record(result, logits, params, self.tokenizer.piece)
 
     def resample(self, params: SamplingParams) -> ForwardRecord:
@@ -212,7 +251,7 @@ class Session:
         k = len(self.trace) - 1
         ids = self.prompt_ids + self.generated_ids[:k]
         t0 = time.perf_counter()
-        logits, _ = engine.recompute_step(self.model, ids)
+        logits = loop.forward(self.model, self.new_cache(), [ids], self.levers)[0]
         ms = (time.perf_counter() - t0) * 1e3
         return float((logits - self.trace.forwards[k].logits).abs().max()), ms
 
@@ -261,12 +300,11 @@ class Session:
         L = self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
         t0 = time.perf_counter()
-        if kind == "prefill":
-            logits = engine.prefill(self.model, token_ids, self.cache, rec)
-        elif cached:
-            logits = engine.decode_step(self.model, token_ids[0], self.cache, rec)
-        else:
-            logits, self.trace.cache = engine.recompute_step(self.model, self.prompt_ids + self.generated_ids, rec)
+        if kind == "prefill" or cached:
+            logits = loop.forward(self.model, self.cache, [token_ids], self.levers, rec)[0]
+        else:  # the whole sequence from position 0 into a fresh cache
+            self.trace.cache = self.seq.cache = self.new_cache()
+            logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], self.levers, rec)[0]
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:
@@ -286,31 +324,11 @@ class Session:
         return forward
 
     def _sample_into(self, index: int, params: SamplingParams, force: int | None = None) -> None:
-        """Draw (or force) the token of step `index`; it becomes generated_ids[index]; update text/finished."""
+        """Draw (or force) the token of step `index`; it becomes generated_ids[index] (the sequence keeps its
+        text and finish reason)."""
         forward = self.trace.forwards[index]
         rec, logits = forward.record, forward.logits
         t0 = time.perf_counter()
-        result = sample(logits, params, generator_for(params.seed, rec.positions.stop), force_token=force)
+        result = loop.choose(self.seq, logits, params, self.levers, force, index)
         rec.sample_ms = (time.perf_counter() - t0) * 1e3
         rec.sample = sample_record(result, logits, params, self.tokenizer.piece)
-        appended = index == len(self.generated_ids)
-        self.generated_ids[index:] = [result.token]
-        if appended and not self.finished:
-            self._detok.add(result.token)
-        else:  # a replaced token: rebuild the text from scratch
-            self._detok = Detokenizer(self.tokenizer)
-            for t in self.generated_ids:
-                self._detok.add(t)
-        self.finished = self._finish_reason(result.token)
-        if self.finished:
-            self._detok.finish()
-        self.text = self._detok.text
-
-    def _finish_reason(self, token: int) -> str | None:
-        if token in self.eos_ids:
-            return "eos"
-        if len(self.generated_ids) >= self.max_new_tokens:
-            return "max_tokens"
-        if len(self.prompt_ids) + len(self.generated_ids) >= self.context:
-            return "context_full"
-        return None

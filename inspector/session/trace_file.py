@@ -21,8 +21,15 @@ header's `__metadata__` (string -> string) holding "format", "version", "trace" 
   KV cache's committed positions (layers, kv_heads, positions, head_dim), which the attention views read.
 A forward run ahead of the next step (`pending`) is not saved: it is not part of the generation yet.
 
-Reading a file that is missing, not safetensors, truncated, corrupted, foreign (a safetensors file that
-is no trace) or of a newer version raises one `InputError` line.
+The document is the dataclass `TraceDocument`, written and read by the generic `inspector.session.codec`
+(record array fields travel as the tensors above, `TENSOR_NAMES` naming the one stored under another
+name). Reading checks it field by field before the session is rebuilt: types, every number through
+`inspector.validate` (ids, counts and positions whole numbers >= 0, probabilities in [0, 1], times and
+entropies >= 0, sampling parameters in the engine's ranges, every number finite), record arrays present.
+
+Reading a file that is missing, not safetensors, truncated, corrupted (a flipped byte, a value of the
+wrong type or out of its range: named by its path, "forwards.2.step must be a whole number >= 0, got -5"),
+foreign (a safetensors file that is no trace) or of a newer version raises one `InputError` line.
 """
 
 from __future__ import annotations
@@ -32,22 +39,106 @@ import json
 import os
 import threading
 import weakref
-from dataclasses import asdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from inspector.engine.recording import NORM_POINTS
-from inspector.engine.config import ModelConfig
+from inspector.engine.config import ModelConfig, SamplingParams
 from inspector.errors import InputError, InspectorError, first_line
-from inspector.session.restore import RestoredSession, record_json
+from inspector.session.codec import from_json, to_json
+from inspector.session.records import ForwardRecord
+from inspector.session.restore import DTYPES, RestoredSession
+from inspector.validate import Bound
 
 FORMAT = "inspector-trace"
 FORMAT_VERSION = 1
 FINGERPRINT_SAMPLES = 1024  # evenly strided elements of each parameter hashed into the fingerprint
+TENSOR_NAMES = {"logits": "logits_fp16"}  # record array fields stored under another tensor name
+# Numbers of the document, by field name, whose range is not the default (whole numbers >= 0: ids, counts,
+# positions, sizes; reals: any finite number, e.g. a logit).
+UNIT = Bound("probability", False, 0, 1)
+NON_NEGATIVE = Bound("a time or entropy", False, 0)
+RANGES = {
+    **dict.fromkeys(("prob", "prob_raw", "prob_temperature", "prob_final"), UNIT),
+    **dict.fromkeys(("entropy_raw", "entropy_final", "forward_ms", "sample_ms", "tokenize_ms", "ttft_ms", "tpot_ms",
+                     "temperature"), NON_NEGATIVE),
+    "top_p": Bound("top_p", False, 0, 1, lo_open=True),
+    "min_p": Bound("min_p", False, 0, 1, hi_open=True),
+}
+
+
+# ---- the JSON document, field by field (`inspector.session.codec` maps it to and from JSON)
+@dataclass
+class RecordedModel:
+    name: str
+    source: str
+    dtype: str
+    config: dict[str, Any]  # HF config.json keys (`ModelConfig.from_hf` checks them)
+    fingerprint: str  # `weights_fingerprint` of the recording model
+
+
+@dataclass
+class Settings:
+    prompt: str | None  # prompt, chat, system: as the caller of save_trace gave them (None: not given)
+    chat: bool | None
+    system: str | None
+    params: SamplingParams | None  # the newest step's sampling parameters
+    max_new_tokens: int
+    recompute: bool
+    record: bool
+    lens: bool
+
+
+@dataclass
+class Timings:
+    ttft_ms: float
+    tpot_ms: list[float]
+
+
+@dataclass
+class TraceDocument:
+    model: RecordedModel
+    settings: Settings
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    pieces: list[str]  # the display piece of every vocabulary id
+    specials: list[int]
+    text: str
+    finished: str | None
+    eos_ids: list[int]
+    timings: Timings
+    forwards: list[ForwardRecord]  # their arrays are the tensors `forwards.k.<field>` (TENSOR_NAMES)
+
+
+def tensor_name(path: str) -> str:
+    """The tensor holding the array at `path` in the document ("forwards.0.logits" -> "forwards.0.logits_fp16")."""
+    head, _, field = path.rpartition(".")
+    return f"{head}.{TENSOR_NAMES.get(field, field)}" if head else TENSOR_NAMES.get(field, field)
+
+
+class RecordArrays(Mapping):
+    """The record arrays of a file by document path, read as numpy from its tensors when asked for."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.tensors = tensors
+
+    def __getitem__(self, path: str) -> np.ndarray:
+        return self.tensors[tensor_name(path)].numpy()
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and tensor_name(path) in self.tensors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
@@ -94,28 +185,24 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     trace = session.trace
     if not trace.forwards:
         raise InputError("nothing to save: run prefill first")
-    tensors: dict[str, torch.Tensor] = {}
-    forwards = []
-    for k, f in enumerate(trace.forwards):
+    for f in trace.forwards:
         if f.lens_inputs is not None:
             trace.fill_lens(f)  # computed once and kept in the record, as the Residual view would
-        rec, name = f.record, f"forwards.{k}."
-        forwards.append(record_json(rec))
-        for p in NORM_POINTS:
-            tensors[name + p] = torch.from_numpy(getattr(rec, p))
-        tensors[name + "logits_fp16"] = torch.from_numpy(rec.logits)
-        tensors[name + "logits"] = f.logits
-        if f.queries is not None:
-            tensors[name + "queries"] = f.queries
-        if f.lens_inputs is not None:
-            tensors[name + "lens_inputs"] = f.lens_inputs
+    arrays: dict[str, np.ndarray] = {}
+    doc = to_json(_document(session, prompt, chat, system), arrays)
+    tensors = {tensor_name(p): torch.from_numpy(a) for p, a in arrays.items()}
+    for k, f in enumerate(trace.forwards):  # what each forward kept besides its record
+        tensors[f"forwards.{k}.logits"] = f.logits
+        for name in ("queries", "lens_inputs"):
+            if getattr(f, name) is not None:
+                tensors[f"forwards.{k}.{name}"] = getattr(f, name)
     cache, end = trace.cache, trace.end
     kv = [cache.read(layer, end=end) for layer in range(cache.num_layers)]  # (kv_heads, end, d) each
     tensors["cache.keys"] = torch.stack([k for k, _ in kv])  # (layers, kv_heads, end, d)
     tensors["cache.values"] = torch.stack([v for _, v in kv])
     tensors = {n: t.detach().cpu().contiguous() for n, t in tensors.items()}  # safetensors: own, dense storage
-    doc = json.dumps(_document(session, forwards, prompt, chat, system), ensure_ascii=False)
-    metadata = {"format": FORMAT, "version": str(FORMAT_VERSION), "trace": doc, "sha256": _digest(doc, tensors)}
+    text = json.dumps(doc, ensure_ascii=False)
+    metadata = {"format": FORMAT, "version": str(FORMAT_VERSION), "trace": text, "sha256": _digest(text, tensors)}
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
     try:
@@ -127,28 +214,25 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     return path.stat().st_size
 
 
-def _document(session: Any, forwards: list[dict], prompt: str | None, chat: bool | None,
-              system: str | None) -> dict[str, Any]:
+def _document(session: Any, prompt: str | None, chat: bool | None, system: str | None) -> TraceDocument:
     loaded, tok = session.loaded, session.tokenizer
     vocab = range(min(session.config.vocab_size, tok.vocab_size))  # ids past the tokenizer's have no piece
     last = session.records[-1].sample
-    return {
-        "model": {"name": loaded.name, "source": str(loaded.source), "dtype": dtype_name(loaded.dtype),
-                  "config": session.config.to_hf(), "fingerprint": _fingerprint(session)},
-        "settings": {"prompt": prompt, "chat": chat, "system": system,
-                     "params": asdict(last.params) if last is not None else None,
-                     "max_new_tokens": session.max_new_tokens, "recompute": session.recompute,
-                     "record": session.record, "lens": session.lens},
-        "prompt_ids": list(session.prompt_ids),
-        "generated_ids": list(session.generated_ids),
-        "pieces": tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id
-        "specials": [i for i in vocab if tok.is_special(i)],
-        "text": session.text,
-        "finished": session.finished,
-        "eos_ids": sorted(session.eos_ids),
-        "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms},
-        "forwards": forwards,
-    }
+    return TraceDocument(
+        model=RecordedModel(loaded.name, str(loaded.source), dtype_name(loaded.dtype), session.config.to_hf(),
+                            _fingerprint(session)),
+        settings=Settings(prompt, chat, system, last.params if last is not None else None, session.max_new_tokens,
+                          session.recompute, session.record, session.lens),
+        prompt_ids=list(session.prompt_ids),
+        generated_ids=list(session.generated_ids),
+        pieces=tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id
+        specials=[i for i in vocab if tok.is_special(i)],
+        text=session.text,
+        finished=session.finished,
+        eos_ids=sorted(session.eos_ids),
+        timings=Timings(session.ttft_ms, list(session.tpot_ms)),
+        forwards=[f.record for f in session.trace.forwards],
+    )
 
 
 def _fingerprint(session: Any) -> str:
@@ -210,25 +294,44 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, 
     return doc, tensors
 
 
+def parse_document(doc: Any, tensors: dict[str, torch.Tensor]) -> TraceDocument:
+    """The document checked field by field (types, every number's range, the record arrays present);
+    InputError naming the first bad field."""
+    parsed = from_json(TraceDocument, doc, arrays=RecordArrays(tensors), ranges=RANGES)
+    if parsed.model.dtype not in DTYPES:
+        raise InputError(f"model.dtype must be one of {', '.join(DTYPES)}, got {parsed.model.dtype!r}")
+    params = [parsed.settings.params] + [r.sample.params for r in parsed.forwards if r.sample is not None]
+    for p in params:
+        if p is not None:
+            try:
+                p.validate()
+            except ValueError as exc:
+                raise InputError(f"sampling parameters: {exc}") from None
+    return parsed
+
+
 def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSession:
     """The session saved in `path`; it steps on when `loaded` (a LoadedModel) recorded it, else read-only."""
     doc, tensors = read_trace(path)
+    name = _shown(Path(path).name)
     try:
-        return RestoredSession(doc, tensors, loaded, _read_only_reason(doc["model"], loaded))
-    except InputError:
-        raise
+        parsed = parse_document(doc, tensors)
+        plain = to_json(parsed, {})  # the same document with every value checked and of its JSON type
+        return RestoredSession(plain, tensors, loaded, _read_only_reason(parsed.model, loaded))
+    except InputError as exc:
+        raise InputError(f"{name} is corrupted: {exc}") from None
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
         what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else first_line(exc)
-        raise InputError(f"{_shown(Path(path).name)} is corrupted: {what}") from None
+        raise InputError(f"{name} is corrupted: {what}") from None
 
 
-def _read_only_reason(recorded: dict[str, Any], loaded: Any) -> str | None:
+def _read_only_reason(recorded: RecordedModel, loaded: Any) -> str | None:
     """None when `loaded` is the model that recorded the trace; else the one line a step refuses with."""
-    was = f"{recorded['name']} ({recorded['dtype']}, weights {recorded['fingerprint'][:12]})"
+    was = f"{recorded.name} ({recorded.dtype}, weights {recorded.fingerprint[:12]})"
     if loaded is None:
         return f"this trace is read-only: it was recorded with {was} and no model is loaded to step on"
     fingerprint = model_fingerprint(loaded.model)
-    if fingerprint == recorded["fingerprint"] and ModelConfig.from_hf(recorded["config"]) == loaded.config:
+    if fingerprint == recorded.fingerprint and ModelConfig.from_hf(recorded.config) == loaded.config:
         return None
     now = f"{loaded.name} ({dtype_name(loaded.dtype)}, weights {fingerprint[:12]})"
     return f"this trace is read-only: it was recorded with {was}, the loaded model is {now}"

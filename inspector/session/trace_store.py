@@ -48,9 +48,10 @@ class Forward:
 class TraceStore:
     """The forwards of one generation and its KV cache, with the analyses that read them."""
 
-    def __init__(self, model: Transformer, piece: Callable[[int], str]) -> None:
+    def __init__(self, model: Transformer, piece: Callable[[int], str], cache: KVCache | None = None) -> None:
         self.model, self.config, self.piece = model, model.config, piece
-        self.cache: KVCache = steps.new_cache(model)  # replaced wholesale when a step recomputes without it
+        # the model's own kind of cache unless given; replaced wholesale when a step recomputes without it
+        self.cache: KVCache = steps.new_cache(model) if cache is None else cache
         self.forwards: list[Forward] = []
         self.pending: Forward | None = None  # run ahead of the next step; its positions are in the cache
 
@@ -105,7 +106,8 @@ class TraceStore:
         k_shape, v_shape = (1, *k.shape), (1, *v.shape)  # this session's one row
         return [
             KVLayerStat(layer=layer, length=k.shape[1], capacity=c.capacity, nbytes=c.layer_nbytes(layer),
-                        k_shape=k_shape, v_shape=v_shape, kv_head_groups=[list(g) for g in groups])
+                        k_shape=k_shape, v_shape=v_shape, kv_head_groups=[list(g) for g in groups],
+                        position_bytes=c.bytes_per_position)
             for layer in range(self.config.num_hidden_layers)
         ]
 

@@ -1,7 +1,8 @@
 """`SpeculativeRun`: speculative decoding as a state machine of rounds, driven by the CLI, the tab and the bench.
 
-`prefill(ids)` runs the full model over the prompt and draws token 1 exactly as `Session` does. Each
-`round()` then:
+`prefill(ids)` runs the full model over the prompt and draws token 1 exactly as `Session` does, through the
+generation loop (`inspector.generation.loop`: its forward, its draw, its `Sequence` for ids, text and finish
+reason; the levers, when given, act as in a session). Each `round()` then:
 1. asks the drafter for k tokens after the context (the prompt and the output so far),
 2. runs the full model ONCE over the last token and the k drafts (k+1 positions, written to the cache),
 3. keeps the drafts the acceptance rule keeps and adds the corrected or bonus token (`verify`),
@@ -26,9 +27,11 @@ import torch
 from inspector.engine import steps
 from inspector.engine.config import SamplingParams
 from inspector.engine.model import Transformer
-from inspector.engine.sampling import generator_for, sample
 from inspector.errors import InputError
-from inspector.models.detokenize import Detokenizer
+from inspector.generation.levers import Levers
+from inspector.generation.loop import NO_LEVERS, choose, forward
+from inspector.generation.sequence import FinishReason
+from inspector.generation.sequence import Sequence as Seq
 from inspector.models.loader import LoadedModel
 from inspector.speculative.drafters import Draft, Drafter
 from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
@@ -51,7 +54,7 @@ class SpeculativeRun:
     """One speculative generation over `loaded`'s model with `drafter`; rounds recorded in `self.rounds`."""
 
     def __init__(self, loaded: LoadedModel, drafter: Drafter, draft_len: int, params: SamplingParams, *,
-                 max_new_tokens: int = 64, keep_top: bool = False) -> None:
+                 max_new_tokens: int = 64, keep_top: bool = False, levers: Levers = NO_LEVERS) -> None:
         try:
             params.validate()
         except ValueError as exc:
@@ -63,22 +66,44 @@ class SpeculativeRun:
         self.model: Transformer = loaded.model
         self.tokenizer = loaded.tokenizer
         self.context = loaded.config.max_position_embeddings
-        self.eos_ids = loaded.stop_ids
-        self.drafter, self.draft_len, self.params = drafter, draft_len, params
+        self._eos_ids = frozenset(loaded.stop_ids)
+        self.drafter, self.draft_len, self.params, self.levers = drafter, draft_len, params, levers
         self.max_new_tokens, self.keep_top = max_new_tokens, keep_top
         self.cache = steps.new_cache(self.model)
-        self.prompt_ids: list[int] = []
-        self.generated_ids: list[int] = []
+        self.seq = self._sequence([])  # ids, text and finish reason of the generation
         self.tops: list[list[tuple[int, float, float]]] = []  # per generated token: (id, logit, prob) top-N
         self.rounds: list[RoundRecord] = []
         self.stats = SpecStats(drafter.name, draft_len)
-        self.finished: str | None = None
         self.prefill_ms = 0.0
-        self._detok = Detokenizer(self.tokenizer)
+
+    def _sequence(self, prompt_ids: list[int]) -> Seq:
+        return Seq(prompt_ids, self.max_new_tokens, self.context, stop_ids=self._eos_ids, tokenizer=self.tokenizer,
+                   cache=self.cache)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """The tokens that end the generation (the model's EOS set unless replaced)."""
+        return self._eos_ids
+
+    @eos_ids.setter
+    def eos_ids(self, ids: frozenset[int]) -> None:
+        self._eos_ids = self.seq.stop_ids = frozenset(ids)
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.seq.prompt_ids
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return self.seq.generated_ids
+
+    @property
+    def finished(self) -> FinishReason | None:
+        return self.seq.finish
 
     @property
     def text(self) -> str:
-        return self._detok.text
+        return self.seq.text
 
     def prefill(self, ids: Sequence[int]) -> None:
         """The full model over the prompt; token 1 drawn as `Session` draws it."""
@@ -89,13 +114,12 @@ class SpeculativeRun:
             raise InputError(f"prompt is {len(ids)} tokens; the context window is {self.context} tokens")
         check_draft_len(self.draft_len, len(ids), self.context)
         self.drafter.reset()
-        self.prompt_ids = ids
+        self.seq = self._sequence(ids)
         t0 = time.perf_counter()
-        logits = steps.prefill(self.model, ids, self.cache)  # (V,)
-        token = sample(logits, self.params, generator_for(self.params.seed, len(ids))).token
+        logits = forward(self.model, self.cache, [ids], self.levers)[0]  # (V,)
+        choose(self.seq, logits, self.params, self.levers)
         self.prefill_ms = (time.perf_counter() - t0) * 1e3
         self._keep_top(logits[None])
-        self._append(token)
 
     def round(self) -> RoundRecord:
         """Draft, verify in one forward, accept, roll back; InputError when finished or not prefilled."""
@@ -111,8 +135,9 @@ class SpeculativeRun:
         draft = self.drafter.draft(context, k, self.params) if k else Draft([], None, [])
         drafts = draft.ids[:k]
         t1 = time.perf_counter()
-        logits = verify_forward(self.model, self.cache, [context[-1], *drafts])  # (k+1, V)
-        p = target_probs(logits, self.params)  # (k+1, V)
+        logits = verify_forward(self.model, self.cache, [context[-1], *drafts], self.levers)  # (k+1, V)
+        contexts = [context + drafts[:i] for i in range(len(drafts) + 1)]
+        p = target_probs(logits, self.params, contexts, self.levers.processors)  # (k+1, V)
         q = None if draft.q is None else draft.q[:len(drafts)]
         verdict = accept_drafts(drafts, p, q, self.params, first_position=n + 1)
         kept = n + 1 + verdict.accepted  # the fed token and the kept drafts stay in the cache
@@ -124,7 +149,7 @@ class SpeculativeRun:
             if self.finished:
                 break
             self._keep_top(logits[i:i + 1])
-            self._append(token)
+            self.seq.append(token)
             emitted.append(token)
         t2 = time.perf_counter()
         piece = self.tokenizer.piece
@@ -148,18 +173,6 @@ class SpeculativeRun:
         while not self.finished:
             yield self.round()
 
-    def _append(self, token: int) -> None:
-        self.generated_ids.append(token)
-        self._detok.add(token)
-        if token in self.eos_ids:
-            self.finished = "eos"
-        elif len(self.generated_ids) >= self.max_new_tokens:
-            self.finished = "max_tokens"
-        elif len(self.prompt_ids) + len(self.generated_ids) >= self.context:
-            self.finished = "context_full"
-        if self.finished:
-            self._detok.finish()
-
     def _keep_top(self, logits: torch.Tensor) -> None:
         """The top-N (id, logit, prob) of the logits row (1, V) that decided the next token, when asked."""
         if self.keep_top:
@@ -171,8 +184,8 @@ class SpeculativeRun:
 def plain_decode(model: Transformer, ids: Sequence[int], tokens: int) -> tuple[list[int], PlainTiming]:
     """Plain greedy decoding of `ids`: the prefill's token, then `tokens` decode steps (timed, the prefill not)."""
     cache = steps.new_cache(model)
-    out = [int(steps.prefill(model, list(ids), cache).argmax())]
+    out = [int(forward(model, cache, [list(ids)])[0].argmax())]
     t0 = time.perf_counter()
     for _ in range(tokens):
-        out.append(int(steps.decode_step(model, out[-1], cache).argmax()))
+        out.append(int(forward(model, cache, [[out[-1]]])[0].argmax()))
     return out, PlainTiming(tokens, time.perf_counter() - t0)

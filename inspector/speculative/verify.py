@@ -24,16 +24,20 @@ import torch
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
-from inspector.engine.sampling import generator_for, stages
+from inspector.engine.processors import LogitsProcessor
+from inspector.engine.sampling import final_probs, generator_for
+from inspector.generation.levers import Levers
+from inspector.generation.loop import NO_LEVERS, forward
 
 
-def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+def target_probs(logits: torch.Tensor, params: SamplingParams, contexts: Sequence[Sequence[int]] | None = None,
+                 processors: Sequence[LogitsProcessor] = ()) -> torch.Tensor:
     """The distribution `sample` draws from, for each row of logits (..., V) -> (..., V) fp32; one-hot on the
-    argmax when greedy (`inspector.engine.sampling.stages` otherwise, as `sample`)."""
-    logits = logits.float()
-    if params.temperature == 0.0:
-        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    return stages(logits, params)[-1]
+    argmax when greedy (`inspector.engine.sampling.final_probs`, as `sample`). With `processors`, row i is
+    processed after the ids `contexts[i]` (the context plus the drafts before it)."""
+    if not processors:
+        return final_probs(logits, params)
+    return torch.stack([final_probs(row, params, ctx, processors) for row, ctx in zip(logits, contexts)])
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator | None) -> int:
@@ -93,15 +97,11 @@ def accept_drafts(drafts: Sequence[int], p: torch.Tensor, q: torch.Tensor | None
     return Verdict(k, draw(p[k], gen), bonus=True)
 
 
-@torch.inference_mode()
-def verify_forward(model: Transformer, cache: KVCache, ids: Sequence[int]) -> torch.Tensor:
+def verify_forward(model: Transformer, cache: KVCache, ids: Sequence[int], levers: Levers = NO_LEVERS) -> torch.Tensor:
     """One forward of the full model over the last token and the k drafts (k+1 positions after the cache's
-    committed ones), committed to the cache; the logits (k+1, V) fp32, row i predicting the token after
-    ids[i]."""
-    x = torch.tensor([list(ids)], dtype=torch.long, device=model.inv_freq.device)  # (1, k+1)
-    logits = model(x, cache, last_only=False)  # (1, k+1, V)
-    cache.advance(len(ids))
-    return logits[0].float()
+    committed ones), committed to the cache: the generation loop's forward with more positions. The logits
+    (k+1, V) fp32, row i predicting the token after ids[i]."""
+    return forward(model, cache, [ids], levers, all_positions=True)[0]
 
 
 def rollback(cache: KVCache, length: int) -> None:

@@ -9,6 +9,23 @@ the requested number of new tokens against `max_steps`.
 `estimated_retained_nbytes` predicts `Session.retained_nbytes` from the model's shape alone: what a
 session keeps per prompt position (KV cache as allocated, post-RoPE queries, residual norms) and per
 forward (fp32 logits and their fp16 copy, the logit-lens inputs). Tests hold it to the real number.
+
+Memory of the labs. A browser session holds, besides the page's session, what its labs keep
+(`held_nbytes(entry)`, measured): the Speculative lab's run, a target KV cache and, for the early-exit
+drafter, the drafter's cache of its first L layers (`estimated_speculative_nbytes` predicts both before
+Start); the Serving lab's block pool. The Quantization lab's models are process-wide, built once per
+scheme and shared by every visitor (kept in `SessionStore.shared`): `process_nbytes(store)` counts them
+once, as built (`QuantLab.extra_bytes`); `planned_quant_nbytes` bounds a scheme's model before its build.
+The server's cap is what the session caps promise in all, `max_sessions` × `max_trace_mb`
+(`server_cap_bytes`); the shared models come off it once, so each session's cap is `max_trace_mb` less
+1/`max_sessions` of them (`session_cap_bytes`). Then the server's total stays within its cap however the
+sessions grow:
+- `admit_memory(store, sid, limits, part, need)`: this session holding `need` bytes for `part` (SESSION or
+  a lab, in place of what that part holds now) plus what its other parts hold must stay under its cap;
+  `admit_prompt(..., store=, sid=)` applies it to the page's prefill, `over_session_cap` to each step.
+- `admit_process_memory(store, limits, new_bytes)`: a new shared model is built only when every session,
+  at max(what it holds, its smaller cap), and the shared models still fit the server's cap.
+Transient memory (activations, a lab's throwaway caches during a call) is not counted, as for the page.
 """
 
 from __future__ import annotations
@@ -18,11 +35,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.engine.kv_cache import ALLOCATION_STEP as KV_ALLOCATION_STEP
+from inspector.engine.kv_cache import kv_bytes
 from inspector.engine.recording import HALF_QUERIES_FROM, NORM_POINTS
 from inspector.errors import InputError
+from inspector.quant.model import planned_weight_bytes
+from inspector.quant.schemes import parse_scheme
 from inspector.ui.app_model import AppLimits
 
 MAX_CHARS_PER_TOKEN = 32  # a prompt longer than this many characters per allowed token is refused untokenized
+SESSION = "session"  # the page's own part of a browser session (its `Session`), beside the labs' parts
 
 
 @dataclass(frozen=True)
@@ -31,12 +52,16 @@ class AdmittedPrompt:
     tokenize_ms: float
 
 
+def allocated_positions(positions: int) -> int:
+    """Positions a KV cache allocates to hold `positions`: whole allocation steps."""
+    return -(-positions // KV_ALLOCATION_STEP) * KV_ALLOCATION_STEP
+
+
 def estimated_retained_nbytes(config: Any, elem_bytes: int, n_prompt: int, n_steps: int = 0) -> int:
     """Bytes a session holds after a prefill of `n_prompt` tokens and `n_steps` decode steps."""
-    L, H, KV, d = config.num_hidden_layers, config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    L, H, d = config.num_hidden_layers, config.num_attention_heads, config.head_dim
     positions = n_prompt + n_steps
-    capacity = -(-positions // KV_ALLOCATION_STEP) * KV_ALLOCATION_STEP
-    kv = 2 * L * KV * d * elem_bytes * capacity
+    kv = kv_bytes(config, allocated_positions(positions), elem_bytes)
     prompt_q_bytes = 2 if n_prompt >= HALF_QUERIES_FROM and elem_bytes == 4 else elem_bytes
     queries = L * H * d * (prompt_q_bytes * n_prompt + elem_bytes * n_steps)
     norms = len(NORM_POINTS) * L * 4 * positions
@@ -60,8 +85,11 @@ def admit_max_new(value: Any, limits: AppLimits) -> int:
     return int(n)
 
 
-def admit_prompt(loaded: Any, limits: AppLimits, prompt: Any, chat: bool, system: Any) -> AdmittedPrompt:
-    """Tokenize the prompt (chat template optional) and check every cap; InputError naming the first one hit."""
+def admit_prompt(loaded: Any, limits: AppLimits, prompt: Any, chat: bool, system: Any, *, store: Any = None,
+                 sid: str | None = None) -> AdmittedPrompt:
+    """Tokenize the prompt (chat template optional) and check every cap; InputError naming the first one hit.
+    With the session `store` (and the browser's `sid`), the prefill's memory is checked with what the session's
+    labs hold and the shared models' share (`admit_memory`), for the page's own prefill."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise InputError("the prompt is empty: type something first")
     system = system if isinstance(system, str) and system.strip() and chat else None
@@ -81,7 +109,109 @@ def admit_prompt(loaded: Any, limits: AppLimits, prompt: Any, chat: bool, system
     if n >= context:
         raise InputError(f"the prompt is {n} tokens; the model's context window is {context} tokens")
     elem = loaded.model.model.embed_tokens.weight.element_size()
-    if estimated_retained_nbytes(loaded.config, elem, n) >= limits.max_trace_mb * 2**20:
+    need = estimated_retained_nbytes(loaded.config, elem, n)
+    if need >= limits.max_trace_mb * 2**20:
         raise InputError(f"this prompt's KV cache and trace would exceed the {limits.max_trace_mb} MB this server "
                          f"allows per session (INSPECTOR_MAX_TRACE_MB): try a shorter prompt")
+    if store is not None:
+        admit_memory(store, sid, limits, SESSION, need)
     return AdmittedPrompt(ids, tokenize_ms)
+
+
+# ---- memory of the labs, per session and for the whole server ------------------------------------------
+
+def estimated_speculative_nbytes(config: Any, elem_bytes: int, n_prompt: int, max_new: int,
+                                 draft_layers: int = 0) -> int:
+    """Bytes a Speculative lab run holds at most: the target's KV cache and, for an early-exit drafter of
+    `draft_layers` layers, its own cache of those layers. A run's cache never holds more than the prompt
+    and its max new tokens (a verify's k+1 positions stop there; see `SpeculativeRun.round`)."""
+    positions = allocated_positions(min(n_prompt + max_new, config.max_position_embeddings))
+    per_layer = kv_bytes(config, positions, elem_bytes) // config.num_hidden_layers
+    return per_layer * (config.num_hidden_layers + draft_layers)
+
+
+def draft_layers(drafter: Any) -> int:
+    """Layers a drafter keeps a KV cache for: L for `early-exit:L`, 0 for prompt lookup (no model)."""
+    return int(getattr(drafter, "layers", 0) or 0) if getattr(drafter, "cache", None) is not None else 0
+
+
+def held_nbytes(entry: Any) -> dict[str, int]:
+    """What one browser session holds now, by part (measured): SESSION and each lab that holds memory."""
+    out: dict[str, int] = {}
+    session = entry.session
+    if session is not None:
+        out[SESSION] = session.retained_nbytes
+    run = entry.labs.get("speculative", {}).get("run")
+    if run is not None:
+        drafter_cache = getattr(run.drafter, "cache", None)
+        out["speculative"] = run.cache.allocated_nbytes + (drafter_cache.allocated_nbytes if drafter_cache else 0)
+    sched = entry.labs.get("serving", {}).get("sched")
+    if sched is not None:
+        out["serving"] = sched.cache.pool_nbytes
+    return out
+
+
+def process_nbytes(store: Any) -> int:
+    """Bytes the process-wide lab state holds beyond the model, counted once: the quantized models built."""
+    return sum(int(getattr(state, "extra_bytes", 0)) for state in store.shared.values())
+
+
+def planned_quant_nbytes(loaded: Any, scheme: str) -> int:
+    """Bytes building `scheme`'s quantized model adds to the process, from shapes (0 for fp32). An upper
+    bound: it also counts the norm weights and RoPE table the model shares with fp32 (~0.1% for SmolLM2)."""
+    parsed = parse_scheme(scheme)
+    return 0 if parsed.weights == "fp32" else planned_weight_bytes(loaded.model, parsed)
+
+
+def server_cap_bytes(limits: AppLimits) -> int:
+    """The server's memory for sessions and labs: what the per-session caps promise in all."""
+    return limits.max_sessions * limits.max_trace_mb * 2**20
+
+
+def session_cap_bytes(store: Any, limits: AppLimits, process_bytes: int | None = None) -> int:
+    """What one session may hold: `max_trace_mb`, less its share of the process-wide lab state."""
+    labs = process_nbytes(store) if process_bytes is None else process_bytes
+    return limits.max_trace_mb * 2**20 - -(-labs // limits.max_sessions)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.0f} MB"
+
+
+def _labs_note(store: Any, limits: AppLimits) -> str:
+    labs = process_nbytes(store)
+    return f", less {_mb(-(-labs // limits.max_sessions))} for the labs' shared models" if labs else ""
+
+
+def admit_memory(store: Any, sid: str | None, limits: AppLimits, part: str, need: int) -> None:
+    """InputError when this session, holding `need` bytes for `part` (SESSION or a lab) in place of what that part
+    holds now, would reach its cap (`session_cap_bytes`: the page and every lab together)."""
+    entry = store.get(sid)
+    parts = held_nbytes(entry) if entry is not None else {}
+    total = sum(parts.values()) - parts.get(part, 0) + need
+    if total >= session_cap_bytes(store, limits):
+        others = ", ".join(f"{k} {_mb(v)}" for k, v in parts.items() if k != part and v)
+        raise InputError(f"this would hold {_mb(total)} for your session ({part} {_mb(need)}"
+                         f"{', ' + others if others else ''}); this server allows {limits.max_trace_mb} MB per session "
+                         f"(INSPECTOR_MAX_TRACE_MB{_labs_note(store, limits)}): try a shorter prompt or fewer tokens")
+
+
+def over_session_cap(store: Any, entry: Any, limits: AppLimits) -> bool:
+    """True when a session already holds its cap (the page and its labs): refuse its next step."""
+    return sum(held_nbytes(entry).values()) >= session_cap_bytes(store, limits)
+
+
+def admit_process_memory(store: Any, limits: AppLimits, new_bytes: int) -> None:
+    """InputError unless the process-wide lab state may grow by `new_bytes` with every session still able to
+    reach its (then smaller) cap within the server's: Σ max(held, cap) over the slots + the labs <= server cap."""
+    if new_bytes <= 0:
+        return
+    labs = process_nbytes(store) + new_bytes
+    cap = session_cap_bytes(store, limits, labs)
+    live = [sum(held_nbytes(e).values()) for e in store.entries()]
+    total = sum(max(n, cap) for n in live) + (limits.max_sessions - len(live)) * max(cap, 0) + labs
+    if cap <= 0 or total > server_cap_bytes(limits):
+        raise InputError(f"the server is full: {_mb(new_bytes)} more of the labs' shared models ({_mb(labs)} in all) "
+                         f"would not leave every session its {limits.max_trace_mb} MB within the "
+                         f"{_mb(server_cap_bytes(limits))} this server allows (INSPECTOR_MAX_SESSIONS x "
+                         f"INSPECTOR_MAX_TRACE_MB); try again later")

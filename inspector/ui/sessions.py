@@ -7,6 +7,8 @@ store is full, the least recently used session that is not busy (no prefill, ste
 evicted, and so is any idle session past the time-to-live; an owner who comes back is told that its
 session expired (`expired_message`). A newcomer is refused only when every session is busy.
 `drop(id)` frees a session; the app wires it to `gr.State(delete_callback=...)` and `demo.unload`.
+`shared` holds the process-wide lab state (the Quantization lab's models: one per server, never per
+session), and `entries()` every live entry, so admission can count what the whole server holds.
 """
 
 from __future__ import annotations
@@ -101,9 +103,15 @@ class SessionStore:
         self._entries: dict[str, Entry] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()  # evicted id -> why
         self._mutex = threading.Lock()
+        self.shared: dict[str, Any] = {}  # lab -> process-wide state (inspector.ui.admission counts it once)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def entries(self) -> list[Entry]:
+        """Every live entry (a snapshot: entries may come and go as soon as it is taken)."""
+        with self._mutex:
+            return list(self._entries.values())
 
     @staticmethod
     def new_id() -> str:

@@ -45,14 +45,6 @@ def status_line_html(message: str, error: bool = False, elem_id: str | None = No
     return f'<div {ident}class="{"ii-error" if error else "ii-ok"}" data-error="{int(error)}">{esc(message)}</div>'
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
 # automargin: room for long (rotated) tick labels and the axis title (plotly.py's default template sets it).
 # ticklabeloverflow "allow": plotly.js's default on numeric axes ("hide past div") measures every tick
 # label's box after drawing it, each a forced page layout: in a Chrome profile of a Step on the Attention

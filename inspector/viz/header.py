@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from inspector.viz.common import esc, human_bytes
+from inspector.units import format_bytes
+from inspector.viz.common import esc
 
 
 def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int, source_format: str = "",
                       source_bytes: int = 0) -> str:
     """Name, parameters, dtype, layers, heads / KV heads, head_dim, context, weight memory."""
-    src = f" · source {esc(source_format)} ({human_bytes(source_bytes)})" if source_format else ""
+    src = f" · source {esc(source_format)} ({format_bytes(source_bytes)})" if source_format else ""
     items = [
         ("parameters", f"{params / 1e6:,.1f} M"), ("dtype", dtype), ("layers", cfg.num_hidden_layers),
         ("heads / KV heads", f"{cfg.num_attention_heads} / {cfg.num_key_value_heads}"),
         ("head_dim", cfg.head_dim), ("hidden", cfg.hidden_size), ("context", f"{cfg.max_position_embeddings:,}"),
-        ("vocab", f"{cfg.vocab_size:,}"), ("weights in memory", human_bytes(weight_bytes)),
+        ("vocab", f"{cfg.vocab_size:,}"), ("weights in memory", format_bytes(weight_bytes)),
     ]
     facts = "".join(f'<span class="ii-fact"><small>{esc(k)}</small> {esc(v)}</span>' for k, v in items)
     return (f'<div id="model-header" class="ii-header"><span class="ii-title">Inference Inspector</span>'
@@ -44,7 +45,7 @@ def status_html(phase: str, stats: dict, message: str = "", error: bool = False,
     if memory is not None:
         used, cap = memory
         mem = (f' · <span id="status-memory" data-bytes="{used}" title="KV cache + recorded trace of this session,'
-               f' and the cap per session on this server">session {human_bytes(used)} of {human_bytes(cap)}</span>')
+               f' and the cap per session on this server">session {format_bytes(used)} of {format_bytes(cap)}</span>')
     msg = (f' · <span id="status-message" class="{"ii-error" if error else "ii-note"}">{esc(message)}</span>'
            if message else "")
     return (f'<div id="status-line" class="ii-status" data-phase="{esc(phase)}">'

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-from inspector.viz.common import esc, human_bytes
+from inspector.units import format_bytes
+from inspector.viz.common import esc
 
 CAPTION = ("Tensor inventory: every weight the model reads. Each decode step reads all of them once, which is "
            "why decoding is limited by memory bandwidth. Click a column header to sort.")
@@ -65,9 +66,9 @@ def inventory_html(entries, tied: bool, layer: int | None = None) -> str:
     all_p = sum(g["params"] for g in totals.values())
     all_b = sum(g["bytes"] for g in totals.values())
     trows = "".join(f"<tr><td>{esc(k)}</td><td>{g['tensors']}</td><td>{g['params']:,}</td>"
-                    f"<td>{human_bytes(g['bytes'])}</td></tr>" for k, g in totals.items())
+                    f"<td>{format_bytes(g['bytes'])}</td></tr>" for k, g in totals.items())
     trows += (f'<tr class="ii-total"><td>total</td><td id="inventory-count">{len(rows)}</td>'
-              f"<td>{all_p:,}</td><td>{human_bytes(all_b)}</td></tr>")
+              f"<td>{all_p:,}</td><td>{format_bytes(all_b)}</td></tr>")
     tied_note = ("The LM head is <b>tied</b> to the token embedding: the same matrix turns token ids into "
                  "vectors at the input and vectors into logits at the output, so there is no separate "
                  "<code>lm_head.weight</code>." if tied else

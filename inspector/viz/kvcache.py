@@ -10,7 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.session.records import ForwardRecord, KVLayerStat
-from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, human_bytes, vline
+from inspector.units import format_bytes
+from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, vline
 
 CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "
            "only computes the new token. The prefill fills one entry per prompt token at once; each decode "
@@ -25,14 +26,15 @@ def bytes_per_elem(stat: KVLayerStat) -> float:
 
 
 def formula(kv: list[KVLayerStat]) -> dict:
-    """The cache size 2 × layers × KV heads × head_dim × bytes/elem × tokens, with its parts."""
+    """The cache size 2 × layers × KV heads × head_dim × bytes/elem × tokens, with its parts; the bytes per
+    token are the cache's own (`position_bytes`, its `kv_bytes`), or the measured bytes per entry in a
+    trace file written before it was recorded."""
     s = kv[0]
     parts = {"layers": len(kv), "kv_heads": s.k_shape[1], "head_dim": s.k_shape[3],
              "bytes_per_elem": bytes_per_elem(s), "tokens": s.length}
-    parts["total"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"]
-                               * parts["bytes_per_elem"] * parts["tokens"]))
     parts["measured"] = sum(x.nbytes for x in kv)
-    parts["per_token"] = int(round(2 * parts["layers"] * parts["kv_heads"] * parts["head_dim"] * parts["bytes_per_elem"]))
+    parts["per_token"] = s.position_bytes or (round(parts["measured"] / s.length) if s.length else 0)
+    parts["total"] = parts["per_token"] * parts["tokens"]
     return parts
 
 
@@ -62,7 +64,7 @@ def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) 
         notes.append({"x": steps[-1], "y": total[-1], "text": "decode", "showarrow": True, "ax": -30, "ay": -30})
     title = "KV cache size over steps"
     if weight_bytes and total:
-        title += f" (weights: {human_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
+        title += f" (weights: {format_bytes(weight_bytes)} — cache is {total[-1] / weight_bytes:.3%} of them)"
     return figure([line], title, 300, shapes=[vline(0.5, "#6b7280", 1, "dash")], annotations=notes,
                   xaxis={"title": {"text": "step (0 = prefill, then one per decode step)"},
                          "dtick": max(1, len(steps) // 20)},
@@ -81,9 +83,9 @@ def summary_html(kv: list[KVLayerStat], weight_bytes: int, dtype_name: str = "")
         f'K/V shape (batch, KV heads, positions, head_dim) = {esc(tuple(kv[0].k_shape))}</div>'
         f'<div class="ii-formula">2 (K and V) × {f["layers"]} layers × {f["kv_heads"]} KV heads × '
         f'{f["head_dim"]} head_dim × {bpe_txt} bytes/elem{esc(" (" + dtype_name + ")" if dtype_name else "")} × '
-        f'{f["tokens"]} tokens = <b>{f["total"]:,} bytes</b> ({human_bytes(f["total"])}); '
+        f'{f["tokens"]} tokens = <b>{f["total"]:,} bytes</b> ({format_bytes(f["total"])}); '
         f'{f["per_token"]:,} bytes per token</div>'
-        f'<div>Cache {human_bytes(f["measured"])} vs weights {human_bytes(weight_bytes)}: '
+        f'<div>Cache {format_bytes(f["measured"])} vs weights {format_bytes(weight_bytes)}: '
         f'the cache is {ratio:.3%} of the weights now.</div></div>'
     )
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
-from inspector.viz.common import CHOSEN, GENERATED, PROMPT, esc, figure, human_bytes, show_piece
+from inspector.units import MIB, format_bytes
+from inspector.viz.common import CHOSEN, GENERATED, PROMPT, esc, figure, show_piece
 
 CAPTION = ("Quantization: the same model with its weights held in fewer bits. The fp32 model continues the "
            "prompt greedily; the quantized model is fed the same tokens (teacher-forced), so every step "
@@ -25,11 +26,11 @@ def memory_figure(stats: list[SchemeStats]) -> go.Figure:
     """Horizontal bars: weight bytes per precision, with the ratio to fp32 (the first entry)."""
     base = stats[0].weight_bytes if stats else 1
     labels = [s.label for s in stats]
-    return figure([{"type": "bar", "orientation": "h", "y": labels, "x": [s.weight_bytes / 1e6 for s in stats],
+    return figure([{"type": "bar", "orientation": "h", "y": labels, "x": [s.weight_bytes / MIB for s in stats],
                     "marker": {"color": [PROMPT if s.label == "fp32" else CHOSEN for s in stats]},
-                    "text": [f"{human_bytes(s.weight_bytes)} ({s.weight_bytes / base:.2f}x)" for s in stats],
-                    "textposition": "auto", "hovertemplate": "%{y}: %{x:.1f} MB<extra></extra>"}],
-                  "Weights in memory per precision", height=260, xaxis={"title": {"text": "MB"}},
+                    "text": [f"{format_bytes(s.weight_bytes)} ({s.weight_bytes / base:.2f}x)" for s in stats],
+                    "textposition": "auto", "hovertemplate": "%{y}: %{x:.1f} MiB<extra></extra>"}],
+                  "Weights in memory per precision", height=260, xaxis={"title": {"text": "MiB"}},
                   yaxis={"autorange": "reversed"})
 
 
@@ -117,8 +118,8 @@ def summary_html(rec: FidelityRecord | None, stats: SchemeStats | None = None) -
     kv = (f"<div>KV cache {esc(stats.kv)}: {stats.kv_bytes_per_token:,} bytes per token</div>" if stats else "")
     return (f'<div id="quant-summary" data-scheme="{esc(rec.scheme)}" data-kv="{esc(rec.kv)}" '
             f'data-positions="{rec.positions}">'
-            f"<div><b>{esc(rec.label)}</b> weights {human_bytes(rec.weight_bytes)} = "
-            f"{rec.weight_bytes / rec.fp32_weight_bytes:.2f}x of fp32's {human_bytes(rec.fp32_weight_bytes)}</div>{path}{kv}"
+            f"<div><b>{esc(rec.label)}</b> weights {format_bytes(rec.weight_bytes)} = "
+            f"{rec.weight_bytes / rec.fp32_weight_bytes:.2f}x of fp32's {format_bytes(rec.fp32_weight_bytes)}</div>{path}{kv}"
             f"<div>{rec.positions} steps teacher-forced after {rec.prompt_tokens} prompt tokens: KL mean "
             f'<span id="quant-kl-mean">{rec.kl_mean:.4g}</span> nats, max {rec.kl_max:.4g}; top-1 agreement '
             f'<span id="quant-top1">{rec.top1_agreement:.3f}</span>; greedy output diverges: '

@@ -20,7 +20,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from inspector.serving.records import STATES, BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, StepRecord
-from inspector.viz.common import CHOSEN, GENERATED, MLP, PROMPT, REMOVED, SPECIAL, esc, figure, human_bytes
+from inspector.units import GIB, format_bytes
+from inspector.viz.common import CHOSEN, GENERATED, MLP, PROMPT, REMOVED, SPECIAL, esc, figure
 
 # Owner colours cycle through a qualitative palette (plotly's D3 / Tableau 10).
 OWNER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -140,18 +141,17 @@ def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
 def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.Figure:
     """Stacked horizontal bars, weights then KV cache, one per model variant; the budget as a dashed line."""
     labels = [b.label for b in bars]
-    gib = 2**30
     fits = [f"{b.fits_requests} requests fit" if b.fits_requests is not None else "" for b in bars]
     traces = [
-        dict(type="bar", orientation="h", y=labels, x=[b.weight_bytes / gib for b in bars], name="weights",
+        dict(type="bar", orientation="h", y=labels, x=[b.weight_bytes / GIB for b in bars], name="weights",
              marker={"color": PROMPT}, hovertemplate="weights %{x:.2f} GiB<extra></extra>"),
-        dict(type="bar", orientation="h", y=labels, x=[b.kv_bytes / gib for b in bars], name="KV cache",
+        dict(type="bar", orientation="h", y=labels, x=[b.kv_bytes / GIB for b in bars], name="KV cache",
              marker={"color": GENERATED}, text=fits, textposition="outside",
              hovertemplate="KV cache %{x:.2f} GiB<extra></extra>"),
     ]
     shapes = []
     if budget_bytes:
-        x = budget_bytes / gib
+        x = budget_bytes / GIB
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": CHOSEN, "width": 2, "dash": "dash"}})
     return figure(traces, "Memory: weights + KV cache", 110 + 50 * max(len(bars), 1), barmode="stack", shapes=shapes,
@@ -168,6 +168,6 @@ def summary_html(view: ServingView, tokens: int, tok_s: float | None, peak_paged
     return (f'<div id="serving-summary" data-steps="{len(view.steps)}" data-tokens="{tokens}" '
             f'data-finished="{done}" data-blocks="{view.grid.used}">'
             f"{len(view.steps)} engine steps, {tokens} tokens generated, {rate} aggregate; "
-            f"{done} of {len(view.timelines)} requests finished. KV at peak: paged {human_bytes(peak_paged_bytes)}, "
-            f"contiguous caches reserved to each running request's max length {human_bytes(peak_contiguous_bytes)}"
+            f"{done} of {len(view.timelines)} requests finished. KV at peak: paged {format_bytes(peak_paged_bytes)}, "
+            f"contiguous caches reserved to each running request's max length {format_bytes(peak_contiguous_bytes)}"
             f"{saved}.</div>")

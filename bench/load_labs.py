@@ -1,0 +1,131 @@
+"""The load bench's visitors, with the labs: prefill + Steps on the page, then the labs that hold memory.
+
+`run_parallel_with_labs(url, mode, prompts, steps, warmup, labs)` is `tests.server_proc.run_parallel` (one
+client and thread per prompt, a barrier, then each visitor's prefill and Steps) where each visitor, once
+its Steps are done, also calls in the same browser session (the same client, so the same session id):
+Speculative Start (early-exit drafter at `LAB_LAYER`, draft length `LAB_DRAFT_LEN`) and one Round, then
+Quantization Run at `LAB_SCHEME`. It returns the runs, every lab request (`LabCall`: name, latency,
+error) and the wall seconds from the barrier to the last visitor's last Step (the labs excluded).
+
+The lab events are not named API endpoints; `lab_endpoints(client)` finds each one's index in the app's
+config as the click event of the button with the tab's elem_id (`speculative-start`, `speculative-round`,
+`quant-run`). A lab's error is its status line's message (`class="ii-error"`), or the transport error.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tests.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_session
+
+LAB_BUTTONS = ("speculative-start", "speculative-round", "quant-run")
+LAB_LAYER = 24  # early-exit layer for SmolLM2-135M's 30 (the tab's default, 0.8 x layers), capped by the slider
+LAB_DRAFT_LEN = 3
+LAB_SCHEME = "int8"
+_ERROR = re.compile(r'class="ii-error"[^>]*>(.*?)</div>', re.S)
+
+
+@dataclass
+class LabCall:
+    name: str  # the button's elem_id
+    ms: float
+    error: str | None = None
+
+
+def lab_endpoints(client: Any) -> dict[str, int]:
+    """elem_id of each lab button -> the index of its click event (KeyError naming a button the app lacks)."""
+    config = client.config
+    elem = {c["id"]: (c.get("props") or {}).get("elem_id") for c in config["components"]}
+    found = {}
+    for index, dep in enumerate(config["dependencies"]):
+        for target, event in dep.get("targets", []):
+            if event == "click" and elem.get(target) in LAB_BUTTONS:
+                found[elem[target]] = dep.get("id", index)
+    missing = [b for b in LAB_BUTTONS if b not in found]
+    if missing:
+        raise KeyError(f"the app has no click event for {', '.join(missing)}")
+    return found
+
+
+def _call(client: Any, endpoints: dict[str, int], name: str, *args: Any) -> LabCall:
+    t0 = time.perf_counter()
+    try:
+        out = client.submit(*args, fn_index=endpoints[name]).result(timeout=CALL_TIMEOUT_S)
+        status = out[0] if isinstance(out, (list, tuple)) else out
+        m = _ERROR.search(str(status))
+        error = html.unescape(re.sub(r"<[^>]+>", "", m.group(1))) if m else None
+    except Exception as exc:  # noqa: BLE001 - a transport error (server gone, timeout) is the lab's error
+        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return LabCall(name, (time.perf_counter() - t0) * 1e3, error)
+
+
+def open_labs(client: Any, prompt: str, max_new: int) -> list[LabCall]:
+    """Speculative Start + one Round, then Quantization Run, in this client's browser session."""
+    try:
+        endpoints = lab_endpoints(client)
+    except KeyError as exc:
+        return [LabCall("labs", 0.0, str(exc))]
+    slider = [c for c in client.config["components"] if (c.get("props") or {}).get("elem_id") == "speculative-layer"]
+    top = slider[0]["props"].get("maximum") if slider else None  # the served model's last allowed layer
+    layer = LAB_LAYER if top is None else min(LAB_LAYER, int(top))
+    calls = [_call(client, endpoints, "speculative-start", "early-exit", layer, LAB_DRAFT_LEN, prompt, True, "",
+                   max_new, *GREEDY)]
+    if not calls[0].error:
+        calls.append(_call(client, endpoints, "speculative-round"))
+    calls.append(_call(client, endpoints, "quant-run", LAB_SCHEME, "fp32", prompt, True, "", max_new))
+    return calls
+
+
+def _visitor(kind: Any, url: str, prompt: str, steps: int, start: threading.Barrier, warmup: bool,
+             labs: bool) -> tuple[SessionRun, list[LabCall], float]:
+    """One visitor: (its page run, its lab requests, when its Steps ended: perf_counter)."""
+    try:
+        session = kind(url)
+        if warmup:  # the server's first forwards and views are slow (cold caches, lazy imports): not timed
+            session.prefill(prompt, 3)
+            session.step()
+    except Exception as exc:  # noqa: BLE001 - could not even connect
+        start.wait()
+        return SessionRun(prompt, error=f"{type(exc).__name__}: {exc}"), [], time.perf_counter()
+    try:
+        run = run_session(session, prompt, steps, None, start)
+        ended = time.perf_counter()
+        calls = open_labs(session.client, prompt, steps + 1) if labs and not run.error else []
+        return run, calls, ended
+    finally:
+        session.close()
+
+
+def run_parallel_with_labs(url: str, mode: str, prompts: list[str], steps: int, warmup: bool = False,
+                           labs: bool = True) -> tuple[list[SessionRun], list[LabCall], float]:
+    """Every visitor at once (see the module doc); `warmup`: the first one prefills and steps once before the
+    barrier, untimed."""
+    kind = SESSION_KINDS[mode]
+    results: list = [None] * len(prompts)
+    start = threading.Barrier(len(prompts) + 1, timeout=CALL_TIMEOUT_S)
+
+    def worker(i: int) -> None:
+        try:
+            results[i] = _visitor(kind, url, prompts[i], steps, start, warmup and i == 0, labs)
+        except threading.BrokenBarrierError:  # another client did not connect within CALL_TIMEOUT_S
+            results[i] = (SessionRun(prompts[i], error="gave up waiting for the other sessions to connect"), [],
+                          time.perf_counter())
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass  # the workers record it
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    runs = [r for r, _, _ in results]
+    calls = [c for _, cs, _ in results for c in cs]
+    return runs, calls, max(end for _, _, end in results) - t0

@@ -1,0 +1,125 @@
+"""The three levers of the generation loop, each with a do-nothing default (`Levers()` changes nothing):
+
+1. Logits processors (`processors`): an ordered tuple of named, pure `(ids, logits) -> logits` stages
+   (`inspector.engine.processors.LogitsProcessor`), run before the sampling stages on every draw.
+2. A KV-cache policy (`cache_policy`): after each forward, which cached positions each layer keeps.
+   `CachePolicy.evict(layer, held)` gets the absolute positions a layer still attends to (ascending; the
+   newest is the last token written) and returns those to evict now, or None. Evicted entries keep
+   their original positions and rotary phase (the H2O convention; see `inspector.engine.kv_cache`), so
+   the attention view still places every kept key at its true position. `KeepAll` (the default) keeps
+   everything; `SlidingWindow(window, sinks)` keeps the first `sinks` positions (attention sinks, as
+   StreamingLLM) and the newest `window`, evicting what falls between them after each forward.
+3. Interventions (`interventions`): at a TransformerLens-named trace point (`inspector.engine.trace`), a
+   function of the tensor there returns the tensor the model goes on with. Applied in every forward of
+   the sequence (prefill and each decode step), to what is written into the KV cache too, so a cached run
+   equals a full recompute under the same interventions. `Hooks` joins them with a recorder: the
+   interventions run first, and the recorder sees what the model goes on with.
+`check_interventions(interventions, num_layers)` refuses a point the model does not have (InputError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from inspector.engine.processors import LogitsProcessor
+from inspector.engine.trace import Recorder, hook_names, wants
+from inspector.errors import InputError
+
+
+class CachePolicy(Protocol):
+    name: str
+
+    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None: ...
+
+
+@dataclass(frozen=True)
+class KeepAll:
+    """Keep every cached position (what a KV cache does without a policy)."""
+
+    name: str = "full"
+
+    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """Keep the first `sinks` positions and the newest `window`; evict the rest after each forward."""
+
+    window: int
+    sinks: int = 0
+    name: str = "window"
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.sinks < 0:
+            raise InputError(f"a sliding window needs window >= 1 and sinks >= 0, got {self.window}, {self.sinks}")
+
+    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None:
+        if len(held) <= self.window + self.sinks:
+            return None
+        newest = int(held[-1])
+        out = held[(held >= self.sinks) & (held <= newest - self.window)]
+        return out if len(out) else None
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """At trace point `point`, the model goes on with `fn(tensor)` (same shape) instead of the tensor."""
+
+    point: str
+    fn: Callable[[torch.Tensor], torch.Tensor]
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Levers:
+    processors: tuple[LogitsProcessor, ...] = ()
+    cache_policy: CachePolicy = field(default_factory=KeepAll)
+    interventions: tuple[Intervention, ...] = ()
+
+    @property
+    def evicts(self) -> bool:
+        return not isinstance(self.cache_policy, KeepAll)
+
+
+def check_interventions(interventions: tuple[Intervention, ...], num_layers: int) -> None:
+    """InputError naming the first point the model does not have (and the form points take)."""
+    known = set(hook_names(num_layers)) | {f"blocks.{i}.attn.{h}" for i in range(num_layers)
+                                            for h in ("hook_attn_scores", "hook_pattern")}
+    for iv in interventions:
+        if iv.point not in known:
+            raise InputError(f"no trace point {iv.point!r}: points are hook_embed, blocks.L.<point> for L in "
+                             f"0..{num_layers - 1} (e.g. blocks.0.hook_resid_pre, blocks.0.attn.hook_z), "
+                             "ln_final.hook_normalized, unembed.hook_logits")
+
+
+class Hooks:
+    """A recorder that applies interventions first, then shows the result to an inner recorder (or none)."""
+
+    def __init__(self, interventions: tuple[Intervention, ...], rec: Recorder | None = None) -> None:
+        self.rec = rec
+        self.by_point: dict[str, list[Intervention]] = {}
+        for iv in interventions:
+            self.by_point.setdefault(iv.point, []).append(iv)
+
+    def wants(self, name: str) -> bool:
+        return name in self.by_point or wants(self.rec, name)
+
+    def edits(self, name: str) -> bool:
+        return name in self.by_point
+
+    def __call__(self, name: str, value: torch.Tensor) -> torch.Tensor | None:
+        out = None
+        for iv in self.by_point.get(name, ()):
+            replaced = iv.fn(value if out is None else out)
+            if replaced.shape != value.shape:
+                raise InputError(f"intervention {iv.label or iv.point} returned shape {tuple(replaced.shape)} "
+                                 f"at {name}, which holds {tuple(value.shape)}")
+            out = replaced
+        if self.rec is not None:
+            self.rec(name, value if out is None else out)
+        return out

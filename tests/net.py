@@ -1,0 +1,66 @@
+"""Loopback plumbing for everything that starts a server: a free port, and waiting until a URL answers.
+
+Used by the tests (tests/server_proc.py, tests/ui_server.py, the Space tests) and by the bench and docs
+scripts, which import it as `tests.net` (they run as modules from the repository root, so the root is on
+sys.path). No pytest here: callers turn `NotServing` into their own failure, with their server's log.
+
+- `free_port()`: a TCP port on 127.0.0.1 that nothing listens on (the OS picks it; closed again before
+  it is returned, so a server can bind it, and a client that connects to it is refused).
+- `wait_until(done, timeout_s)`: call `done()` every `interval_s` until it is true or time runs out.
+- `wait_for_http(url, proc)`: until GET `url` answers 200; `NotServing` if `proc` exits first or it
+  never does.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from typing import Callable
+
+HOST = "127.0.0.1"
+
+
+class NotServing(RuntimeError):
+    """The server exited, or did not answer in time; the message says which."""
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(done: Callable[[], bool], timeout_s: float, interval_s: float = 0.5) -> bool:
+    """True as soon as `done()` is, False if it is still false after `timeout_s` (asked at least once)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if done():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+
+
+def answers(url: str, timeout_s: float = 5.0) -> bool:
+    """Whether GET `url` answers 200 now (refused, reset, an error status or a slow reply: False)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status == 200
+    except OSError:  # URLError and HTTPError are OSErrors, as are refused connections and timeouts
+        return False
+
+
+def wait_for_http(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 240.0,
+                  interval_s: float = 0.5) -> None:
+    """Return once GET `url` answers 200. NotServing if `proc` (the server) exits first, or after `timeout_s`."""
+
+    def up() -> bool:
+        if proc is not None and proc.poll() is not None:
+            raise NotServing(f"the server exited with {proc.returncode} before {url} answered")
+        return answers(url)
+
+    if not wait_until(up, timeout_s, interval_s):
+        raise NotServing(f"{url} did not answer within {timeout_s:.0f} s")
