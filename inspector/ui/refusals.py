@@ -24,15 +24,16 @@ REFUSALS = (InspectorError, ValueError)
 H = TypeVar("H", bound=Callable[..., Any])
 
 
-def shows_refusals(reply: Callable[..., Any]) -> Callable[[H], H]:
-    """Decorator: the handler's refusal returns (or, for a generator, yields) `reply(message, *args, **kwargs)`."""
+def shows_refusals(reply: Callable[..., Any], refusals: tuple[type[BaseException], ...] = REFUSALS) -> Callable[[H], H]:
+    """Decorator: the handler's refusal returns (or, for a generator, yields) `reply(message, *args, **kwargs)`.
+    `refusals`: the exceptions that count as one (a file handler adds OSError: an unreadable upload)."""
     def wrap(handler: H) -> H:
         if inspect.isgeneratorfunction(handler):
             @wraps(handler)
             def stream(*args: Any, **kwargs: Any) -> Any:
                 try:
                     yield from handler(*args, **kwargs)
-                except REFUSALS as exc:
+                except refusals as exc:
                     yield reply(first_line(exc), *args, **kwargs)
             return stream  # type: ignore[return-value]
 
@@ -40,7 +41,7 @@ def shows_refusals(reply: Callable[..., Any]) -> Callable[[H], H]:
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return handler(*args, **kwargs)
-            except REFUSALS as exc:
+            except refusals as exc:
                 return reply(first_line(exc), *args, **kwargs)
         return call  # type: ignore[return-value]
     return wrap
