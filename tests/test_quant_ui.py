@@ -42,10 +42,10 @@ def test_quantized_models_are_built_once_per_scheme_per_process(tiny_loaded):  #
     ctx = make_ctx(tiny_loaded)
     a, b = ctx.store.new_id(), ctx.store.new_id()
     tab.run_quant(ctx, a, "int8", "fp32", PROMPT, False, "", 3)
-    lab = tab.lab_for(tiny_loaded)
+    lab = tab.lab_for(ctx)
     model = lab.model("int8")
     tab.run_quant(ctx, b, "int8", "fp32", "Hello world", False, "", 3)
-    assert lab.model("int8") is model and tab.lab_for(tiny_loaded) is lab
+    assert lab.model("int8") is model and tab.lab_for(ctx) is lab and ctx.store.shared["quant"] is lab
     assert 0 < lab.extra_bytes < 0.5 * lab.fp32_bytes  # shared norms are not counted twice
 
 

@@ -98,7 +98,8 @@ class Handlers(Views):
         """Start a new run for this browser session (raises InspectorError/ValueError). Every cap is checked
         before the prefill thread sees the request."""
         max_new = admission.admit_max_new(MAX_NEW.parse(max_new), self.limits)
-        admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system)
+        admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system, store=self.store,
+                                          sid=sid)
         sid, entry = self.store.get_or_create(sid)
         with entry.exclusive("prefill"):
             self.store.reset_locked(entry)
@@ -144,14 +145,16 @@ class Handlers(Views):
         if len(s.generated_ids) >= entry.max_new_tokens:
             raise InputError("max new tokens reached")
         if self._over_memory_cap(entry):
-            raise InputError(f"memory cap reached: this session's KV cache and trace fill the {self.limits.max_trace_mb} "
-                             f"MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill to start a new run")
+            raise InputError(f"memory cap reached: this session's KV cache and trace, with what its labs hold, fill the "
+                             f"{self.limits.max_trace_mb} MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill "
+                             "to start a new run")
         entry.preview = None
         entry.uncached_ms = None
         s.step(params)
 
     def _over_memory_cap(self, entry: Entry) -> bool:
-        return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
+        """The page's session and the labs of this browser hold the session's cap (`admission.over_session_cap`)."""
+        return admission.over_session_cap(self.store, entry, self.limits)
 
     @shows_refusals(_refused_step)
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> list:

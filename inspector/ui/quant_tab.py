@@ -10,8 +10,9 @@ after quantization.
 Run uses the page's prompt, chat toggle, system prompt and max new tokens (caps first: `admit_prompt`,
 `admit_max_new`). On the decode thread, under the entry's lock: the fp32 greedy continuation, the chosen
 precision teacher-forced on it, and its decode speed with the fp32 peer's (a few steps each, measured once
-per precision and kept). The quantized models are process-wide (`QuantLab`, one per loaded model, each
-scheme built on first use), never per browser session; the browser's lab state keeps only the last
+per precision and kept). The quantized models are process-wide (`QuantLab`, one per server in the session
+store's shared state, each scheme built on first use once the server has room for it), never per browser
+session; the browser's lab state keeps only the last
 `FidelityRecord`. Handlers are module functions of (ctx, ...); bad input is one line in the tab's status
 (`shows_refusals`; the step box parses through `inspector.ui.fields`).
 """
@@ -30,7 +31,7 @@ from inspector.quant.model import planned_weight_bytes
 from inspector.quant.records import SchemeStats
 from inspector.quant.schemes import CHOICES, check_shapes, parse_kv, parse_scheme
 from inspector.ui import model_thread
-from inspector.ui.admission import admit_max_new, admit_prompt
+from inspector.ui.admission import admit_max_new, admit_process_memory, admit_prompt, planned_quant_nbytes
 from inspector.ui.fields import MAX_NEW, FreeSlider
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
@@ -41,16 +42,25 @@ from inspector.viz.common import empty_figure, status_line_html
 
 LAB = "quant"
 LABELS = {parse_scheme(c).label: c for c in CHOICES}  # "int4-g32" -> "int4:32"
-_labs: dict[int, QuantLab] = {}
 _labs_lock = threading.Lock()
 
 
-def lab_for(loaded: Any) -> QuantLab:
-    """The process-wide lab of a loaded model (made on first use; cheap: it builds nothing yet)."""
+def lab_for(ctx: TabContext) -> QuantLab:
+    """The process-wide lab of the page's model, kept in the session store's shared state (admission counts
+    its models once for the server); made on first use, cheap: it builds nothing yet."""
     with _labs_lock:
-        if id(loaded) not in _labs:
-            _labs[id(loaded)] = QuantLab(loaded)
-        return _labs[id(loaded)]
+        lab = ctx.store.shared.get(LAB)
+        if lab is None:
+            lab = ctx.store.shared[LAB] = QuantLab(ctx.loaded)
+        return lab
+
+
+def admitted_lab(ctx: TabContext, scheme: str) -> QuantLab:
+    """The lab, once the server has room for `scheme`'s model when it is not built yet (`admit_process_memory`)."""
+    lab = lab_for(ctx)
+    if not lab.built(scheme):
+        admit_process_memory(ctx.store, ctx.limits, planned_quant_nbytes(ctx.loaded, scheme))
+    return lab
 
 
 def matrices(config: Any) -> list[str]:
@@ -72,7 +82,7 @@ def scheme_of(label: Any) -> str:
 
 def all_stats(ctx: TabContext, kv: str = "fp32") -> list[SchemeStats]:
     """Every selectable precision that fits the model: planned bytes, path, speed if measured (no model work)."""
-    lab, out = lab_for(ctx.loaded), []
+    lab, out = lab_for(ctx), []
     for c in CHOICES:
         s = parse_scheme(c)
         try:
@@ -128,7 +138,7 @@ def run_quant(ctx: TabContext, sid: str | None, label: Any, kv: Any, prompt: Any
                          f"({ctx.loaded.config.max_position_embeddings} tokens)")
     entry, state = lab_state(ctx, sid, LAB)
     with entry.exclusive(LAB):
-        rec, stats, inventory = model_thread.run(_measure, lab_for(ctx.loaded), admitted.ids, n, scheme, kv)
+        rec, stats, inventory = model_thread.run(_measure, admitted_lab(ctx, scheme), admitted.ids, n, scheme, kv)
         state.update(record=rec, stats=stats, kv=kv, step=rec.first_divergence_step or 0, inventory=inventory)
     return figures(ctx, state, f"{rec.label} (KV {kv}) compared with fp32 on {rec.positions} steps")
 
@@ -160,7 +170,7 @@ def histogram(ctx: TabContext, sid: str | None, label: Any, matrix: Any) -> tupl
         raise InputError(f"unknown matrix {str(matrix)[:60]!r}")
     entry, _ = lab_state(ctx, sid, LAB)
     with entry.exclusive(LAB):
-        h = model_thread.run(lab_for(ctx.loaded).histogram, scheme, matrix)
+        h = model_thread.run(admitted_lab(ctx, scheme).histogram, scheme, matrix)
     return status_html(f"{matrix}: {h.label} error max {h.max_abs_err:.3g}"), vq.histogram_figure(h)
 
 

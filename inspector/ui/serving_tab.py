@@ -25,6 +25,7 @@ from typing import Any
 
 import gradio as gr
 
+from inspector.engine.kv_cache import kv_bytes
 from inspector.errors import InputError
 from inspector.serving.memory import shipped_configs
 from inspector.serving.paged_cache import PagedKVCache
@@ -32,12 +33,13 @@ from inspector.serving.roofline import cached_peaks, peaks_directory
 from inspector.serving.scheduler import Scheduler, Status
 from inspector.serving.view import memory_bars, serving_view, throughput
 from inspector.ui import model_thread
-from inspector.ui.admission import admit_max_new, admit_prompt
+from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt
 from inspector.ui.app_model import AppLimits
 from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, MAX_NEW, MEM_BATCH, MEM_CONTEXT, MEM_GIB,
                                  POOL_BLOCKS, FreeNumber, report_on_release, sampling_params, slider)
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
+from inspector.units import format_bytes
 from inspector.viz import serving as vs
 from inspector.validate import Bound
 from inspector.viz.common import empty_figure, esc, status_line_html
@@ -142,11 +144,11 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
     if pool_blocks == 0:  # a full batch of the longest request
         pool_blocks = max_batch * math.ceil(max(len(i) + m for i, m in zip(ids, news)) / block_size)
     elem = ctx.loaded.model.model.embed_tokens.weight.element_size()
-    pool_bytes = pool_blocks * block_size * 2 * config.num_hidden_layers * config.num_key_value_heads * \
-        config.head_dim * elem
+    pool_bytes = kv_bytes(config, pool_blocks * block_size, elem)
     if pool_bytes > ctx.limits.max_trace_mb * 2**20:
-        raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {pool_bytes / 2**20:.0f} MB; "
-                         f"this server allows {ctx.limits.max_trace_mb} MB per visitor (INSPECTOR_MAX_TRACE_MB)")
+        raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {format_bytes(pool_bytes)}; "
+                         f"this server allows {ctx.limits.max_trace_mb} MiB per visitor (INSPECTOR_MAX_TRACE_MB)")
+    admit_memory(ctx.store, sid, ctx.limits, LAB, pool_bytes)  # with the page's session and the other labs
     entry, state = lab_state(ctx, sid, LAB)
     with entry.exclusive("serving load"):
         def build() -> tuple[Scheduler, Any]:

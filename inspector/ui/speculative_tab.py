@@ -27,7 +27,8 @@ from inspector.errors import InputError
 from inspector.speculative.decoding import SpeculativeRun, check_draft_len, plain_decode
 from inspector.speculative.drafters import make_drafter
 from inspector.ui import model_thread
-from inspector.ui.admission import admit_max_new, admit_prompt
+from inspector.ui.admission import (admit_max_new, admit_memory, admit_prompt, draft_layers,
+                                    estimated_speculative_nbytes)
 from inspector.ui.fields import DRAFT_LEN, MAX_NEW, early_exit_bound, report_on_release, sampling_params, slider
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
@@ -78,7 +79,11 @@ def start(ctx: TabContext, sid: str | None, drafter: Any, layer: Any, k: Any, pr
     spec = drafter_spec(drafter, layer, ctx.loaded.config)
     admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
     check_draft_len(k, len(admitted.ids), ctx.loaded.config.max_position_embeddings)
-    run = SpeculativeRun(ctx.loaded, make_drafter(spec, ctx.loaded.model), k, params, max_new_tokens=max_new)
+    drafter = make_drafter(spec, ctx.loaded.model)
+    elem = ctx.loaded.model.model.embed_tokens.weight.element_size()
+    admit_memory(ctx.store, sid, ctx.limits, LAB, estimated_speculative_nbytes(
+        ctx.loaded.config, elem, len(admitted.ids), max_new, draft_layers(drafter)))
+    run = SpeculativeRun(ctx.loaded, drafter, k, params, max_new_tokens=max_new)
     entry, state = lab_state(ctx, sid, LAB)
     with entry.exclusive(LAB):
         state.clear()  # drop the previous run (and its caches) first
