@@ -146,7 +146,7 @@ class Handlers(Views):
             raise InputError("max new tokens reached")
         if self._over_memory_cap(entry):
             raise InputError(f"memory cap reached: this session's KV cache and trace, with what its labs hold, fill the "
-                             f"{self.limits.max_trace_mb} MB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill "
+                             f"{self.limits.max_trace_mb} MiB this server allows (INSPECTOR_MAX_TRACE_MB); press Prefill "
                              "to start a new run")
         entry.preview = None
         entry.uncached_ms = None

@@ -235,7 +235,7 @@ def build_serving_tab(ctx: TabContext) -> None:
     with gr.Tab("Serving", elem_id="tab-serving"):
         gr.Markdown(vs.CAPTION + f" On this shared server one visitor's run may hold {token_cap(ctx.limits)} tokens "
                     "(prompts + max new tokens, summed) and a pool of at most "
-                    f"{ctx.limits.max_trace_mb} MB. Prompts use the page's chat toggle and sampling controls.",
+                    f"{ctx.limits.max_trace_mb} MiB. Prompts use the page's chat toggle and sampling controls.",
                     elem_classes="ii-caption")
         with gr.Row():
             text = gr.Textbox(DEFAULT_REQUESTS, lines=6, scale=3, elem_id="serving-requests",

@@ -31,6 +31,7 @@ from inspector.errors import InputError
 from inspector.session.trace_file import load_trace, save_trace
 from inspector.ui.model_thread import run
 from inspector.ui.refusals import REFUSALS, shows_refusals
+from inspector.units import format_bytes
 
 FILE_REFUSALS = REFUSALS + (OSError,)  # a file that cannot be written or read is one line too
 EXPORTS_KEPT = 8  # exported files kept on disk per process (older ones are deleted)
@@ -71,7 +72,7 @@ def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool 
     path = _new_export_path(entry.session.loaded.name)
     with entry.exclusive("export"):
         size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
-    return str(path), h.status(entry, f"exported the trace: {path.name} ({_size(size)})")
+    return str(path), h.status(entry, f"exported the trace: {path.name} ({format_bytes(size)})")
 
 
 @shows_refusals(lambda message, h, sid, *_: h.error_views(h.store.get(sid), message), FILE_REFUSALS)
@@ -81,8 +82,8 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
     cap = h.limits.max_trace_mb * 2**20
     size = path.stat().st_size
     if size >= cap:
-        raise InputError(f"the trace file is {_size(size)}; this server allows {h.limits.max_trace_mb} "
-                         f"MB per session (INSPECTOR_MAX_TRACE_MB)")
+        raise InputError(f"the trace file is {format_bytes(size)}; this server allows {h.limits.max_trace_mb} "
+                         f"MiB per session (INSPECTOR_MAX_TRACE_MB)")
     if not sid:
         raise InputError("this page has no session id: reload the page")
     sid, entry = h.store.get_or_create(sid)
@@ -106,8 +107,8 @@ def _admit(h: Any, session: Any, name: str, cap: int) -> None:
                          f"{c.num_attention_heads} heads, vocab {c.vocab_size}), not with {h.loaded.name}, the model "
                          f"of this page: open it with `inspector trace FILE`")
     if session.retained_nbytes >= cap:
-        raise InputError(f"this trace holds {_size(session.retained_nbytes)}; this server allows "
-                         f"{h.limits.max_trace_mb} MB per session (INSPECTOR_MAX_TRACE_MB)")
+        raise InputError(f"this trace holds {format_bytes(session.retained_nbytes)}; this server allows "
+                         f"{h.limits.max_trace_mb} MiB per session (INSPECTOR_MAX_TRACE_MB)")
 
 
 def _uploaded_path(file: Any) -> Path:
@@ -122,9 +123,6 @@ def _uploaded_path(file: Any) -> Path:
         raise InputError(f"the uploaded file {path.name} is gone: upload it again")
     return path
 
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.1f} MB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KB"
 
 
 
