@@ -70,7 +70,7 @@ def test_a_run_link_carries_the_decoding_settings():
     ("[1]", "must be a JSON object"),
 ])
 def test_a_bad_decoding_link_parameter_names_it(text, message):
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(InputError) as err:
         parse_link({"prompt": "hi", "decoding": text})
     assert message in str(err.value)
 

@@ -16,13 +16,14 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InspectorError, InputError
+from inspector.errors import InputError
 from inspector.generation.beam import beam_search
 from inspector.generation.decoding import decoding_processors
 from inspector.generation.levers import Levers
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.decoding_controls import DecodingControls, settings_from_controls
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import beams as vbm
 from inspector.viz.common import empty_figure, status_line_html
@@ -47,26 +48,24 @@ def _search(ctx: TabContext, ids: list[int], settings: Any, max_new: int) -> Any
                        decode=lambda t: tok.decode([i for i in t if i not in loaded.stop_ids]))
 
 
+@shows_refusals(lambda message, *_: (status_html(message, error=True), gr.skip(), gr.skip(), gr.skip()))
 def run(ctx: TabContext, sid: str | None, prompt: Any, chat: Any, system: Any, max_new: Any, *decoding: Any) -> tuple:
     """Run button: the whole search, then the tree and the hypotheses (status, tree, slider, table)."""
-    try:
-        settings = settings_from_controls(*decoding, for_beams=True)
-        if settings.num_beams < 2:
-            raise InputError("beams must be at least 2 for beam search: set beams in the settings panel")
-        max_new = admit_max_new(max_new, ctx.limits)
-        admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
-        entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
-            state.clear()
-            rec = model_thread.run(_search, ctx, admitted.ids, settings, max_new)
-            state["record"] = rec
-        best = rec.hypotheses[0]
-        n = len(rec.steps)
-        return (status_html(f"{rec.num_beams} beams, {n} steps: best score {best.score:.3f}, "
-                            f"{len(best.token_ids)} tokens, finished: {rec.finish}"),
-                vbm.beam_tree(rec), gr.update(maximum=max(1, n), value=n, interactive=True), vbm.beam_table_html(rec))
-    except (InspectorError, ValueError) as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip(), gr.skip()
+    settings = settings_from_controls(*decoding, for_beams=True)
+    if settings.num_beams < 2:
+        raise InputError("beams must be at least 2 for beam search: set beams in the settings panel")
+    max_new = admit_max_new(max_new, ctx.limits)
+    admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
+    entry, state = lab_state(ctx, sid, LAB)
+    with entry.exclusive(LAB):
+        state.clear()
+        rec = model_thread.run(_search, ctx, admitted.ids, settings, max_new)
+        state["record"] = rec
+    best = rec.hypotheses[0]
+    n = len(rec.steps)
+    return (status_html(f"{rec.num_beams} beams, {n} steps: best score {best.score:.3f}, "
+                        f"{len(best.token_ids)} tokens, finished: {rec.finish}"),
+            vbm.beam_tree(rec), gr.update(maximum=max(1, n), value=n, interactive=True), vbm.beam_table_html(rec))
 
 
 def show_step(ctx: TabContext, sid: str | None, step: Any) -> Any:

@@ -23,9 +23,10 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InspectorError, InputError
+from inspector.errors import InputError
 from inspector.generation import settings as gs
 from inspector.generation.settings import DecodingSettings
+from inspector.ui.refusals import shows_refusals
 from inspector.viz.common import esc, status_line_html
 
 LAB = "decoding"
@@ -125,19 +126,17 @@ def describe(s: DecodingSettings) -> str:
             + f" · Beams tab: {s.num_beams} beams, length penalty {s.length_penalty:g}")
 
 
+@shows_refusals(lambda message, *_: status_html(message, error=True))
 def apply(store: Any, sid: str | None, *values: Any) -> str:
     """Keep the panel's settings for this browser session and use them from its next draw on."""
-    try:
-        settings = settings_from_controls(*values)
-        _, entry = store.get_or_create(sid)
-        entry.labs[LAB] = settings
-        session = entry.session
-        if session is not None and session.records and not entry.lock.locked():
-            session.set_decoding(step_settings(entry))
-            return status_html(describe(settings) + " (from the next draw on)", settings=settings)
-        return status_html(describe(settings) + " (from the next Prefill on)", settings=settings)
-    except (InspectorError, ValueError) as exc:
-        return status_html(str(exc), error=True)
+    settings = settings_from_controls(*values)
+    _, entry = store.get_or_create(sid)
+    entry.labs[LAB] = settings
+    session = entry.session
+    if session is not None and session.records and not entry.lock.locked():
+        session.set_decoding(step_settings(entry))
+        return status_html(describe(settings) + " (from the next draw on)", settings=settings)
+    return status_html(describe(settings) + " (from the next Prefill on)", settings=settings)
 
 
 def build_decoding_controls() -> DecodingControls:
