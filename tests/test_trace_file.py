@@ -383,7 +383,7 @@ def _corrupt(saved: Path, dst: Path, where: str, value, drop_tensor: str | None 
     ("timings.ttft_ms", -1, "timings.ttft_ms must be a number >= 0, got -1"),
     ("timings.tpot_ms.0", float("inf"), "timings.tpot_ms.0 must be a number >= 0, got inf"),
     ("settings.recompute", "yes", "settings.recompute must be true or false, got 'yes'"),
-    ("settings.params.temperature", 1e-9, "sampling parameters: temperature must be 0 (greedy) or at least"),
+    ("settings.params.temperature", 1e-9, "sampling parameters: temperature must be 0 or a number >= 1e-06"),
     ("model.fingerprint", 7, "model.fingerprint must be text, got 7"),
     ("model.dtype", "float64", "model.dtype must be one of float32, bfloat16, float16, got 'float64'"),
     ("forwards.1.sample", [], "forwards.1.sample must be an object, got []"),
