@@ -45,7 +45,7 @@ def test_quant_json_on_the_tiny_model(tiny_llama_dir, capsys):  # noqa: F811
 
 @pytest.mark.parametrize("args,message", [
     (["--quant", "int5"], "unknown quantization scheme 'int5'"),
-    (["--quant", "int4:7"], "positive even integer"),
+    (["--quant", "int4:7"], "the int4 group size must be an even whole number >= 2"),
     (["--quant", "int8", "--kv-quant", "fp8"], "unknown KV cache precision 'fp8'"),
     (["--quant", "int4:128"], "does not divide the hidden size 64"),
 ])
