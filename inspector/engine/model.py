@@ -159,7 +159,7 @@ class Attention(NoHooks, nn.Module):
         hidden = None
         if cache is not None:
             k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
-            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1, 1, S) or None
+            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1 or H, 1, S) or None
         z = self._attend(q, k, v, plan, hidden, rec)  # (B, H, T, d)
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         z = record(rec, p + "hook_z", z)
@@ -178,7 +178,7 @@ class Attention(NoHooks, nn.Module):
                 hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
         """Queries (B, H, T, d) over keys/values (B, KV, S, d) of positions 0..S-1 -> (B, H, T, d).
 
-        `hidden` (B, 1, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
+        `hidden` (B, 1 or H, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
         Long forwards (a prompt) attend in blocks of queries (see `plan.blocks`): the (H, T, S) scores of a
         2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block reads only the
         keys its queries can see. The scores and pattern trace points fire once per forward with the
