@@ -8,6 +8,10 @@ timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--quant int8|int4[:GR
 (`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
+`--on-context-full stop|window`: when prompt + output fill the model's context window, stop with finish
+reason "context_full" (default), or go on with a sliding window over the KV cache
+(`inspector.session.session`: 4 sink tokens and the newest positions).
+
 `--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
 proposes up to K tokens, the full model verifies them in one forward. The JSON then gains `speculative`:
 drafter, draft_len, rounds, drafted, accepted, target_forwards, tokens_per_forward, acceptance_rate and
@@ -42,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
+    p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
+                   help="when prompt + output fill the context window: stop (finish reason context_full, the "
+                        "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest)")
     p.add_argument("--save-trace", metavar="FILE", default=None,
                    help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
@@ -104,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
     if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
         raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
+    if args.speculative is not None and args.on_context_full != "stop":
+        raise InputError("--on-context-full window applies to plain decoding: drop --speculative")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
@@ -120,9 +129,10 @@ def run(args: argparse.Namespace) -> int:
         from inspector.quant.session import quantized_session
 
         loaded, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
-                                            record=args.json)
+                                            record=args.json, on_context_full=args.on_context_full)
     else:
-        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
+        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
+                          on_context_full=args.on_context_full)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:
