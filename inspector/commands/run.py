@@ -8,6 +8,8 @@ timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--quant int8|int4[:GR
 (`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
+`--attention tiled` runs FlashAttention's tiled path (`inspector.engine.flash`) instead of the standard one.
+
 `--on-context-full stop|window`: when prompt + output fill the model's context window, stop with finish
 reason "context_full" (default), or go on with a sliding window over the KV cache
 (`inspector.session.session`: 4 sink tokens and the newest positions).
@@ -46,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
+    p.add_argument("--attention", choices=("standard", "tiled"), default="standard",
+                   help="the attention path: standard (full score rows) or tiled (FlashAttention's online softmax "
+                        "over tiles of keys; the same numbers)")
     p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
                    help="when prompt + output fill the context window: stop (finish reason context_full, the "
                         "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest)")
@@ -121,8 +126,11 @@ def run(args: argparse.Namespace) -> int:
     from inspector.models.loader import load_model
     from inspector.session.session import Session
 
+    from inspector.engine.model import set_attention
+
     draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+    set_attention(loaded.model, args.attention)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)
     if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
