@@ -114,7 +114,7 @@ def test_speculative_streams_text(capsys, tiny_llama_dir):  # noqa: F811
 @pytest.mark.parametrize("args, message", [
     (["--speculative", "ngram", "--draft-len", "400"], "draft length 400 is past the context"),
     (["--speculative", "lookahead"], "unknown drafter 'lookahead'"),
-    (["--speculative", "early-exit:9"], "early-exit layer must be between 1 and 1"),
+    (["--speculative", "early-exit:9"], "early-exit layer must be a whole number from 1 to 1 (the model has 2 layers)"),
     (["--draft-len", "3"], "--draft-len needs --speculative"),
     (["--speculative", "ngram", "--no-cache"], "drop --no-cache"),
 ])

@@ -78,7 +78,7 @@ def test_pause_stops_play_after_the_current_round(tiny_loaded):  # noqa: F811
     (("ngram", 1, 0), "draft length must be >= 1"),
     (("ngram", 1, 400), "draft length 400 is past the context"),
     (("medusa", 1, 3), "unknown drafter 'medusa'"),
-    (("early-exit", 5, 3), "early-exit layer must be between 1 and 1"),
+    (("early-exit", 5, 3), "early-exit layer must be a whole number from 1 to 1"),
     (("ngram", 1, "x"), "draft length must be a whole number"),
 ])
 def test_bad_controls_are_one_line(tiny_loaded, args, message):  # noqa: F811
