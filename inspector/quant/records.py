@@ -91,3 +91,48 @@ class WeightHistogram:
     rms_err: float
     rms_weight: float
     notes: list[str] = field(default_factory=list)
+
+
+# ---- KV-cache policies: one generation under a policy, the full cache alongside on the same tokens
+KEPT_CODES = {0: "not written yet", 1: "kept: recent", 2: "kept: sink", 3: "kept: heavy hitter",
+              4: "kept: SnapKV vote", 5: "kept", 6: "evicted"}
+
+
+@dataclass(frozen=True)
+class KVPolicyStep:
+    """One generated token under the policy, and the full cache's prediction on the same context."""
+
+    token_id: int
+    piece: str
+    kl: float  # KL(p_full || p_policy) in nats, same context
+    top1_agree: bool
+    full_top1_piece: str
+    kept_bytes: int
+    full_bytes: int
+
+
+@dataclass
+class KVPolicyRun:
+    """A generation under a KV-cache policy (`inspector.quant.kv_watch`).
+
+    `kept` (layers, kv_heads, forwards, positions) uint8 codes of `KEPT_CODES` after each forward (forward
+    0 is the prefill), `scores` the same shape float32: the policy's score of each kept position (H2O's
+    accumulated attention, SnapKV's pooled votes; 0 otherwise)."""
+
+    label: str
+    prompt_len: int
+    pieces: list[str]  # every position's token piece (prompt, then generated)
+    steps: list[KVPolicyStep]
+    text: str
+    full_text: str  # the full cache's own greedy continuation, for comparison
+    kept: Any  # np.ndarray uint8
+    scores: Any  # np.ndarray float32
+    positions: str = "original"
+
+    @property
+    def kl_mean(self) -> float:
+        return sum(s.kl for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    @property
+    def top1_agreement(self) -> float:
+        return sum(s.top1_agree for s in self.steps) / len(self.steps) if self.steps else 1.0
