@@ -58,3 +58,21 @@ def test_selectors_before_a_run_say_so(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     out = tab.select(ctx, ctx.store.new_id(), 0, 0)
     assert "press Run first" in status(out)
+
+
+def test_flash_tiles_step_through_one_head(tiny_loaded):  # noqa: F811
+    ctx = make_ctx(tiny_loaded)
+    sid = ctx.store.new_id()
+    long_prompt = " ".join([PROMPT] * 3)
+    out = tab.run_flash(ctx, sid, 1, 2, long_prompt, False, "")
+    assert 'data-error="0"' in status(out), status(out)
+    walk = ctx.store.get(sid).labs["kvpolicy"]["flash"]
+    T = walk.m.shape[1]
+    assert len(walk.tiles) == -(-T // 64) >= 2 and walk.tiles[-1][1] == T
+    assert walk.hbm_tiled < walk.hbm_standard and "By formula (not measured)" in out[1]
+    assert (np.diff(walk.m, axis=0) >= 0).all()  # the running max never falls
+    assert (walk.out_change[1][:64] == 0).all()  # rows before the second tile's keys do not move
+    sel = tab.select_tile(ctx, sid, 2)
+    assert 'data-error="0"' in status(sel) and "tile 2 of" in sel[1].layout.title.text
+    bad = tab.select_tile(ctx, sid, 99)
+    assert "tile must be a whole number from 1 to" in status(bad)

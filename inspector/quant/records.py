@@ -136,3 +136,22 @@ class KVPolicyRun:
     @property
     def top1_agreement(self) -> float:
         return sum(s.top1_agree for s in self.steps) / len(self.steps) if self.steps else 1.0
+
+
+@dataclass
+class FlashWalk:
+    """One head of one prefill through tiled attention (`inspector.quant.flash_walk`): per tile of keys, the
+    running max `m` and sum `l` per query row, this tile's weights exp(s - m) and the output so far."""
+
+    layer: int
+    head: int
+    pieces: list[str]  # the prompt's token pieces (queries and keys)
+    tiles: list[tuple[int, int]]  # (s0, s1) key range of each tile
+    m: Any  # np.ndarray (tiles, T) float32
+    l: Any  # np.ndarray (tiles, T)
+    weights: list[Any]  # per tile (T, s1 - s0) float32
+    out_change: Any  # (tiles, T): |output after the tile - output before it| per query row (L2)
+    hbm_standard: int  # bytes a GPU kernel would move with the T x S score matrix in HBM (formula)
+    hbm_tiled: int  # ... without it (formula)
+    ms_standard: float  # measured on this CPU: the layer stack's prefill with the standard attention path
+    ms_tiled: float  # ... with the tiled path

@@ -6,6 +6,8 @@ below them the views of `inspector.viz.kv_policies`: the texts with and without 
 agreement and the bytes saved; the positions x steps map of the chosen layer and KV head (kept, colored by
 why: sink, recent, heavy hitter, SnapKV vote; evicted in grey; the hover gives H2O's accumulated score);
 per generated token the KL against the full cache on the same context, red where the top-1 differs.
+Below, "FlashAttention tiles": one query head of the prompt's prefill through tiled attention
+(`inspector.quant.flash_walk`), a tile selector redrawing the tile read and m, l per query row.
 
 Run uses the page's prompt, chat toggle, system prompt and max new tokens (caps first: `admit_prompt`,
 `admit_max_new`, the context window) and runs `inspector.quant.kv_watch.watch_policy` on the decode thread
@@ -21,6 +23,7 @@ from typing import Any
 import gradio as gr
 
 from inspector.errors import InputError
+from inspector.quant.flash_walk import flash_walk
 from inspector.quant.kv_eval import ALL_POLICIES, CacheSpec
 from inspector.quant.kv_watch import watch_policy
 from inspector.ui import model_thread
@@ -103,6 +106,38 @@ def select(ctx: TabContext, sid: str | None, layer: Any, head: Any) -> tuple:
         return status_html(str(exc), error=True), gr.skip()
 
 
+def run_flash(ctx: TabContext, sid: str | None, layer: Any, head: Any, prompt: Any, chat: Any, system: Any) -> tuple:
+    """The tiles button: the prompt's prefill, then one head through tiled attention; (status, text, tile, state)."""
+    try:
+        cfg = ctx.loaded.config
+        lv = int(Bound("layer", True, 0, cfg.num_hidden_layers - 1).parse(layer))
+        hv = int(Bound("head", True, 0, cfg.num_attention_heads - 1).parse(head))
+        admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
+        entry, state = lab_state(ctx, sid, LAB)
+        with entry.exclusive(LAB):
+            walk = model_thread.run(flash_walk, ctx.loaded.model, admitted.ids, lv, hv, ctx.loaded.tokenizer.piece)
+        state.update(flash=walk)
+        return (status_html(f"layer {lv}, head {hv}: {len(walk.tiles)} tiles"), vk.flash_html(walk),
+                vk.flash_tile_figure(walk, 0), vk.flash_state_figure(walk, 0),
+                gr.update(maximum=max(len(walk.tiles), 2), value=1))
+    except InputError as exc:
+        return status_html(str(exc), error=True), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+
+
+def select_tile(ctx: TabContext, sid: str | None, tile: Any) -> tuple:
+    """The tile selector (1-based): redraw from the kept walk (no model work)."""
+    try:
+        entry = ctx.store.get(sid)
+        state = entry.labs.get(LAB) if entry is not None else None
+        if not state or state.get("flash") is None:
+            raise InputError("nothing to show yet: press Step through tiles first")
+        walk = state["flash"]
+        i = int(Bound("tile", True, 1, len(walk.tiles)).parse(tile)) - 1
+        return status_html(f"tile {i + 1}"), vk.flash_tile_figure(walk, i), vk.flash_state_figure(walk, i)
+    except InputError as exc:
+        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+
+
 def build_kvpolicy_tab(ctx: TabContext) -> None:
     fast = {"show_progress": "hidden", "concurrency_limit": None, "api_visibility": "undocumented"}
     cfg = ctx.loaded.config
@@ -123,10 +158,27 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
             head = gr.Slider(0, max(cfg.num_key_value_heads - 1, 1), 0, step=1, label="KV head", elem_id="kvpolicy-head")
         kept = gr.Plot(blank[2], elem_id="kvpolicy-map", show_label=False)
         metrics = gr.Plot(blank[3], elem_id="kvpolicy-metrics", show_label=False)
+        with gr.Accordion("FlashAttention tiles: one head of the prompt's prefill", open=False):
+            with gr.Row():
+                f_layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="kvpolicy-flash-layer")
+                f_head = gr.Slider(0, max(cfg.num_attention_heads - 1, 1), 0, step=1, label="query head",
+                                   elem_id="kvpolicy-flash-head")
+                f_btn = gr.Button("Step through tiles", elem_id="kvpolicy-flash-run")
+            f_text = gr.HTML("", elem_id="kvpolicy-flash-summary")
+            f_tile = gr.Slider(1, 2, 1, step=1, label="tile", elem_id="kvpolicy-flash-tile")
+            with gr.Row():
+                f_tile_fig = gr.Plot(empty_figure("The tile being read appears here"), elem_id="kvpolicy-flash-tile-fig",
+                                     show_label=False)
+                f_state = gr.Plot(empty_figure("m, l and the output's move per query row"),
+                                  elem_id="kvpolicy-flash-state", show_label=False)
 
     run_btn.click(lambda sid, *a: run_policy(ctx, sid, *a),
                   [ctx.sid, policy, budget, sinks, layer, head, ctx.prompt, ctx.chat, ctx.system, ctx.max_new],
                   [status, summary, kept, metrics], **fast)
+    f_btn.click(lambda sid, *a: run_flash(ctx, sid, *a), [ctx.sid, f_layer, f_head, ctx.prompt, ctx.chat, ctx.system],
+                [status, f_text, f_tile_fig, f_state, f_tile], **fast)
+    f_tile.release(lambda sid, t: select_tile(ctx, sid, t), [ctx.sid, f_tile], [status, f_tile_fig, f_state],
+                   trigger_mode="always_last", **fast)
     for slider in (layer, head):
         slider.release(lambda sid, lv, hv: select(ctx, sid, lv, hv), [ctx.sid, layer, head], [status, kept],
                        trigger_mode="always_last", **fast)
