@@ -122,9 +122,12 @@ def outputs(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
 # ---- handlers
 
 def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size: Any, pool_blocks: Any, n: Any,
-         chat: Any, system: Any, max_new: Any, *sampling: Any) -> tuple:
-    """Queue the requests on a fresh scheduler (dropping this browser's previous run): every cap first."""
+         chat: Any, system: Any, max_new: Any, *sampling: Any, prefix_caching: Any = False,
+         prefill_chunk: Any = 0) -> tuple:
+    """Queue the requests on a fresh scheduler (dropping this browser's previous run): every cap first.
+    `prefix_caching` reuses cached prompt-prefix blocks; `prefill_chunk` > 0 splits prompts into chunks."""
     try:
+        chunk = _int(prefill_chunk, "prefill chunk (0 = whole prompts)", 0, 100_000) or None
         default_max_new = admit_max_new(max_new, ctx.limits)
         requests = parse_requests(text, default_max_new)
         max_batch, n = _int(max_batch, "max batch", 1, 16), _int(n, "continuations per request", 1, 4)
@@ -153,8 +156,10 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
         entry, state = lab_state(ctx, sid, LAB)
         with entry.exclusive("serving load"):
             def build() -> tuple[Scheduler, Any]:
-                cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
-                sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids)
+                cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype,
+                                     prefix_caching=bool(prefix_caching))
+                sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids,
+                                  prefill_chunk=chunk)
                 for prompt_ids, m, (_, _, arrival) in zip(ids, news, requests):
                     sched.add(prompt_ids, m, arrival, n=n, params=params)
                 return sched, cached_peaks(peaks_directory(ctx.loaded.weights_path), ctx.loaded.dtype)
@@ -187,7 +192,10 @@ def _one_step(entry: Any, state: dict) -> str:
     with entry.exclusive("serving step"):
         rec = model_thread.run(sched.step)
     rows = ", ".join(f"#{r.seq_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
-    return f"step {rec.step}: {rows}" + (" — all done" if sched.done else "")
+    pc = sched.cache.prefix_stats()
+    prefix = (f"; prefix cache: {pc.hits}/{pc.lookups} blocks hit ({pc.hit_rate:.0%}), {pc.tokens_reused} tokens "
+              f"reused, {pc.blocks_shared} blocks shared" if sched.cache.prefix_caching else "")
+    return f"step {rec.step}: {rows}{prefix}" + (" — all done" if sched.done else "")
 
 
 def step(ctx: TabContext, sid: str | None) -> tuple:
@@ -256,6 +264,8 @@ def build_serving_tab(ctx: TabContext) -> None:
                                  elem_id="serving-pool")
                 n = gr.Slider(1, 4, 1, step=1, label="continuations per request (parallel sampling)",
                               elem_id="serving-n")
+                prefix = gr.Checkbox(False, label="prefix caching (reuse cached prompt blocks)", elem_id="serving-prefix")
+                chunk = gr.Number(0, precision=0, label="prefill chunk (0 = whole prompts)", elem_id="serving-chunk")
         with gr.Row():
             load_btn = gr.Button("Load", variant="primary", elem_id="serving-load")
             step_btn = gr.Button("Step", elem_id="serving-step")
@@ -284,8 +294,9 @@ def build_serving_tab(ctx: TabContext) -> None:
         mem_line = gr.HTML(line0, elem_id="serving-mem-info")
 
     outs = [status, summary, grid, timeline, tokens, roof, table]
-    load_btn.click(lambda sid, *a: load(ctx, sid, *a),
-                   [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
+    load_btn.click(lambda sid, *a: load(ctx, sid, *a[:-2], prefix_caching=a[-2], prefill_chunk=a[-1]),
+                   [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling,
+                    prefix, chunk],
                    outs, api_visibility="undocumented", **fast)
     step_btn.click(lambda sid: step(ctx, sid), [ctx.sid], outs, api_visibility="undocumented", **fast)
 
