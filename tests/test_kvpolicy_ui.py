@@ -76,3 +76,30 @@ def test_flash_tiles_step_through_one_head(tiny_loaded):  # noqa: F811
     assert 'data-error="0"' in status(sel) and "tile 2 of" in sel[1].layout.title.text
     bad = tab.select_tile(ctx, sid, 99)
     assert "tile must be a whole number from 1 to" in status(bad)
+
+
+@pytest.fixture(scope="module")
+def small_context(tmp_path_factory):
+    from inspector.models.loader import load_model
+    from tests.tiny import make_tiny_checkpoint
+
+    return load_model(str(make_tiny_checkpoint(tmp_path_factory.mktemp("ctx") / "m", max_position_embeddings=24)))
+
+
+def test_context_overflow_stops_or_goes_on_with_a_window(small_context, monkeypatch):
+    # random weights: no stop token, so the context or max tokens decide
+    monkeypatch.setattr(type(small_context), "stop_ids", property(lambda self: frozenset()))
+    ctx = make_ctx(small_context)
+    prompt = "Hello world, the cache"
+    n_prompt = len(small_context.tokenizer.prompt_ids(prompt, False))
+    sid = ctx.store.new_id()
+    out = tab.run_policy(ctx, sid, "full", None, 4, 0, 0, prompt, False, "", 40, "stop (context full)")
+    run = ctx.store.get(sid).labs["kvpolicy"]["run"]
+    assert "finished: context_full" in status(out) and n_prompt + len(run.steps) == 24
+    out = tab.run_policy(ctx, sid, "full", None, 4, 0, 0, prompt, False, "", 40, "continue with a sliding window")
+    run = ctx.store.get(sid).labs["kvpolicy"]["run"]
+    assert "finished: max_tokens" in status(out) and len(run.steps) == 40
+    kept = [int(((row >= 1) & (row <= 5)).sum()) for row in run.kept[0, 0]]
+    assert max(kept) == 23 and (run.kept[0, 0, -1, :4] == 2).all()  # context - 1 held, 4 sinks kept
+    bad = tab.run_policy(ctx, sid, "full", None, 4, 0, 0, prompt, False, "", 4, "wrap")
+    assert "when the context is full: choose" in status(bad)

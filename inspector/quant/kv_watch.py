@@ -8,6 +8,11 @@ not written yet, kept (and why: sink, recent, heavy hitter, SnapKV vote) or evic
 of each kept position. The full cache's own greedy continuation is generated too (the text without the
 policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.records`).
 
+Context overflow (`on_context_full`): "stop" ends the generation when prompt + generated tokens fill the
+model's context window (`KVPolicyRun.finish` "context_full"); "window" goes on past it, the policy run
+under a sliding window of 4 sinks and the newest positions when its own policy keeps everything (the full
+cache beside it keeps everything, past the trained positions).
+
 Only the masking convention runs here (kept keys at their original positions), so a position's row in
 the map is the same token from the first step to the last.
 """
@@ -24,11 +29,13 @@ from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.generation import loop
-from inspector.generation.cache_policies import HeavyHitters, SlidingWindow, SnapKV
+from inspector.generation.cache_policies import HeavyHitters, KeepAll, SlidingWindow, SnapKV
+from inspector.generation.levers import Levers
 from inspector.quant.fidelity import kl_per_step
 from inspector.quant.kv_eval import CacheSpec
 from inspector.quant.records import KVPolicyRun, KVPolicyStep
 
+OVERFLOW_SINKS = 4  # sinks of the overflow window (as the session's)
 NOT_YET, RECENT, SINK, HEAVY, VOTED, KEPT, EVICTED = range(7)
 
 
@@ -62,16 +69,24 @@ def _codes(policy: object, cache: KVCache, layer: int, head: int, width: int,
 
 @torch.inference_mode()
 def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheSpec, piece: Callable[[int], str],
-                 decode: Callable[[list[int]], str], stop_ids: Iterable[int] = ()) -> KVPolicyRun:
+                 decode: Callable[[list[int]], str], stop_ids: Iterable[int] = (),
+                 on_context_full: str = "stop") -> KVPolicyRun:
     """Greedy generation under `spec` with the full cache alongside (see the module docstring)."""
     spec.check()
     if spec.rerotate:
         raise InputError("the kept-positions map shows original positions: choose positions original")
     if n < 1 or not prompt_ids:
         raise InputError("a policy run needs a prompt and at least 1 new token")
-    stop = frozenset(stop_ids)
+    if on_context_full not in ("stop", "window"):
+        raise InputError(f"on context full must be stop or window, got {str(on_context_full)[:40]!r}")
+    stop, context = frozenset(stop_ids), model.config.max_position_embeddings
+    if len(prompt_ids) >= context:
+        raise InputError(f"the prompt is {len(prompt_ids)} tokens; the model's context window is {context} tokens")
     levers, cache = spec.levers_and_cache(model)
+    if on_context_full == "window" and isinstance(levers.cache_policy, KeepAll) and len(prompt_ids) + n > context:
+        levers = Levers(cache_policy=SlidingWindow(context - 1 - OVERFLOW_SINKS, OVERFLOW_SINKS, "overflow window"))
     policy = levers.cache_policy
+    finish = "max_tokens"
     full = steps.new_cache(model)
     L, KV, width = model.config.num_hidden_layers, model.config.num_key_value_heads, len(prompt_ids) + n
     kept, scores = [], []
@@ -92,7 +107,11 @@ def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheS
         out.append(KVPolicyStep(token, piece(token), kl, token == full_top, piece(full_top), cache.kept_nbytes,
                                 full.kept_nbytes))
         ids.append(token)
-        if token in stop or len(out) >= n:
+        if token in stop:
+            finish = "eos"
+        elif on_context_full == "stop" and len(ids) >= context:
+            finish = "context_full"
+        if token in stop or len(out) >= n or finish == "context_full":
             break
         logits = loop.forward(model, cache, [[token]], levers)[0]
         full_logits = loop.forward(model, full, [[token]])[0]
@@ -100,7 +119,7 @@ def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheS
     return KVPolicyRun(label=_label(spec), prompt_len=len(prompt_ids), pieces=[piece(t) for t in ids], steps=out,
                        text=decode([s.token_id for s in out]),
                        full_text=decode(_greedy_ids(model, prompt_ids, len(out), stop)),
-                       kept=np.stack(kept, axis=2), scores=np.stack(scores, axis=2))
+                       kept=np.stack(kept, axis=2), scores=np.stack(scores, axis=2), finish=finish)
 
 
 def _greedy_ids(model: Transformer, prompt_ids: list[int], n: int, stop: frozenset[int]) -> list[int]:

@@ -36,6 +36,7 @@ from inspector.viz.common import empty_figure, status_line_html
 LAB = "kvpolicy"
 BUDGET = Bound("budget", True, 1, note="(positions each layer and KV head keeps)")
 SINKS = Bound("sinks", True, 1, note="(and below the budget)")
+OVERFLOW = {"stop (context full)": "stop", "continue with a sliding window": "window"}
 
 
 def status_html(message: str, error: bool = False) -> str:
@@ -64,24 +65,25 @@ def views(state: dict, message: str, error: bool = False) -> tuple:
 
 
 def run_policy(ctx: TabContext, sid: str | None, policy: Any, budget: Any, sinks: Any, layer: Any, head: Any,
-               prompt: Any, chat: Any, system: Any, max_new: Any) -> tuple:
+               prompt: Any, chat: Any, system: Any, max_new: Any, on_context_full: Any = "stop") -> tuple:
     """The Run button: caps first, then the generation under the policy with the full cache alongside."""
     state: dict = {}
     try:
         spec = spec_of(policy, budget, sinks)
         n = admit_max_new(max_new, ctx.limits)
         admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
-        context = ctx.loaded.config.max_position_embeddings
-        if len(admitted.ids) + n > context:
-            raise InputError(f"prompt plus max new tokens exceed the context window ({context} tokens)")
+        overflow = OVERFLOW.get(on_context_full, on_context_full)
+        if overflow not in OVERFLOW.values():
+            raise InputError(f"when the context is full: choose {' or '.join(OVERFLOW)}, got {str(on_context_full)[:40]!r}")
         entry, state = lab_state(ctx, sid, LAB)
         tok = ctx.loaded.tokenizer
         with entry.exclusive(LAB):
             run = model_thread.run(watch_policy, ctx.loaded.model, admitted.ids, n, spec, tok.piece, tok.decode,
-                                   ctx.loaded.stop_ids)
+                                   ctx.loaded.stop_ids, overflow)
         state.update(run=run, layer=0, head=0)
         state["layer"], state["head"] = _layer_head(ctx, layer, head)
-        return views(state, f"{run.label}: {len(run.steps)} tokens generated with the full cache alongside")
+        return views(state, f"{run.label}: {len(run.steps)} tokens generated with the full cache alongside "
+                            f"(finished: {run.finish})")
     except InputError as exc:
         return views(state, str(exc), error=True)
 
@@ -149,6 +151,8 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
             budget = gr.Number(32, precision=0, label="budget (positions kept per layer and KV head)",
                                elem_id="kvpolicy-budget")
             sinks = gr.Number(4, precision=0, label="sinks (policy sinks)", elem_id="kvpolicy-sinks")
+            overflow = gr.Radio(list(OVERFLOW), value="stop (context full)", label="when the context is full",
+                                elem_id="kvpolicy-overflow")
             run_btn = gr.Button("Run", variant="primary", elem_id="kvpolicy-run")
         blank = views({}, "choose a policy and a budget, then Run")
         status = gr.HTML(blank[0], elem_id="kvpolicy-status")
@@ -173,7 +177,7 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
                                   elem_id="kvpolicy-flash-state", show_label=False)
 
     run_btn.click(lambda sid, *a: run_policy(ctx, sid, *a),
-                  [ctx.sid, policy, budget, sinks, layer, head, ctx.prompt, ctx.chat, ctx.system, ctx.max_new],
+                  [ctx.sid, policy, budget, sinks, layer, head, ctx.prompt, ctx.chat, ctx.system, ctx.max_new, overflow],
                   [status, summary, kept, metrics], **fast)
     f_btn.click(lambda sid, *a: run_flash(ctx, sid, *a), [ctx.sid, f_layer, f_head, ctx.prompt, ctx.chat, ctx.system],
                 [status, f_text, f_tile_fig, f_state, f_tile], **fast)
