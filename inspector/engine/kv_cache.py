@@ -178,6 +178,7 @@ class KVCache:
                 total += kept * per_head_entry
         return total
 
+    @torch.inference_mode()  # the buffers are written under inference mode by the forward: so is this
     def compact(self, row: int, keep: torch.Tensor | Sequence[int],
                 rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> None:
         """Move the kept committed positions `keep` (ascending) of one row to indices 0..n-1 in every layer,
