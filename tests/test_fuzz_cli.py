@@ -410,7 +410,7 @@ SERVE, MEMORY = ("serve-sim", "--prompts", "prompts.txt"), ("memory", "--config"
 KV_EVAL = ("kv-eval", "--text-file", "text.txt", "--policy", "h2o")
 NUMERIC_FLAGS = [
     (RUN, "--max-new-tokens", "max-new-tokens", ("0",)),
-    (RUN, "--temperature", "temperature", ("-1e-9",)),
+    (RUN, "--temperature", "temperature", ("-1e-9", "1e-9")),  # between 0 and the smallest non-zero temperature
     (RUN, "--top-k", "top-k", ("-1", "0.5")),
     (RUN, "--top-p", "top-p", ("0", "1.0000001")),
     (RUN, "--min-p", "min-p", ("1", "-0.1")),

@@ -161,4 +161,4 @@ def test_prefix_caching_and_chunked_prefill_in_the_tab(tiny_loaded):
     assert outs[0] == outs[1] == outs[2]
     ctx = make_ctx(tiny_loaded)
     bad = st.load(ctx, "s1", text, 2, 4, 0, 1, False, "", 4, *SAMPLING, prefill_chunk=-1)
-    assert 'data-error="1"' in bad[STATUS] and "prefill chunk (0 = whole prompts) must be a whole number" in bad[STATUS]
+    assert 'data-error="1"' in bad[STATUS] and "prefill chunk must be a whole number from 0 to 100000" in bad[STATUS]

@@ -16,15 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.validate import Bound
+from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound  # sampling: the engine's own ranges
 
-# Sampling: the engine's ranges (`SamplingParams.validate`, which also refuses a temperature between 0 and its
-# smallest non-zero value once the run starts).
-TEMPERATURE = Bound("temperature", False, 0, note="(0 = greedy)")
-TOP_K = Bound("top-k", True, 0, note="(0 = off)")
-TOP_P = Bound("top-p", False, 0, 1, lo_open=True, note="(1 = off)")
-MIN_P = Bound("min-p", False, 0, 1, hi_open=True, note="(0 = off)")
-SEED = Bound("seed", True, 0)
 # Lengths: at least one; the upper limit is the model's context window, checked after loading it.
 MAX_NEW_TOKENS = Bound("max-new-tokens", True, 1)
 DRAFT_LEN = Bound("draft-len", True, 1)

@@ -28,14 +28,14 @@ from inspector.quant.kv_eval import ALL_POLICIES, CacheSpec
 from inspector.quant.kv_watch import watch_policy
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
+from inspector.ui.fields import KV_BUDGET, KV_SINKS, FreeNumber, head_bound, layer_bound, slider
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.validate import Bound
 from inspector.viz import kv_policies as vk
 from inspector.viz.common import empty_figure, status_line_html
 
 LAB = "kvpolicy"
-BUDGET = Bound("budget", True, 1, note="(positions each layer and KV head keeps)")
-SINKS = Bound("sinks", True, 1, note="(and below the budget)")
+BUDGET, SINKS = KV_BUDGET, KV_SINKS
 OVERFLOW = {"stop (context full)": "stop", "continue with a sliding window": "window"}
 
 
@@ -88,10 +88,13 @@ def run_policy(ctx: TabContext, sid: str | None, policy: Any, budget: Any, sinks
         return views(state, str(exc), error=True)
 
 
+def kv_head_bound(config: Any) -> Bound:
+    return Bound("KV head", True, 0, config.num_key_value_heads - 1)
+
+
 def _layer_head(ctx: TabContext, layer: Any, head: Any) -> tuple[int, int]:
     cfg = ctx.loaded.config
-    return (int(Bound("layer", True, 0, cfg.num_hidden_layers - 1).parse(layer)),
-            int(Bound("KV head", True, 0, cfg.num_key_value_heads - 1).parse(head)))
+    return int(layer_bound(cfg).parse(layer)), int(kv_head_bound(cfg).parse(head))
 
 
 def select(ctx: TabContext, sid: str | None, layer: Any, head: Any) -> tuple:
@@ -112,8 +115,7 @@ def run_flash(ctx: TabContext, sid: str | None, layer: Any, head: Any, prompt: A
     """The tiles button: the prompt's prefill, then one head through tiled attention; (status, text, tile, state)."""
     try:
         cfg = ctx.loaded.config
-        lv = int(Bound("layer", True, 0, cfg.num_hidden_layers - 1).parse(layer))
-        hv = int(Bound("head", True, 0, cfg.num_attention_heads - 1).parse(head))
+        lv, hv = int(layer_bound(cfg).parse(layer)), int(head_bound(cfg).parse(head))
         admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
         entry, state = lab_state(ctx, sid, LAB)
         with entry.exclusive(LAB):
@@ -148,9 +150,9 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
                     elem_classes="ii-caption")
         with gr.Row():
             policy = gr.Dropdown(list(ALL_POLICIES), value="h2o", label="policy", elem_id="kvpolicy-policy")
-            budget = gr.Number(32, precision=0, label="budget (positions kept per layer and KV head)",
-                               elem_id="kvpolicy-budget")
-            sinks = gr.Number(4, precision=0, label="sinks (policy sinks)", elem_id="kvpolicy-sinks")
+            budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head)",
+                                elem_id="kvpolicy-budget")
+            sinks = FreeNumber(4, precision=0, label="sinks (policy sinks)", elem_id="kvpolicy-sinks")
             overflow = gr.Radio(list(OVERFLOW), value="stop (context full)", label="when the context is full",
                                 elem_id="kvpolicy-overflow")
             run_btn = gr.Button("Run", variant="primary", elem_id="kvpolicy-run")
@@ -158,18 +160,17 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
         status = gr.HTML(blank[0], elem_id="kvpolicy-status")
         summary = gr.HTML(blank[1], elem_id="kvpolicy-summary")
         with gr.Row():
-            layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="kvpolicy-layer")
-            head = gr.Slider(0, max(cfg.num_key_value_heads - 1, 1), 0, step=1, label="KV head", elem_id="kvpolicy-head")
+            layer = slider(layer_bound(cfg), 0, 1, "layer", "kvpolicy-layer")
+            head = slider(kv_head_bound(cfg), 0, 1, "KV head", "kvpolicy-head")
         kept = gr.Plot(blank[2], elem_id="kvpolicy-map", show_label=False)
         metrics = gr.Plot(blank[3], elem_id="kvpolicy-metrics", show_label=False)
         with gr.Accordion("FlashAttention tiles: one head of the prompt's prefill", open=False):
             with gr.Row():
-                f_layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="kvpolicy-flash-layer")
-                f_head = gr.Slider(0, max(cfg.num_attention_heads - 1, 1), 0, step=1, label="query head",
-                                   elem_id="kvpolicy-flash-head")
+                f_layer = slider(layer_bound(cfg), 0, 1, "layer", "kvpolicy-flash-layer")
+                f_head = slider(head_bound(cfg), 0, 1, "query head", "kvpolicy-flash-head")
                 f_btn = gr.Button("Step through tiles", elem_id="kvpolicy-flash-run")
             f_text = gr.HTML("", elem_id="kvpolicy-flash-summary")
-            f_tile = gr.Slider(1, 2, 1, step=1, label="tile", elem_id="kvpolicy-flash-tile")
+            f_tile = slider(Bound("tile", True, 1, 2), 1, 1, "tile", "kvpolicy-flash-tile")
             with gr.Row():
                 f_tile_fig = gr.Plot(empty_figure("The tile being read appears here"), elem_id="kvpolicy-flash-tile-fig",
                                      show_label=False)
