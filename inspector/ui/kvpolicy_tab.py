@@ -184,6 +184,6 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
                 [status, f_text, f_tile_fig, f_state, f_tile], **fast)
     f_tile.release(lambda sid, t: select_tile(ctx, sid, t), [ctx.sid, f_tile], [status, f_tile_fig, f_state],
                    trigger_mode="always_last", **fast)
-    for slider in (layer, head):
-        slider.release(lambda sid, lv, hv: select(ctx, sid, lv, hv), [ctx.sid, layer, head], [status, kept],
+    for selector in (layer, head):
+        selector.release(lambda sid, lv, hv: select(ctx, sid, lv, hv), [ctx.sid, layer, head], [status, kept],
                        trigger_mode="always_last", **fast)
