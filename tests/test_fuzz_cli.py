@@ -407,6 +407,7 @@ def test_normal_run_after_fuzz(env: Env, capsys, monkeypatch):
 # (subcommand with its required arguments, flag, the field its message names, values just past its range)
 RUN, QUANT = ("run", "--prompt", "hi"), ("quant", "--prompt", "hi", "--quant", "int8")
 SERVE, MEMORY = ("serve-sim", "--prompts", "prompts.txt"), ("memory", "--config", "meta-llama/Llama-3.1-8B")
+KV_EVAL = ("kv-eval", "--text-file", "text.txt", "--policy", "h2o")
 NUMERIC_FLAGS = [
     (RUN, "--max-new-tokens", "max-new-tokens", ("0",)),
     (RUN, "--temperature", "temperature", ("-1e-9", "1e-9")),  # between 0 and the smallest non-zero temperature
@@ -439,6 +440,9 @@ NUMERIC_FLAGS = [
     (MEMORY, "--context", "context", ("0",)),
     (MEMORY, "--batch", "batch", ("0", "2.5")),
     (MEMORY, "--memory", "memory", ("0GB", "1e308TB", "5XB", "0.5b")),
+    (KV_EVAL, "--budget", "budget", ("0", "2.5")),
+    (KV_EVAL, "--sinks", "sinks", ("0",)),
+    (KV_EVAL, "--prefill", "prefill", ("0",)),
 ]
 BAD_NUMBERS = ("", "abc", "nan", "inf", "1e309", "-5")
 FLAG_CASES = [(cmd, flag, field, value) for cmd, flag, field, past in NUMERIC_FLAGS for value in BAD_NUMBERS + past]

@@ -138,3 +138,27 @@ def test_load_during_play_ends_the_old_play(tiny_loaded):
     assert list(run) == []  # the old Play stops without stepping the new run
     _, state = st.lab_state(ctx, "q", "serving")
     assert state["sched"].records == []
+
+
+def test_prefix_caching_and_chunked_prefill_in_the_tab(tiny_loaded):
+    """Requests sharing a long prefix: the status reports block hits, and every output equals the run
+    without sharing and without chunks."""
+    shared = "The library opens at nine and closes at eight, every weekday, all year round. "
+    text = "\n".join(f"{i} | 4 | {shared}{q}" for i, q in enumerate(["When?", "Where?", "Who?"]))
+    outs = []
+    for prefix, chunk in [(False, 0), (True, 0), (True, 5)]:
+        ctx = make_ctx(tiny_loaded)
+        out = st.load(ctx, "s1", text, 2, 4, 0, 1, False, "", 4, *SAMPLING, prefix_caching=prefix, prefill_chunk=chunk)
+        assert 'data-error="0"' in out[STATUS]
+        last = None
+        for last in st.play(ctx, "s1"):
+            pass
+        _, state = st.lab_state(ctx, "s1", "serving")
+        outs.append([s.output_ids for s in state["sched"].sequences])
+        stats = state["sched"].cache.prefix_stats()
+        if prefix:
+            assert stats.hits > 0 and stats.tokens_reused > 0
+    assert outs[0] == outs[1] == outs[2]
+    ctx = make_ctx(tiny_loaded)
+    bad = st.load(ctx, "s1", text, 2, 4, 0, 1, False, "", 4, *SAMPLING, prefill_chunk=-1)
+    assert 'data-error="1"' in bad[STATUS] and "prefill chunk must be a whole number from 0 to 100000" in bad[STATUS]

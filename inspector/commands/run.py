@@ -14,6 +14,12 @@ run --help`) add those stages; `--num-beams B` runs beam search instead (`inspec
 (`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
+`--attention tiled` runs FlashAttention's tiled path (`inspector.engine.flash`) instead of the standard one.
+
+`--on-context-full stop|window`: when prompt + output fill the model's context window, stop with finish
+reason "context_full" (default), or go on with a sliding window over the KV cache
+(`inspector.session.session`: 4 sink tokens and the newest positions).
+
 `--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
 proposes up to K tokens, the full model verifies them in one forward. The JSON then gains `speculative`:
 drafter, draft_len, rounds, drafted, accepted, target_forwards, tokens_per_forward, acceptance_rate and
@@ -49,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
+    p.add_argument("--attention", choices=("standard", "tiled"), default="standard",
+                   help="the attention path: standard (full score rows) or tiled (FlashAttention's online softmax "
+                        "over tiles of keys; the same numbers)")
+    p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
+                   help="when prompt + output fill the context window: stop (finish reason context_full, the "
+                        "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest)")
     p.add_argument("--save-trace", metavar="FILE", default=None,
                    help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
@@ -117,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
     if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
         raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
+    if args.speculative is not None and args.on_context_full != "stop":
+        raise InputError("--on-context-full window applies to plain decoding: drop --speculative")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
@@ -125,8 +139,11 @@ def run(args: argparse.Namespace) -> int:
     from inspector.models.loader import load_model
     from inspector.session.session import Session
 
+    from inspector.engine.model import set_attention
+
     draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+    set_attention(loaded.model, args.attention)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)
     if settings.num_beams > 1:
@@ -135,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
         from inspector.quant.session import quantized_session
 
         loaded, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
-                                            record=args.json)
+                                            record=args.json, on_context_full=args.on_context_full)
     else:
-        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
+        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
+                          on_context_full=args.on_context_full)
     session.set_decoding(settings)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0

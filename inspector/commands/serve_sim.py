@@ -1,5 +1,5 @@
 """`inspector serve-sim --prompts FILE [--max-batch N] [--block-size B] [--blocks N] [--max-new-tokens N]
-[--prefill-chunk N] [--arrivals S,S,... | --arrival-every N] [--n K --temperature T --top-k K --top-p P
+[--prefill-chunk N] [--prefix-caching] [--arrivals S,S,... | --arrival-every N] [--n K --temperature T --top-k K --top-p P
 --min-p P --seed S] [--chat] [--model SOURCE] [--json]`: serve the prompts of FILE (one per line, blank lines
 skipped) through the continuous-batching scheduler over a paged KV cache.
 
@@ -15,7 +15,8 @@ preempted, finished, paged_bytes, contiguous_bytes: what caches reserved to each
 hold, elapsed_ms, and the roofline: flops, bytes_moved, forward_ms, gflops_per_s, gb_per_s), throughput
 (generated_tokens, elapsed_s, tokens_per_s, steps), memory (peak_paged_bytes, peak_contiguous_bytes,
 pool_bytes), peaks (the machine's measured gflops_per_s and gb_per_s, `inspector.serving.roofline`,
-cached next to the model) and the settings (model, block_size, blocks, bytes_per_block, max_batch, n). Without it, a readable summary. The pool defaults to a full batch
+cached next to the model), prefix_cache (enabled, lookups, hits, hit_rate, tokens_reused: with
+`--prefix-caching`, full prompt blocks found cached by the hash of their tokens and their prefix's) and the settings (model, block_size, blocks, bytes_per_block, max_batch, n). Without it, a readable summary. The pool defaults to a full batch
 of the longest request. A request that cannot fit in the pool is refused alone (finish_reason says why);
 the others run.
 """
@@ -70,6 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="arrival step of each prompt, in order (whole numbers >= 0)")
     when.add_argument("--arrival-every", type=ARRIVAL_EVERY.argparse, default=None, metavar="N",
                       help=f"prompt i arrives at step i x N, {ARRIVAL_EVERY.allowed}")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="reuse the cached blocks of a prompt prefix seen before (chained block hashes, LRU eviction)")
     p.add_argument("--n", type=N.argparse, default=1, metavar="K",
                    help=f"continuations per prompt (parallel sampling), {N.allowed}; continuation i draws with "
                         "seed + i")
@@ -157,7 +160,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         longest = min(max(len(i) for i in ids) + args.max_new_tokens, loaded.config.max_position_embeddings)
         blocks = args.max_batch * math.ceil(longest / args.block_size)
     check_pool_fits(loaded.config, blocks, args.block_size, loaded.dtype)
-    cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype)
+    cache = PagedKVCache(loaded.config, blocks, args.block_size, dtype=loaded.dtype, prefix_caching=args.prefix_caching)
     sched = Scheduler(loaded.model, cache, max_batch=args.max_batch, eos_ids=loaded.stop_ids,
                       prefill_chunk=args.prefill_chunk)
     for prompt_ids, arrival in zip(ids, arrivals):
@@ -188,7 +191,10 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         "forward_ms": round(r.forward_ms, 3), "gflops_per_s": round(r.gflops_per_s, 4), "gb_per_s": round(r.gb_per_s, 4),
     } for r in records]
     generated = sum(len(s.output_ids) for s in sched.sequences)
+    prefix = cache.prefix_stats()
     return {
+        "prefix_cache": {"enabled": args.prefix_caching, "lookups": prefix.lookups, "hits": prefix.hits,
+                         "hit_rate": round(prefix.hit_rate, 4), "tokens_reused": prefix.tokens_reused},
         "model": loaded.name, "block_size": args.block_size, "blocks": blocks, "max_batch": args.max_batch, "n": args.n,
         "peaks": {"gflops_per_s": round(peaks.gflops_per_s, 2), "gb_per_s": round(peaks.gb_per_s, 2), "key": peaks.key},
         "bytes_per_block": cache.bytes_per_block, "requests": requests, "steps": steps,
@@ -221,6 +227,10 @@ def summary(result: dict[str, Any]) -> str:
     m, kib = result["memory"], 1024
     lines.append(f"KV at peak: paged {m['peak_paged_bytes'] / kib:.0f} KiB, contiguous caches reserved to each "
                  f"request's max length {m['peak_contiguous_bytes'] / kib:.0f} KiB")
+    pc = result["prefix_cache"]
+    if pc["enabled"]:
+        lines.append(f"prefix cache: {pc['hits']} of {pc['lookups']} prompt blocks found cached "
+                     f"({pc['hit_rate']:.0%}), {pc['tokens_reused']} prompt tokens not recomputed")
     t = result["throughput"]
     lines.append(f"{t['generated_tokens']} tokens in {t['steps']} steps, {t['elapsed_s']:.2f} s: "
                  f"{t['tokens_per_s']} tokens/s")

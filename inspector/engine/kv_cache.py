@@ -8,12 +8,20 @@ once per forward (the model never does). `truncate(length, row=None)` rewinds ro
 
 Storage grows in chunks of `step` positions (like mlx-lm), the same capacity for every row.
 
-Eviction (a KV-cache policy's lever): `evict(layer, row, positions)` marks cached positions of one layer
-and row as evicted; attention then masks them like future keys (`evicted_mask`). Kept entries keep their
-original absolute positions and their rotary phase (the H2O convention: positions are never renumbered),
-so position p's key is still at index p; `held_positions(layer, row)` lists what a layer still attends to,
-and `kept_nbytes` counts those entries' bytes. The storage of an evicted entry is not reused (the
-buffers stay indexed by position). Truncating a row forgets its evictions past the new length.
+Eviction (a KV-cache policy's lever), two position conventions:
+- Masking, original positions (H2O): `evict(layer, row, positions, head=None)` marks cached positions of
+  one layer and row (of one KV head, or all) as evicted; attention then masks them like future keys
+  (`evicted_mask`). Kept entries keep their absolute positions and rotary phase (positions are never
+  renumbered), so position p's key is still at index p; `held_positions(layer, row, head=None)` lists what
+  a layer (a head, or any head) still attends to, and `kept_nbytes` counts the kept entries' bytes, head
+  by head. The storage of an evicted entry is not reused (the buffers stay indexed by position).
+  Truncating a row forgets its evictions past the new length.
+- Compaction, contiguous positions (StreamingLLM): `compact(row, keep, rotate)` moves the kept positions
+  of a row (every layer) to indices 0..n-1 and sets the row's length to n, so the next token is written,
+  and rotated, at position n. The cache stores post-RoPE keys: `rotate(k, delta)` turns each kept key by
+  its shift (new index - old position; RoPE rotations compose), so every kept key carries the phase of
+  its new index. After a compaction the row's index i is no longer the token's place in the text: the
+  caller keeps that mapping (truncate then counts compacted indices).
 
 Reading: `read(layer, row=0, end=None) -> (k, v)`, each (kv_heads, end, head_dim), are views of the
 committed positions (valid until the next write; clone to keep them). Bytes: `nbytes` counts the entries
@@ -23,7 +31,7 @@ storage of the buffers actually allocated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -43,7 +51,10 @@ class KVCache:
         self.batch, self.dtype, self.device, self.step = batch, dtype, torch.device(device), step
         self._keys: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, kv_heads, capacity, head_dim)
         self._values: list[torch.Tensor | None] = [None] * self.num_layers
-        self._evicted: list[torch.Tensor | None] = [None] * self.num_layers  # (batch, capacity) bool, per layer
+        # (batch, kv_heads, capacity) bool per layer, None until the layer evicts; `_per_head[layer]` once
+        # one KV head evicted what another kept (the mask then widens to query heads)
+        self._evicted: list[torch.Tensor | None] = [None] * self.num_layers
+        self._per_head: list[bool] = [False] * self.num_layers
         self.lengths: list[int] = [0] * batch  # positions committed by `advance`, per row
 
     # ---- writing (the model) and committing (the engine)
@@ -103,48 +114,95 @@ class KVCache:
             self.lengths[r] = length
             for e in self._evicted:
                 if e is not None:
-                    e[r, length:] = False
+                    e[r, :, length:] = False
 
     # ---- eviction (a KV-cache policy)
-    def evict(self, layer: int, row: int, positions: torch.Tensor | Sequence[int]) -> None:
-        """Mark committed `positions` of one layer and row as evicted: attention no longer reads them."""
+    def evict(self, layer: int, row: int, positions: torch.Tensor | Sequence[int], head: int | None = None) -> None:
+        """Mark committed `positions` of one layer and row (one KV head, or every head) as evicted: attention
+        no longer reads them."""
         positions = torch.as_tensor(positions, dtype=torch.long, device=self.device)
         if positions.numel() == 0:
             return
         if int(positions.min()) < 0 or int(positions.max()) >= self.lengths[row]:
             raise ValueError(f"row {row} holds positions 0..{self.lengths[row] - 1}; cannot evict {positions.tolist()}")
-        self._evicted_upto(layer, max(self.lengths))[row, positions] = True
+        flags = self._evicted_upto(layer, max(self.lengths))
+        if head is None:
+            flags[row, :, positions] = True
+        else:
+            if not 0 <= head < self.kv_heads:
+                raise ValueError(f"no KV head {head}: the cache has {self.kv_heads}")
+            flags[row, head, positions] = True
+            self._per_head[layer] = self._per_head[layer] or self.kv_heads > 1
 
     def _evicted_upto(self, layer: int, end: int) -> torch.Tensor:
-        """This layer's (batch, >= end) eviction flags, created or widened (False) as needed."""
+        """This layer's (batch, kv_heads, >= end) eviction flags, created or widened (False) as needed."""
         e = self._evicted[layer]
-        if e is None or e.shape[1] < end:
-            wider = torch.zeros((self.batch, max(end, self.step)), dtype=torch.bool, device=self.device)
+        if e is None or e.shape[2] < end:
+            wider = torch.zeros((self.batch, self.kv_heads, max(end, self.step)), dtype=torch.bool, device=self.device)
             if e is not None:
-                wider[:, :e.shape[1]] = e
+                wider[:, :, :e.shape[2]] = e
             self._evicted[layer] = e = wider
         return e
 
     def evicted_mask(self, layer: int, end: int) -> torch.Tensor | None:
-        """(batch, 1, 1, end) bool, True at evicted positions (broadcasts over heads and queries); None when
-        this layer evicted nothing."""
+        """(batch, 1, 1, end) bool, True at evicted positions, broadcast over heads and queries; (batch,
+        query heads, 1, end) once the layer's KV heads evicted differently (KV head h serves query heads
+        h * n_rep ..). None when this layer evicted nothing."""
         if self._evicted[layer] is None:
             return None
-        return self._evicted_upto(layer, end)[:, None, None, :end]
+        e = self._evicted_upto(layer, end)[:, :, :end]  # (B, KV, end)
+        if not self._per_head[layer]:
+            return e[:, :1, None]  # (B, 1, 1, end)
+        return e.repeat_interleave(self.config.n_rep, dim=1)[:, :, None]  # (B, H, 1, end)
 
-    def held_positions(self, layer: int, row: int = 0) -> torch.Tensor:
-        """The absolute positions one layer of one row still attends to (committed, not evicted), ascending."""
+    def held_positions(self, layer: int, row: int = 0, head: int | None = None) -> torch.Tensor:
+        """The absolute positions one layer of one row still attends to (committed, not evicted), ascending:
+        those of KV head `head`, or of any head."""
         n = self.lengths[row]
         if self._evicted[layer] is None:
             return torch.arange(n, device=self.device)
-        return torch.nonzero(~self._evicted_upto(layer, n)[row, :n]).flatten()
+        flags = self._evicted_upto(layer, n)[row, :, :n]  # (KV, n)
+        gone = flags.all(dim=0) if head is None else flags[head]
+        return torch.nonzero(~gone).flatten()
 
     @property
     def kept_nbytes(self) -> int:
-        """Bytes of K plus V of the entries attention still reads, every layer and row."""
-        per_entry = self.bytes_per_position // self.num_layers
-        return sum(len(self.held_positions(layer, row)) * per_entry
-                   for layer in range(self.num_layers) for row in range(self.batch))
+        """Bytes of K plus V of the entries attention still reads, every layer, row and KV head."""
+        per_head_entry = self.bytes_per_position // (self.num_layers * self.kv_heads)
+        total = 0
+        for layer in range(self.num_layers):
+            for row in range(self.batch):
+                n = self.lengths[row]
+                e = self._evicted[layer]
+                kept = n * self.kv_heads if e is None else int((~e[row, :, :n]).sum())
+                total += kept * per_head_entry
+        return total
+
+    @torch.inference_mode()  # the buffers are written under inference mode by the forward: so is this
+    def compact(self, row: int, keep: torch.Tensor | Sequence[int],
+                rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> None:
+        """Move the kept committed positions `keep` (ascending) of one row to indices 0..n-1 in every layer,
+        forget the rest and the row's evictions, and make n its length (see the module docstring).
+        `rotate(k (kv_heads, n, head_dim), delta (n,)) -> k` re-rotates the kept keys by their shifts."""
+        keep = torch.as_tensor(keep, dtype=torch.long, device=self.device)
+        n_old = self.lengths[row]
+        if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n_old or bool((keep.diff() <= 0).any())):
+            raise ValueError(f"keep must be ascending positions of row {row} (0..{n_old - 1})")
+        n = keep.numel()
+        if any(k is None for k in self._keys) and n_old:
+            raise ValueError("this cache does not hold its entries in plain buffers: it cannot compact")
+        delta = torch.arange(n, device=self.device) - keep  # (n,) <= 0: each key moves back by this much
+        for layer in range(self.num_layers):
+            k, v = self._keys[layer], self._values[layer]
+            if k is None:
+                continue
+            kept_k, kept_v = k[row, :, keep], v[row, :, keep]  # (KV, n, d) copies (advanced indexing)
+            if rotate is not None and bool((delta != 0).any()):
+                kept_k = rotate(kept_k, delta)
+            k[row, :, :n], v[row, :, :n] = kept_k, kept_v
+            if self._evicted[layer] is not None:
+                self._evicted[layer][row] = False
+        self.lengths[row] = n
 
     # ---- reading
     @property

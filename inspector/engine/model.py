@@ -25,6 +25,9 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
 - The cache's evicted positions (a KV-cache policy's) are masked in attention like future ones.
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
+Attention runs the standard path (full score rows, `inspector.engine.attention`) or, after
+`set_attention(model, "tiled")`, FlashAttention's tiles with the online softmax (`inspector.engine.flash`);
+the trace points fire the same either way (see `Attention._attend`).
 Weight products go through `inspector.engine.linear.project`; a layer's q/k/v (and gate/up) run as one
 product when `lay_out_weights` stacked their weights (as `load_model` does), else one by one.
 """
@@ -39,6 +42,7 @@ from torch import nn
 
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32
 from inspector.engine.config import ModelConfig
+from inspector.engine.flash import tiled_attend
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
 from inspector.engine.trace import Recorder, edits, wants
@@ -48,6 +52,7 @@ from inspector.engine.trace import Recorder, edits, wants
 # the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
 # fresh mappings.
 ATTN_CHUNK = 128
+ATTENTION_KINDS = ("standard", "tiled")
 
 
 def record(rec: Recorder | None, name: str, value: torch.Tensor) -> torch.Tensor:
@@ -140,6 +145,7 @@ class Attention(NoHooks, nn.Module):
         self.layer = layer
         self.n_heads, self.n_kv_heads, self.head_dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
         self.n_rep = config.n_rep
+        self.kind = "standard"  # or "tiled" (`set_attention`)
         D = config.hidden_size
         self.q_proj = Linear(D, self.n_heads * self.head_dim, bias=config.qkv_bias)
         self.k_proj = Linear(D, self.n_kv_heads * self.head_dim, bias=config.qkv_bias)
@@ -161,7 +167,7 @@ class Attention(NoHooks, nn.Module):
         hidden = None
         if cache is not None:
             k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
-            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1, 1, S) or None
+            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1 or H, 1, S) or None
         z = self._attend(q, k, v, plan, hidden, rec)  # (B, H, T, d)
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         z = record(rec, p + "hook_z", z)
@@ -180,16 +186,30 @@ class Attention(NoHooks, nn.Module):
                 hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
         """Queries (B, H, T, d) over keys/values (B, KV, S, d) of positions 0..S-1 -> (B, H, T, d).
 
-        `hidden` (B, 1, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
+        `hidden` (B, 1 or H, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
         Long forwards (a prompt) attend in blocks of queries (see `plan.blocks`): the (H, T, S) scores of a
         2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block reads only the
         keys its queries can see. The scores and pattern trace points fire once per forward with the
         whole (B, H, T, S) maps, assembled only when the recorder wants them; a recorder that edits them
-        (an intervention) gets them before they are used, over one block of every query."""
+        (an intervention) gets them before they are used, over one block of every query.
+        The tiled kind computes the output tile by tile; a recorder that wants the maps gets them computed
+        in full beside it (for the record only), and one that edits them runs the standard path."""
         B, H, T, d = q.shape
         KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
         want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
-        if edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern"):
+        editing = edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern")
+        if self.kind == "tiled" and not editing:
+            z = tiled_attend(q, k, v, plan.first if plan.first is not None else plan.positions, hidden, self.n_rep)
+            if want_scores or want_pattern:
+                future = plan_mask(plan, T, S)
+                future = hidden if future is None else (future if hidden is None else future | hidden)
+                scores = masked_scores(q, k, future, self.n_rep)  # (B, H, T, S), for the recorder only
+                if want_scores:
+                    record(rec, p + "hook_attn_scores", scores)
+                if want_pattern:
+                    record(rec, p + "hook_pattern", softmax32(scores))
+            return z
+        if editing:
             future = plan_mask(plan, T, S)
             future = hidden if future is None else (future if hidden is None else future | hidden)
             scores = record(rec, p + "hook_attn_scores", masked_scores(q, k, future, self.n_rep))  # (B, H, T, S)
@@ -224,6 +244,15 @@ class Attention(NoHooks, nn.Module):
         if want_pattern:
             record(rec, p + "hook_pattern", pattern if one else all_pattern)
         return out[0] if one else torch.cat(out, dim=2)  # (B, H, T, d)
+
+
+def set_attention(model: nn.Module, kind: str) -> None:
+    """Make every attention layer run `kind`: "standard" or "tiled" (ValueError otherwise)."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
+    for module in model.modules():
+        if isinstance(module, Attention):
+            module.kind = kind
 
 
 class MLP(NoHooks, nn.Module):

@@ -4,11 +4,10 @@
    (`inspector.engine.processors.LogitsProcessor`), run before the sampling stages on every draw.
 2. A KV-cache policy (`cache_policy`): after each forward, which cached positions each layer keeps.
    `CachePolicy.evict(layer, held)` gets the absolute positions a layer still attends to (ascending; the
-   newest is the last token written) and returns those to evict now, or None. Evicted entries keep
-   their original positions and rotary phase (the H2O convention; see `inspector.engine.kv_cache`), so
-   the attention view still places every kept key at its true position. `KeepAll` (the default) keeps
-   everything; `SlidingWindow(window, sinks)` keeps the first `sinks` positions (attention sinks, as
-   StreamingLLM) and the newest `window`, evicting what falls between them after each forward.
+   newest is the last token written) and returns those to evict now, or None. The policies and their
+   optional capabilities (per KV head, observing attention, re-rotating) live in
+   `inspector.generation.cache_policies`; `KeepAll` (the default) keeps everything; `SlidingWindow(window,
+   sinks)` keeps the first `sinks` positions (attention sinks, as StreamingLLM) and the newest `window`.
 3. Interventions (`interventions`): at a TransformerLens-named trace point (`inspector.engine.trace`), a
    function of the tensor there returns the tensor the model goes on with. Applied in every forward of
    the sequence (prefill and each decode step), to what is written into the KV cache too, so a cached run
@@ -21,49 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
-
 import torch
 
 from inspector.engine.processors import LogitsProcessor
+from inspector.generation.cache_policies import (CachePolicy, HeavyHitters, KeepAll, SlidingWindow,  # noqa: F401
+                                                SnapKV, make_policy)
 from inspector.engine.trace import Recorder, hook_names, wants
 from inspector.errors import InputError
-
-
-class CachePolicy(Protocol):
-    name: str
-
-    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None: ...
-
-
-@dataclass(frozen=True)
-class KeepAll:
-    """Keep every cached position (what a KV cache does without a policy)."""
-
-    name: str = "full"
-
-    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None:
-        return None
-
-
-@dataclass(frozen=True)
-class SlidingWindow:
-    """Keep the first `sinks` positions and the newest `window`; evict the rest after each forward."""
-
-    window: int
-    sinks: int = 0
-    name: str = "window"
-
-    def __post_init__(self) -> None:
-        if self.window < 1 or self.sinks < 0:
-            raise InputError(f"a sliding window needs window >= 1 and sinks >= 0, got {self.window}, {self.sinks}")
-
-    def evict(self, layer: int, held: torch.Tensor) -> torch.Tensor | None:
-        if len(held) <= self.window + self.sinks:
-            return None
-        newest = int(held[-1])
-        out = held[(held >= self.sinks) & (held <= newest - self.window)]
-        return out if len(out) else None
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ a sequence). None of them runs the model or advances a KV cache on its own.
 
 - `forward(model, cache, feeds, levers, rec)` runs one forward (`inspector.engine.steps.run`: row b of
   `cache` feeds `feeds[b]`), with the levers' interventions applied at their trace points, then the
-  levers' KV-cache policy on every row the forward wrote. fp32 logits (B, V) of each row's last token,
-  or (B, T, V) with `all_positions`.
+  levers' KV-cache policy on every row the forward wrote (`apply_policy`: masked per layer or KV head,
+  or compacted with re-rotated keys; a policy that observes attention is shown each row's pattern of
+  this forward first, by a recorder that sees what the model used, after the interventions). fp32
+  logits (B, V) of each row's last token, or (B, T, V) with `all_positions`.
 - `choose(seq, logits, params, force)` draws the sequence's next token from its newest logits (V,): the
   levers' processors, then the sampling stages (`inspector.engine.sampling.sample`), with the generator
   of `generator_for(params.seed, position)`, the position of the token being drawn. Returns the
@@ -27,9 +29,9 @@ import torch
 from inspector.engine import steps
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.model import Transformer
+from inspector.engine.model import Transformer, apply_rope, rope_cos_sin, signed_sin
 from inspector.engine.sampling import SampleResult, generator_for, sample
-from inspector.engine.trace import Recorder
+from inspector.engine.trace import Recorder, edits, wants
 from inspector.generation.levers import Hooks, Levers
 from inspector.generation.sequence import Sequence
 
@@ -40,20 +42,78 @@ def forward(model: Transformer, cache: KVCache, feeds: Seq[Seq[int]], levers: Le
             rec: Recorder | None = None, *, all_positions: bool = False, n_layers: int | None = None
             ) -> torch.Tensor:
     """One forward with the levers' interventions, then their cache policy (see the module docstring)."""
+    policy = levers.cache_policy
+    if getattr(policy, "observes", False):
+        rec = Observer(policy, list(cache.lengths), [len(f) for f in feeds], model.config.num_key_value_heads, rec)
     hooks = Hooks(levers.interventions, rec) if levers.interventions else rec
     logits = steps.run(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers)
     if levers.evicts:
-        apply_policy(levers, cache, n_layers or model.config.num_hidden_layers)
+        apply_policy(levers, cache, n_layers or model.config.num_hidden_layers, model)
     return logits
 
 
-def apply_policy(levers: Levers, cache: KVCache, num_layers: int) -> None:
-    """Ask the cache policy, layer by layer and row by row, what to evict now; evict it."""
+class Observer:
+    """A recorder that shows each row's attention pattern of this forward to the cache policy, then passes
+    every point on to an inner recorder (or none)."""
+
+    def __init__(self, policy: object, starts: list[int], counts: list[int], kv_heads: int,
+                 rec: Recorder | None) -> None:
+        self.policy, self.starts, self.counts, self.kv_heads, self.rec = policy, starts, counts, kv_heads, rec
+
+    def wants(self, name: str) -> bool:
+        return name.endswith(".attn.hook_pattern") or wants(self.rec, name)
+
+    def edits(self, name: str) -> bool:
+        return edits(self.rec, name)
+
+    def __call__(self, name: str, value: torch.Tensor) -> torch.Tensor | None:
+        is_pattern = name.endswith(".attn.hook_pattern")
+        out = None
+        if self.rec is not None and (not is_pattern or wants(self.rec, name)):
+            out = self.rec(name, value)
+        if is_pattern:
+            layer = int(name.split(".")[1])
+            seen = value if out is None else out
+            B, H, _, _ = seen.shape
+            for b in range(B):
+                s, t = self.starts[b], self.counts[b]
+                row = seen[b, :, :t, :s + t].float()  # (H, T, S): this row's real queries over its keys
+                self.policy.observe(layer, b, row.reshape(self.kv_heads, H // self.kv_heads, t, s + t), s)
+        return out
+
+
+def apply_policy(levers: Levers, cache: KVCache, num_layers: int, model: Transformer | None = None) -> None:
+    """Ask the cache policy what to evict now, row by row: compact the row with re-rotated keys
+    (`rerotate`), or mask per layer, per KV head (`per_head`) or for all heads."""
+    policy = levers.cache_policy
     for row in range(cache.batch):
+        if getattr(policy, "rerotate", False):
+            held = cache.held_positions(0, row)
+            out = policy.evict(0, held)
+            if out is not None and len(out):
+                if model is None:
+                    raise ValueError("re-rotating a compacted cache needs the model's rotary frequencies")
+                cache.compact(row, held[~torch.isin(held, out)], rerotator(model))
+            continue
         for layer in range(num_layers):
-            out = levers.cache_policy.evict(layer, cache.held_positions(layer, row))
+            if getattr(policy, "per_head", False):
+                held_by_head = [cache.held_positions(layer, row, h) for h in range(cache.kv_heads)]
+                for h, out in enumerate(policy.evict_heads(layer, row, held_by_head)):
+                    if out is not None and len(out):
+                        cache.evict(layer, row, out, head=h)
+                continue
+            out = policy.evict(layer, cache.held_positions(layer, row))
             if out is not None and len(out):
                 cache.evict(layer, row, out)
+
+
+def rerotator(model: Transformer):
+    """`rotate(k (KV, n, d), delta (n,)) -> k` turned by delta positions with the model's RoPE (rotations
+    compose: a key rotated at position p, turned by delta, is the key rotated at p + delta)."""
+    def rotate(k: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        cos, sin = rope_cos_sin(model.inv_freq, delta, k.dtype)  # (n, d) each
+        return apply_rope(k, cos, signed_sin(sin))
+    return rotate
 
 
 def choose(seq: Sequence, logits: torch.Tensor, params: SamplingParams, levers: Levers = NO_LEVERS,

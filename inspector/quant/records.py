@@ -91,3 +91,68 @@ class WeightHistogram:
     rms_err: float
     rms_weight: float
     notes: list[str] = field(default_factory=list)
+
+
+# ---- KV-cache policies: one generation under a policy, the full cache alongside on the same tokens
+KEPT_CODES = {0: "not written yet", 1: "kept: recent", 2: "kept: sink", 3: "kept: heavy hitter",
+              4: "kept: SnapKV vote", 5: "kept", 6: "evicted"}
+
+
+@dataclass(frozen=True)
+class KVPolicyStep:
+    """One generated token under the policy, and the full cache's prediction on the same context."""
+
+    token_id: int
+    piece: str
+    kl: float  # KL(p_full || p_policy) in nats, same context
+    top1_agree: bool
+    full_top1_piece: str
+    kept_bytes: int
+    full_bytes: int
+
+
+@dataclass
+class KVPolicyRun:
+    """A generation under a KV-cache policy (`inspector.quant.kv_watch`).
+
+    `kept` (layers, kv_heads, forwards, positions) uint8 codes of `KEPT_CODES` after each forward (forward
+    0 is the prefill), `scores` the same shape float32: the policy's score of each kept position (H2O's
+    accumulated attention, SnapKV's pooled votes; 0 otherwise)."""
+
+    label: str
+    prompt_len: int
+    pieces: list[str]  # every position's token piece (prompt, then generated)
+    steps: list[KVPolicyStep]
+    text: str
+    full_text: str  # the full cache's own greedy continuation, for comparison
+    kept: Any  # np.ndarray uint8
+    scores: Any  # np.ndarray float32
+    positions: str = "original"
+    finish: str = "max_tokens"  # or "eos", "context_full"
+
+    @property
+    def kl_mean(self) -> float:
+        return sum(s.kl for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+    @property
+    def top1_agreement(self) -> float:
+        return sum(s.top1_agree for s in self.steps) / len(self.steps) if self.steps else 1.0
+
+
+@dataclass
+class FlashWalk:
+    """One head of one prefill through tiled attention (`inspector.quant.flash_walk`): per tile of keys, the
+    running max `m` and sum `l` per query row, this tile's weights exp(s - m) and the output so far."""
+
+    layer: int
+    head: int
+    pieces: list[str]  # the prompt's token pieces (queries and keys)
+    tiles: list[tuple[int, int]]  # (s0, s1) key range of each tile
+    m: Any  # np.ndarray (tiles, T) float32
+    l: Any  # np.ndarray (tiles, T)
+    weights: list[Any]  # per tile (T, s1 - s0) float32
+    out_change: Any  # (tiles, T): |output after the tile - output before it| per query row (L2)
+    hbm_standard: int  # bytes a GPU kernel would move with the T x S score matrix in HBM (formula)
+    hbm_tiled: int  # ... without it (formula)
+    ms_standard: float  # measured on this CPU: the layer stack's prefill with the standard attention path
+    ms_tiled: float  # ... with the tiled path

@@ -18,6 +18,15 @@
   `advance(counts)`, plus `read(layer, row)`. `update` scatters each row's new keys/values into its blocks
   and gathers every row's positions 0..S-1 back into (B, KV, S, d) (a gather: correct, not fast); slots past
   a row's end read a zero slot, which the model's causal mask hides.
+- Prefix caching (`prefix_caching=True`, vLLM's automatic prefix caching): a full block is keyed by the
+  hash of its tokens chained with its parent block's hash, so equal keys mean equal tokens at equal
+  positions from position 0. `commit_tokens(seq_id, tokens)` registers the sequence's newly full blocks;
+  `match_prefix(seq_id, tokens)` gives a new sequence the cached blocks of its longest cached prefix of
+  whole blocks (reference counts + 1; at least one prompt token is left to compute) and returns the
+  positions it now holds. A block whose last reference goes keeps its content and hash on the free list,
+  which is kept in least-recently-freed order: allocation takes the oldest free block first, and
+  allocating a cached one evicts its hash (LRU eviction of free cached blocks). `prefix_stats()`: blocks
+  looked up and hit, tokens reused, blocks shared now.
 - Memory: `usage()` gives blocks and bytes in use against what contiguous caches reserved up to each
   sequence's max length would take (`reserved_contiguous_bytes`); the difference is the waste paging saves.
   The pool itself is allocated once (`pool_nbytes`), as vLLM does.
@@ -26,6 +35,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -104,9 +114,21 @@ class CacheUsage:
         return self.bytes_contiguous - self.bytes_used
 
 
+class PrefixStats(NamedTuple):
+    lookups: int  # full prompt blocks looked up
+    hits: int  # of those, found cached
+    tokens_reused: int  # positions sequences got without computing them
+    blocks_shared: int  # blocks referenced by more than one sequence now
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
 class PagedKVCache:
     def __init__(self, config: ModelConfig, num_blocks: int, block_size: int = 16, *,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                 prefix_caching: bool = False) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be at least 1, got {block_size}")
         self.config = config
@@ -120,6 +142,11 @@ class PagedKVCache:
         self.k_pool = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(self.num_layers)]
         self.v_pool = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(self.num_layers)]
         self.tables: dict[int, BlockTable] = {}
+        self.prefix_caching = prefix_caching
+        self.block_hash: dict[int, int] = {}  # block -> the chained hash of the tokens it holds
+        self.cached: dict[int, int] = {}  # chained hash -> block
+        self.hashes: dict[int, list[int]] = {}  # seq_id -> chained hashes of its full blocks so far
+        self._lookups = self._hits = self._reused = 0
 
     # ---- sequences
     def add(self, seq_id: int, max_len: int | None = None) -> BlockTable:
@@ -139,8 +166,62 @@ class PagedKVCache:
 
     def free(self, seq_id: int) -> None:
         """Forget a sequence; its blocks go back to the pool once no other sequence shares them."""
+        self.hashes.pop(seq_id, None)
         for block in self.tables.pop(seq_id).blocks:
             self.manager.release(block)
+
+    # ---- prefix caching
+    def _allocate(self) -> int:
+        """A free block (the least recently freed); a cached one loses its hash (evicted)."""
+        block = self.manager.allocate()
+        h = self.block_hash.pop(block, None)
+        if h is not None and self.cached.get(h) == block:
+            del self.cached[h]
+        return block
+
+    def match_prefix(self, seq_id: int, tokens: Sequence[int]) -> int:
+        """Give an empty sequence the cached blocks of its longest cached prefix (whole blocks, at least one
+        token left to compute); the positions it holds now."""
+        table = self.tables[seq_id]
+        if not self.prefix_caching or table.length or table.blocks:
+            return table.length
+        B, parent, chain = self.block_size, 0, []
+        for i in range((len(tokens) - 1) // B):
+            h = hash((parent, tuple(tokens[i * B:(i + 1) * B])))
+            self._lookups += 1
+            block = self.cached.get(h)
+            if block is None:
+                break
+            if self.manager.ref_counts[block] == 0:  # free but cached: take it off the free list
+                self.manager.free_ids.remove(block)
+                self.manager.ref_counts[block] = 1
+            else:
+                self.manager.incref(block)
+            self._hits += 1
+            table.blocks.append(block)
+            chain.append(h)
+            parent = h
+        self.hashes[seq_id] = chain
+        table.length = len(chain) * B
+        self._reused += table.length
+        return table.length
+
+    def commit_tokens(self, seq_id: int, tokens: Sequence[int]) -> None:
+        """Register the sequence's full blocks not registered yet (`tokens`: its committed tokens)."""
+        if not self.prefix_caching:
+            return
+        table, B = self.tables[seq_id], self.block_size
+        chain = self.hashes.setdefault(seq_id, [])
+        for i in range(len(chain), min(len(tokens), table.length) // B):
+            h = hash((chain[-1] if chain else 0, tuple(tokens[i * B:(i + 1) * B])))
+            chain.append(h)
+            block = table.blocks[i]
+            if h not in self.cached and block not in self.block_hash:
+                self.cached[h], self.block_hash[block] = block, h
+
+    def prefix_stats(self) -> PrefixStats:
+        shared = sum(1 for r in self.manager.ref_counts if r > 1)
+        return PrefixStats(self._lookups, self._hits, self._reused, shared)
 
     def blocks_needed(self, seq_id: int, n: int) -> int:
         """Free blocks `reserve(seq_id, n)` would take: new blocks past the table plus shared blocks to copy."""
@@ -165,12 +246,12 @@ class PagedKVCache:
         for i in range(first, min(last + 1, len(table.blocks))):
             old = table.blocks[i]
             if self.manager.ref_counts[old] > 1:  # copy on write: the other sharers keep the original
-                new = self.manager.allocate()
+                new = self._allocate()
                 self._copy_block(old, new)
                 self.manager.release(old)
                 table.blocks[i] = new
         while len(table.blocks) <= last:
-            table.blocks.append(self.manager.allocate())
+            table.blocks.append(self._allocate())
 
     def _copy_block(self, src: int, dst: int) -> None:
         B = self.block_size

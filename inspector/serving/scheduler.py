@@ -23,6 +23,10 @@ The shape of nano-vllm's engine:
      `choose`; when its generation says it finished (EOS, max new tokens) its blocks are freed.
   Each `StepRecord` carries the forward's FLOPs and bytes moved (`roofline.forward_cost` over its rows'
   new tokens and cached context) and the forward's own wall time, for the roofline.
+- Prefix caching (a cache made with `prefix_caching=True`): an admitted sequence first takes the cached
+  blocks of its longest cached prompt prefix (`PagedKVCache.match_prefix`) and prefills only the rest;
+  every forward registers the blocks it filled. Chunked prefill (`prefill_chunk`) feeds a long prompt in
+  chunks that share each step's forward with the running sequences' decode rows.
 - A request that could never fit (prompt + max new tokens past the whole pool or the model's context) is
   refused alone when submitted; the others run.
 Everything but the timings is deterministic given the inputs. Each step appends a `StepRecord`; timings
@@ -216,9 +220,11 @@ class Scheduler:
             if seq.arrival_step > self.step_index or len(self.running) + 1 + len(seq.siblings) > self.max_batch:
                 break  # not arrived yet, or no room for all its continuations
             self.cache.add(seq.seq_id, max_len=seq.max_len)
+            seq.num_cached = self.cache.match_prefix(seq.seq_id, seq.tokens)  # 0 without prefix caching
             chunk = self._chunk(seq)
             if self.cache.blocks_needed(seq.seq_id, len(chunk)) > self.cache.manager.num_free:
                 self.cache.free(seq.seq_id)
+                seq.num_cached = 0
                 break  # admission stays in order: nobody jumps the queue
             self.cache.reserve(seq.seq_id, len(chunk))
             self.waiting.popleft()
@@ -272,6 +278,7 @@ class Scheduler:
         finished = []
         for (seq, ids), row_logits in zip(rows, logits):
             seq.num_cached += len(ids)
+            self.cache.commit_tokens(seq.seq_id, seq.tokens[:seq.num_cached])
             if seq.prefilling:
                 continue  # a prompt chunk that is not the last: no token yet
             for member in [seq, *self.fork_siblings(seq)]:  # forks first: a finishing seq frees its blocks

@@ -10,6 +10,13 @@ incremental detokenization); the model knows nothing about text.
 Seed rule: the token at position p is drawn with `generator_for(params.seed, p)`, so `preview_sample`
 with the same params predicts exactly what `step` or `resample` picks.
 
+Context overflow (`on_context_full`): "stop" (default) ends the generation with finish reason
+"context_full" when prompt + generated tokens fill the model's context window. "window" goes on past it
+with a sliding window over the cache: the first `OVERFLOW_SINKS` positions (attention sinks) and the
+newest ones, so every forward attends to at most a context's worth of positions. Kept keys keep their
+original positions (the masking convention of `inspector.generation.cache_policies`): positions count on
+past the trained window, as the text does. A cache policy the levers already hold stays in charge.
+
 Run-ahead: a decode step's forward only feeds the last sampled token, which is known as soon as it is
 drawn, and its logits do not depend on the sampling settings. `forward_ahead()` runs that forward early
 (while a person looks at the last token) and keeps it as the store's `pending` forward, outside
@@ -20,6 +27,7 @@ the same with or without running ahead.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -33,6 +41,7 @@ from inspector.engine.recording import NORM_POINTS, SummaryRecorder
 from inspector.engine.sampling import generator_for, sample
 from inspector.errors import InputError
 from inspector.generation import loop
+from inspector.generation.cache_policies import KeepAll, SlidingWindow
 from inspector.generation.decoding import decoding_processors
 from inspector.generation.levers import Levers, check_interventions
 from inspector.generation.settings import DecodingSettings
@@ -41,6 +50,10 @@ from inspector.models.loader import LoadedModel
 from inspector.session.records import ForwardRecord, SampleRecord, TopToken
 from inspector.session.sample_records import sample_record
 from inspector.session.trace_store import Forward, TraceStore
+
+
+OVERFLOW = ("stop", "window")
+OVERFLOW_SINKS = 4  # sink positions the overflow window keeps
 
 
 def _check(params: SamplingParams) -> None:
@@ -55,9 +68,13 @@ class Session:
 
     def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True,
                  lens: bool = True, levers: Levers = loop.NO_LEVERS,
-                 restored: tuple[TraceStore, Sequence] | None = None) -> None:
+                 restored: tuple[TraceStore, Sequence] | None = None, on_context_full: str = "stop") -> None:
         """A new generation over `loaded`; `restored` (a trace store and its sequence, read from a trace
-        file) starts it where a saved one stood instead of empty."""
+        file) starts it where a saved one stood instead of empty; `on_context_full` "stop" | "window"
+        (see the module docstring)."""
+        if on_context_full not in OVERFLOW:
+            raise InputError(f"on context full must be one of {', '.join(OVERFLOW)}, got {on_context_full!r}")
+        self.on_context_full = on_context_full
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
@@ -85,7 +102,8 @@ class Session:
     def _reset(self, prompt_ids: list[int] | None = None) -> None:
         self.trace = TraceStore(self.model, self.tokenizer.piece, self.new_cache())
         # the generation's ids, text and finish reason (the newest sampled token is not in the cache yet)
-        self.seq = Sequence(prompt_ids or [], self.max_new_tokens, self.context, stop_ids=self.eos_ids,
+        limit = self.context if self.on_context_full == "stop" else sys.maxsize  # "window": no end of context
+        self.seq = Sequence(prompt_ids or [], self.max_new_tokens, limit, stop_ids=self.eos_ids,
                             tokenizer=self.tokenizer, cache=self.trace.cache, stop_strings=self.decoding.stop)
         self._decoding_procs = self._build_decoding(self.decoding)
 
@@ -286,7 +304,7 @@ class Session:
         k = len(self.trace) - 1
         ids = self.prompt_ids + self.generated_ids[:k]
         t0 = time.perf_counter()
-        logits = loop.forward(self.model, self.new_cache(), [ids], self.levers)[0]
+        logits = loop.forward(self.model, self.new_cache(), [ids], self._levers())[0]
         ms = (time.perf_counter() - t0) * 1e3
         return float((logits - self.trace.forwards[k].logits).abs().max()), ms
 
@@ -329,17 +347,30 @@ class Session:
         return self.tokenizer.pieces(self.prompt_ids + self.generated_ids)
 
     # ---- internals
+    def _levers(self) -> Levers:
+        """The levers a forward runs with: the session's, with the overflow window when the session goes on
+        past the context and holds no policy of its own."""
+        policy = self.levers.cache_policy
+        if getattr(policy, "rerotate", False):
+            raise InputError("a session keeps every position's record: use the masking convention "
+                             "(original positions), not re-rotated ones")
+        if self.on_context_full == "window" and isinstance(policy, KeepAll):
+            window = SlidingWindow(self.context - 1 - OVERFLOW_SINKS, OVERFLOW_SINKS, "overflow window")
+            return Levers(self.levers.processors, window, self.levers.interventions)
+        return self.levers
+
     def _forward(self, kind: str, token_ids: list[int], cached: bool) -> Forward:
         """Run one forward (cached, or the full sequence when not) and keep what it recorded."""
+        levers = self._levers()
         start = self.trace.end
         L = self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
         t0 = time.perf_counter()
         if kind == "prefill" or cached:
-            logits = loop.forward(self.model, self.cache, [token_ids], self.levers, rec)[0]
+            logits = loop.forward(self.model, self.cache, [token_ids], levers, rec)[0]
         else:  # the whole sequence from position 0 into a fresh cache
             self.trace.cache = self.seq.cache = self.new_cache()
-            logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], self.levers, rec)[0]
+            logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], levers, rec)[0]
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:

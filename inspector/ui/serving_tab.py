@@ -36,7 +36,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt
 from inspector.ui.app_model import AppLimits
 from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, MAX_NEW, MEM_BATCH, MEM_CONTEXT, MEM_GIB,
-                                 POOL_BLOCKS, FreeNumber, report_on_release, sampling_params, slider)
+                                 POOL_BLOCKS, PREFILL_CHUNK, FreeNumber, report_on_release, sampling_params, slider)
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.units import format_bytes
@@ -123,10 +123,13 @@ def outputs(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
 
 # ---- handlers
 
-@shows_refusals(lambda message, *_: empty_outputs(message, error=True))
+@shows_refusals(lambda message, *_, **__: empty_outputs(message, error=True))
 def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size: Any, pool_blocks: Any, n: Any,
-         chat: Any, system: Any, max_new: Any, *sampling: Any) -> tuple:
-    """Queue the requests on a fresh scheduler (dropping this browser's previous run): every cap first."""
+         chat: Any, system: Any, max_new: Any, *sampling: Any, prefix_caching: Any = False,
+         prefill_chunk: Any = 0) -> tuple:
+    """Queue the requests on a fresh scheduler (dropping this browser's previous run): every cap first.
+    `prefix_caching` reuses cached prompt-prefix blocks; `prefill_chunk` > 0 splits prompts into chunks."""
+    chunk = PREFILL_CHUNK.parse(prefill_chunk) or None
     default_max_new = admit_max_new(MAX_NEW.parse(max_new), ctx.limits)
     requests = parse_requests(text, default_max_new)
     max_batch, n = MAX_BATCH.parse(max_batch), CONTINUATIONS.parse(n)
@@ -152,8 +155,10 @@ def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size
     entry, state = lab_state(ctx, sid, LAB)
     with entry.exclusive("serving load"):
         def build() -> tuple[Scheduler, Any]:
-            cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
-            sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids)
+            cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype,
+                                 prefix_caching=bool(prefix_caching))
+            sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids,
+                              prefill_chunk=chunk)
             for prompt_ids, m, (_, _, arrival) in zip(ids, news, requests):
                 sched.add(prompt_ids, m, arrival, n=n, params=params)
             return sched, cached_peaks(peaks_directory(ctx.loaded.weights_path), ctx.loaded.dtype)
@@ -184,7 +189,10 @@ def _one_step(entry: Any, state: dict) -> str:
     with entry.exclusive("serving step"):
         rec = model_thread.run(sched.step)
     rows = ", ".join(f"#{r.seq_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
-    return f"step {rec.step}: {rows}" + (" — all done" if sched.done else "")
+    pc = sched.cache.prefix_stats()
+    prefix = (f"; prefix cache: {pc.hits}/{pc.lookups} blocks hit ({pc.hit_rate:.0%}), {pc.tokens_reused} tokens "
+              f"reused, {pc.blocks_shared} blocks shared" if sched.cache.prefix_caching else "")
+    return f"step {rec.step}: {rows}{prefix}" + (" — all done" if sched.done else "")
 
 
 @shows_refusals(lambda message, *_: empty_outputs(message, error=True))
@@ -246,6 +254,8 @@ def build_serving_tab(ctx: TabContext) -> None:
                 pool = FreeNumber(0, precision=0, label="pool blocks (0 = a full batch of the longest)",
                                   elem_id="serving-pool")
                 n = slider(CONTINUATIONS, 1, 1, "continuations per request (parallel sampling)", "serving-n")
+                prefix = gr.Checkbox(False, label="prefix caching (reuse cached prompt blocks)", elem_id="serving-prefix")
+                chunk = FreeNumber(0, precision=0, label="prefill chunk (0 = whole prompts)", elem_id="serving-chunk")
         with gr.Row():
             load_btn = gr.Button("Load", variant="primary", elem_id="serving-load")
             step_btn = gr.Button("Step", elem_id="serving-step")
@@ -276,8 +286,9 @@ def build_serving_tab(ctx: TabContext) -> None:
     outs = [status, summary, grid, timeline, tokens, roof, table]
     report_on_release(max_batch, MAX_BATCH, status, status_line_html)
     report_on_release(n, CONTINUATIONS, status, status_line_html)
-    load_btn.click(lambda sid, *a: load(ctx, sid, *a),
-                   [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
+    load_btn.click(lambda sid, *a: load(ctx, sid, *a[:-2], prefix_caching=a[-2], prefill_chunk=a[-1]),
+                   [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling,
+                    prefix, chunk],
                    outs, api_visibility="undocumented", **fast)
     step_btn.click(lambda sid: step(ctx, sid), [ctx.sid], outs, api_visibility="undocumented", **fast)
 

@@ -1,0 +1,91 @@
+"""`inspector kv-eval --text-file F --policy POLICY [--budget B] [--sinks S] [--positions P] [--prefill N] [--json]`:
+teacher-force a text through the model with a KV-cache policy active and compare it with the full cache
+on the same tokens (`inspector.quant.kv_eval`).
+
+POLICY: full, window, sinks (S sink tokens + a window), h2o, snapkv (eviction, `--budget B` positions kept
+per layer and KV head), int8, int4 (a KIVI-quantized cache, every entry kept). `--positions original`
+(default: evicted entries are masked, kept keys keep their positions, as H2O) or `contiguous` (the window
+family only: the cache is compacted and kept keys re-rotated, as StreamingLLM). The first `--prefill N`
+tokens (default: half the text) are one forward, as a prompt; every later token is one decode step.
+
+`--json` prints one object: policy, budget, sinks, positions, tokens, prefill, scored (tokens predicted),
+kl_mean, kl_p95 (KL(p_full || p_policy) in nats per predicted token), top1_agreement, ppl, ppl_full,
+kv_bytes, kv_bytes_full (bytes of the entries each cache still reads at the end), seconds, seconds_full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from inspector.commands.flags import json_flags, model_flags
+from inspector.errors import InputError
+from inspector.validate import Bound
+
+BUDGET = Bound("budget", True, 1, note="(positions each layer keeps)")
+SINKS = Bound("sinks", True, 1, note="(and below the budget)")
+PREFILL = Bound("prefill", True, 1, note="(and below the text's tokens)")
+POLICY_NAMES = ("full", "window", "sinks", "h2o", "snapkv", "int8", "int4")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("kv-eval", help="KL, top-1 and perplexity of a KV-cache policy against the full cache",
+                              description=__doc__.split("\n\n")[0], parents=[model_flags(), json_flags()])
+    p.add_argument("--text-file", required=True, metavar="F", help="a UTF-8 text file, teacher-forced")
+    p.add_argument("--policy", required=True, metavar="POLICY", help=" | ".join(POLICY_NAMES))
+    p.add_argument("--budget", type=BUDGET.argparse, default=None, metavar="B",
+                   help=f"positions each layer (and KV head) keeps: {BUDGET.allowed}")
+    p.add_argument("--sinks", type=SINKS.argparse, default=4, metavar="S", help="sink tokens of `sinks` (default 4)")
+    p.add_argument("--positions", choices=("original", "contiguous"), default="original",
+                   help="kept keys keep their positions (original, H2O) or are re-rotated (contiguous, StreamingLLM)")
+    p.add_argument("--prefill", type=PREFILL.argparse, default=None, metavar="N",
+                   help="tokens read in the first forward (default: half the text)")
+    p.set_defaults(func=run)
+
+
+def read_text(path: str) -> str:
+    """The file's text; InputError for a missing, empty or non-UTF-8 file."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read text file {path!r}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"text file {path!r} is not UTF-8 (byte {exc.start}): give a UTF-8 text file") from None
+    if not text.strip():
+        raise InputError(f"text file {path!r} is empty: give a file with text to teacher-force")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from inspector.quant.kv_eval import CacheSpec
+
+    spec = CacheSpec(args.policy, args.budget, args.sinks, args.positions == "contiguous")
+    spec.check()  # unknown policy, missing budget, sinks >= budget: before the model loads
+    text = read_text(args.text_file)
+
+    from inspector.models.loader import load_model
+    from inspector.quant.kv_eval import evaluate
+
+    loaded = load_model(args.model)
+    ids = loaded.tokenizer.prompt_ids(text, False)
+    context = loaded.config.max_position_embeddings
+    if len(ids) > context:
+        raise InputError(f"the text is {len(ids)} tokens; the model's context window is {context} tokens")
+    if len(ids) < 2:
+        raise InputError(f"the text is {len(ids)} token: kv-eval needs at least 2 tokens")
+    prefill = len(ids) // 2 if args.prefill is None else args.prefill
+    if prefill >= len(ids):
+        raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
+    result, _ = evaluate(loaded.model, ids, spec, prefill)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    budget = "" if result["budget"] is None else f" budget {result['budget']}"
+    print(f"{result['policy']}{budget} ({result['positions']} positions) over {result['scored']} of "
+          f"{result['tokens']} tokens: KL mean {result['kl_mean']:.4f} p95 {result['kl_p95']:.4f} nats, "
+          f"top-1 {result['top1_agreement']:.1%}, ppl {result['ppl']:.2f} (full {result['ppl_full']:.2f}), "
+          f"KV {result['kv_bytes']:,} of {result['kv_bytes_full']:,} bytes, {result['seconds']:.1f} s")
+    return 0
