@@ -4,7 +4,10 @@
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). `--quant int8|int4[:GROUP]|bf16` and `--kv-quant int8` generate with quantized weights and/or an int8 KV cache
+timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms), and interventions (the label of each one the run
+applied, in order; [] without any). Interventions: `--ablate-head L.H` and `--ablate-mlp L` (repeatable),
+`--scale-head L.H=F`, `--steer L --steer-towards TEXT --steer-away TEXT [--steer-alpha A]`
+(`inspector.commands.intervene`), applied in the prefill and every step (and with `--no-cache`). `--quant int8|int4[:GROUP]|bf16` and `--kv-quant int8` generate with quantized weights and/or an int8 KV cache
 (`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
@@ -23,8 +26,9 @@ import json
 import sys
 from typing import Any
 
-from inspector.commands.flags import (DRAFT_LEN, chat_flags, json_flags, max_new_tokens_flags, model_flags,
-                                      prompt_flags, sampling_flags)
+from inspector.commands.flags import (DRAFT_LEN, chat_flags, intervention_flags, json_flags, max_new_tokens_flags,
+                                      model_flags, prompt_flags, sampling_flags)
+from inspector.commands.intervene import levers_from, wants_interventions
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 
@@ -37,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
                               description=__doc__.split("\n\n")[0],
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
-                                       model_flags(), json_flags()])
+                                       model_flags(), json_flags(), intervention_flags()])
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' dtype (default fp32)")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
@@ -89,6 +93,7 @@ def result_dict(session: Any) -> dict[str, Any]:
         "text": session.text,
         "finished": session.finished,
         "steps": steps,
+        "interventions": [iv.label or iv.point for iv in getattr(getattr(session, "levers", None), "interventions", ())],
         "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms,
                     "tokenize_ms": first.tokenize_ms, "prefill_ms": first.forward_ms},
     }
@@ -104,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
     if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
         raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
+    if wants_interventions(args) and (args.speculative is not None or args.quant or args.kv_quant
+                                      or args.save_trace is not None):
+        raise InputError("interventions run on a plain run of the loaded model, not saved in trace files: "
+                         "drop --speculative / --quant / --kv-quant / --save-trace")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
@@ -122,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
         loaded, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
                                             record=args.json)
     else:
-        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None)
+        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
+                          levers=levers_from(args, loaded))
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:
