@@ -271,3 +271,24 @@ def test_a_session_runs_its_levers_and_records_every_stage(tiny_loaded):  # noqa
     assert s.preview_sample(params, step=2).token_id == s.generated_ids[2]  # the same chain, the same draw
     diff, _ = s.recompute_last_step()
     assert diff < 1e-4  # cached equals recompute under the session's interventions
+
+
+def test_new_levers_drop_a_forward_run_ahead(tiny_loaded):  # noqa: F811
+    from inspector.session.session import Session
+
+    def run(switch: bool) -> list[int]:
+        s = Session(tiny_loaded, record=False)
+        s.prefill("The quick brown fox", GREEDY, max_new_tokens=8)
+        s.step(GREEDY)
+        assert s.forward_ahead()
+        if switch:
+            s.set_levers(Levers(interventions=(steer(0, torch.full((tiny_loaded.config.hidden_size,), 3.0)),)))
+            assert not s.is_ahead
+        for _ in s.play(GREEDY):
+            pass
+        return s.generated_ids
+
+    plain, steered = run(False), run(True)
+    assert plain[:2] == steered[:2] and plain != steered
+    with pytest.raises(InputError, match="no trace point"):
+        Session(tiny_loaded).set_levers(Levers(interventions=(Intervention("blocks.99.hook_z", lambda x: x),)))

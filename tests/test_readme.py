@@ -65,3 +65,13 @@ def test_bench_and_docs_scripts_run_as_modules(module: str):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("usage: "), out.stdout[:200]
+
+
+@pytest.mark.slow
+def test_readme_levers_example_runs():
+    """The README's Python example of the levers runs as written and finishes a generation."""
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"\*\*Levers from Python\.\*\*.*?```python\n(.*?)```", text, re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith(("max_tokens", "eos")) and len(out.stdout.split()) > 5

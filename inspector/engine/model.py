@@ -20,7 +20,9 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
   positions and reads them back, but never advances it (the engine calls `cache.advance(counts)` once
   per forward). Without a cache the input is each row's whole sequence from position 0.
 - `rec(name, tensor)` is called at every trace point of `inspector.engine.trace`, once per forward,
-  when a recorder is given (the costly attention maps only when `rec.wants` them).
+  when a recorder is given (the costly attention maps only when `rec.wants` them); a tensor it returns
+  replaces the point's value from there on (interventions), cached keys and values included.
+- The cache's evicted positions (a KV-cache policy's) are masked in attention like future ones.
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
 Weight products go through `inspector.engine.linear.project`; a layer's q/k/v (and gate/up) run as one

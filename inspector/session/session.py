@@ -111,6 +111,13 @@ class Session:
         """The KV cache of this generation (held by the trace store)."""
         return self.trace.cache
 
+    def set_levers(self, levers: Levers) -> None:
+        """Use `levers` from the next forward and draw on (InputError on an intervention point the model
+        lacks). A forward already run ahead with the old levers is dropped, so the next step runs anew."""
+        check_interventions(levers.interventions, self.config.num_hidden_layers)
+        self.trace.drop_pending()
+        self.levers = levers
+
     # ---- generation
     def prefill(self, prompt: str, params: SamplingParams, *, chat: bool = False,
                 system: str | None = None, max_new_tokens: int = 64) -> ForwardRecord:
