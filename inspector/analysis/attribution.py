@@ -13,6 +13,7 @@ of the residual stream itself, e.g. steering (`other`), so the sum stays the log
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -74,3 +75,12 @@ def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, 
     other = float((x - accounted) @ u)  # what edits of the residual stream added
     return Attribution(t, piece(t), float(logits[t]), embed, layers, other,
                        [iv.label or iv.point for iv in levers.interventions])
+
+
+def attribute_step(session: Any, step: int) -> Attribution:
+    """The attribution of the token a session sampled at `step` (0: the prefill's), under its levers."""
+    n = len(session.generated_ids)
+    if not session.records or not 0 <= step < n:
+        raise InputError(f"no step {step} in this run (0 to {n - 1})" if n else "nothing to attribute: run prefill first")
+    ids = session.prompt_ids + session.generated_ids[:step]
+    return attribute(session.model, ids, session.generated_ids[step], session.levers, session.tokenizer.piece)
