@@ -136,3 +136,19 @@ def test_commitment_layer():
     assert commitment_layer([3, 2, 3, 3]) == 2
     assert commitment_layer([3, 3, 3]) == 0
     assert commitment_layer([1, 2, 3]) == 2
+
+
+def test_a_forward_started_at_a_block_equals_the_whole_forward(pair):
+    from inspector.engine.steps import new_cache
+    from inspector.generation import loop
+
+    _, ours, _ = pair
+    seen = {}
+
+    def rec(name, value):
+        if name == "blocks.2.hook_resid_pre":
+            seen["x"] = value.clone()
+
+    whole = loop.forward(ours, new_cache(ours), [CLEAN], rec=rec)
+    started = loop.forward(ours, new_cache(ours), [CLEAN], start=(2, seen["x"]))
+    assert torch.allclose(whole, started, atol=1e-6)

@@ -5,12 +5,15 @@ logit(wrong) at the last position; patching point P (resid_pre, attn_out, mlp_ou
 layer L at position p with the clean run's value scores (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt):
 1 restores the clean behaviour, 0 changes nothing.
 
-`sweep(...)` scores every layer x position. Batched (the default), it groups the runs by position p: a
-patch at p leaves positions before p as the corrupted run computed them (attention is causal), so the
-corrupted prompt's keys and values for 0..p-1 are computed once and copied into every row of a cache,
-and one forward (`inspector.generation.loop.forward`) feeds positions p.. of the corrupted prompt in one
-row per layer, row r patched at its layer by an intervention that edits row r only. Unbatched, each
-(layer, position) is one forward of the whole corrupted prompt, one row. `patch_one` scores one point
+`sweep(...)` scores every layer x position. Batched (the default), it groups the runs by position p and
+skips what a patch cannot change. Positions before p stay as the corrupted run computed them (attention
+is causal), so the corrupted prompt's keys and values for 0..p-1 are computed once and copied into every
+row of a cache, and a forward (`inspector.generation.loop.forward`) feeds only positions p..; blocks
+before the patched layer compute the corrupted run again, so a group of consecutive layers starts at
+its first one from the corrupted run's residual there (`start`). One row per layer, row r patched at its
+layer by an intervention that edits row r only; groups hold at least `MIN_TOKEN_ROWS` rows x positions
+(fewer, longer forwards for the late positions). Unbatched, each (layer, position) is one forward of
+the whole corrupted prompt, one row, from the embedding. `patch_one` scores one point
 (a head's z too). The run's own levers (interventions) apply in every run: clean, corrupted and patched.
 """
 
@@ -32,6 +35,7 @@ from inspector.generation.levers import Intervention, Levers, check_intervention
 
 POINTS = ("resid_pre", "attn_out", "mlp_out")  # what a sweep patches; patch_one also takes "z" (one head)
 MAX_ROWS = 32  # rows per batched forward
+MIN_TOKEN_ROWS = 64  # a batched forward's rows x positions at least (small products run slower per row)
 
 
 def trace_key(point: str, layer: int) -> str:
@@ -87,7 +91,9 @@ class Baseline:
         self.clean_ld = self.ld(loop.forward(model, steps.new_cache(model), [self.clean_ids], self.levers, keep))[0]
         self.clean = keep.values  # {layer: (T, X)}
         self.corrupt_cache = steps.new_cache(model)
-        self.corrupt_ld = self.ld(loop.forward(model, self.corrupt_cache, [self.corrupt_ids], self.levers))[0]
+        resid = _Keep({f"blocks.{L}.hook_resid_pre": L for L in range(cfg.num_hidden_layers)})
+        self.corrupt_ld = self.ld(loop.forward(model, self.corrupt_cache, [self.corrupt_ids], self.levers, resid))[0]
+        self.corrupt_resid = resid.values  # {layer: (T, D)} the corrupted run's residual entering each block
         if abs(self.clean_ld - self.corrupt_ld) < 1e-6:
             raise InputError(f"the clean and corrupted prompts give the same logit difference ({self.clean_ld:.4g}): "
                              "nothing to restore; change the prompts or the tokens")
@@ -141,13 +147,16 @@ def sweep(model: Transformer, clean_ids: Sequence[int], corrupt_ids: Sequence[in
     matrix = [[0.0] * T for _ in layers]
     for p in range(T):
         if batched:
-            for c0 in range(0, len(layers), max_rows):
-                chunk = layers[c0:c0 + max_rows]
+            rows = min(max_rows, max(1, -(-MIN_TOKEN_ROWS // (T - p))))
+            for c0 in range(0, len(layers), rows):
+                chunk = layers[c0:c0 + rows]
                 patches = tuple(_patch_rows(trace_key(point, L), [r], 0, base.clean[L][p][None])
                                 for r, L in enumerate(chunk))
                 run = Levers(interventions=base.levers.interventions + patches)
                 cache = base.prefix_cache(len(chunk), p)
-                lds = base.ld(loop.forward(model, cache, [base.corrupt_ids[p:]] * len(chunk), run))
+                x = base.corrupt_resid[chunk[0]][p:]  # (T - p, D)
+                start = (chunk[0], x.expand(len(chunk), *x.shape).contiguous())  # (rows, T - p, D)
+                lds = base.ld(loop.forward(model, cache, [base.corrupt_ids[p:]] * len(chunk), run, start=start))
                 for r, ld in enumerate(lds):
                     matrix[c0 + r][p] = base.score(ld)
         else:
