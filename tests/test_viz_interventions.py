@@ -42,3 +42,21 @@ def test_compare_marks_the_first_diverging_token():
 def test_commitment_strip():
     html = commitment_strip_html(["a", "b"], [21, None], 30)
     assert "decided at layer 21 of 29" in html and "L21" in html and "logit lens not computed" in html
+
+
+def test_dla_html_bars_name_their_part():
+    from inspector.viz.interventions import dla_html
+
+    html = dla_html(attribution())
+    assert html.index('data-part="head 0.1"') < html.index('data-part="mlp 0"') < html.index('data-part="head 0.0"')
+    assert "embed" in html and 'data-part="embed"' not in html  # the embedding cannot be ablated
+
+
+def test_patch_table_cells():
+    from inspector.viz.interventions import patch_table_html
+
+    s = PatchSweep("mlp_out", [0, 1], [0, 1], ["a", "b"], ["a", "x"], [[1.0, -1.0], [0.0, 0.5]], 2.0, -1.0, 5, 6, 1.5)
+    html = patch_table_html(s)
+    assert html.count("ii-patch-cell") == 4 and "data-cell='0:0'" in html
+    assert "rgb(255,0,0)" in html and "rgb(0,0,255)" in html and "rgb(255,255,255)" in html
+    assert html.index("data-cell='1:0'") < html.index("data-cell='0:0'")  # layer 0 at the bottom

@@ -50,6 +50,7 @@ LAB_TABS: tuple[str, ...] = (
     "speculative",
     "serving",
     "quant",
+    "interventions",
 )
 
 

@@ -97,3 +97,52 @@ def commitment_strip_html(pieces: list[str], layers: list[int | None], num_layer
         spans.append(f"<span class='ii-commit' data-step='{k}' title='{esc(title)}'>{esc(show_piece(p, 16))}{note}</span>")
     return (f"<div id='commitment-strip'><span class='ii-caption'>Commitment layer (the first layer from which "
             f"the logit lens's top-1 stays the final token):</span> {' '.join(spans)}</div>")
+
+
+def dla_html(a: Attribution, top: int = DLA_TOP) -> str:
+    """The DLA bars as HTML, largest magnitude first; a head or MLP bar carries `data-part` ("head 5.3",
+    "mlp 7"), which the page turns into "ablate it" on click."""
+    parts = a.ranked()[:top]
+    scale = max((abs(v) for _, v in parts), default=1.0) or 1.0
+    rows = []
+    for name, v in parts:
+        width = 100 * abs(v) / scale / 2  # half the track each side of the axis
+        side = f"left:50%;width:{width:.1f}%" if v >= 0 else f"left:{50 - width:.1f}%;width:{width:.1f}%"
+        clickable = name.startswith(("head ", "mlp "))
+        attrs = f' class="ii-dla-bar" data-part="{esc(name)}" role="button" title="click to ablate {esc(name)}"' \
+            if clickable else ' class="ii-dla-fixed"'
+        rows.append(f"<div{attrs} style='display:flex;align-items:center;cursor:{'pointer' if clickable else 'default'}'>"
+                    f"<span style='width:110px;font-family:monospace'>{esc(name)}</span>"
+                    f"<span style='position:relative;flex:1;height:14px;background:#f3f4f6'>"
+                    f"<span style='position:absolute;{side};height:14px;background:{_color(name)}'></span></span>"
+                    f"<span style='width:70px;text-align:right;font-family:monospace'>{v:+.3f}</span></div>")
+    head = (f"<div class='ii-caption'>Direct logit attribution of <b>{esc(show_piece(a.piece))}</b>: logit "
+            f"{a.logit:.3f} = sum of parts <span id='dla-sum'>{a.total:.3f}</span> (top {len(parts)}; click a head "
+            f"or MLP to ablate it)</div>")
+    return f"<div id='dla-bars' data-token='{a.token_id}'>{head}{''.join(rows)}</div>"
+
+
+def _cell_color(v: float) -> str:
+    """White at 0, red towards +1, blue towards -1 (clipped)."""
+    t = max(-1.0, min(1.0, v))
+    fade = int(255 * (1 - abs(t)))
+    return f"rgb(255,{fade},{fade})" if t >= 0 else f"rgb({fade},{fade},255)"
+
+
+def patch_table_html(s: PatchSweep) -> str:
+    """The patching heatmap as a table (layer 0 at the bottom); each cell carries `data-cell` "L:p", which the
+    page turns into "show this patched run" on click."""
+    head = "".join(f"<th title='{esc(s.pieces[p]) if p < len(s.pieces) else p}'>"
+                   f"{esc(show_piece(s.pieces[p], 6)) if p < len(s.pieces) else p}</th>" for p in s.positions)
+    rows = []
+    for L, row in reversed(list(zip(s.layers, s.matrix))):
+        cells = "".join(f"<td class='ii-patch-cell' data-cell='{L}:{p}' style='background:{_cell_color(v)};"
+                        f"width:14px;height:12px;cursor:pointer' title='layer {L}, position {p}: {v:.3f}'></td>"
+                        for p, v in zip(s.positions, row))
+        rows.append(f"<tr><th>{L}</th>{cells}</tr>")
+    caption = (f"Patching {esc(s.point)}: logit difference recovered per layer (rows) and position (columns); "
+               f"clean LD {s.clean_logit_diff:.2f}, corrupt LD {s.corrupt_logit_diff:.2f}, {s.seconds:.1f} s. "
+               "Red = restores the clean answer. Click a cell to see that patched run.")
+    return (f"<div id='patch-table' data-layers='{len(s.layers)}' data-positions='{len(s.positions)}'>"
+            f"<div class='ii-caption'>{caption}</div><table style='border-collapse:collapse;font-size:10px'>"
+            f"<tr><th>layer</th>{head}</tr>{''.join(rows)}</table></div>")
