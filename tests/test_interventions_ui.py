@@ -83,3 +83,41 @@ def test_bad_input_elsewhere_is_one_line(page_run, tiny_loaded):  # noqa: F811
     assert "run a patching sweep first" in status(tab.patched_cell(ctx, sid, "0:0"))
     fresh = make_ctx(tiny_loaded)
     assert "press Prefill on the page first" in status(tab.attribution(fresh, None, "-1"))
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_ablate_a_head_from_the_tab_and_see_a_branch(page, app_url):  # noqa: F811
+    """Prefill and step on the page, open Interventions, switch off head 5.3: a labelled branch appears in the
+    tab and in the page's branch tree; a click on a DLA bar ablates that part too; bad layer is one line."""
+    from playwright.sync_api import expect
+
+    from tests.test_ui_e2e import goto, open_view, prefill
+
+    T = 120_000
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    goto(page, app_url)
+    prefill(page, "The capital of France is", max_new=6)
+    for _ in range(3):
+        page.locator("#step-btn").click()
+        page.wait_for_timeout(300)
+    open_view(page, "Interventions")
+    status = page.locator("#iv-status")
+    page.locator("#iv-layer textarea, #iv-layer input").first.fill("31")
+    page.locator("#iv-apply").click()
+    expect(status).to_contain_text("layer must be a whole number from 0 to 29, got '31'", timeout=T)
+    page.locator("#iv-layer textarea, #iv-layer input").first.fill("5")
+    page.locator("#iv-head textarea, #iv-head input").first.fill("3")
+    page.locator("#iv-apply").click()
+    expect(status).to_contain_text("branch #1: head 5.3 off", timeout=T)
+    expect(page.locator("#iv-branches")).to_have_attribute("data-branches", "2", timeout=T)
+    expect(page.locator("#iv-branches")).to_contain_text("head 5.3 off ◀ in use")
+    page.locator("#iv-attribute").click()
+    expect(page.locator("#dla-bars")).to_be_visible(timeout=T)
+    expect(page.locator("#commitment-strip")).to_contain_text("Commitment layer")
+    page.locator(".ii-dla-bar[data-part]").first.click()
+    expect(page.locator("#iv-branches")).to_have_attribute("data-branches", "3", timeout=T)
+    page.screenshot(path=str(ARTIFACTS / "ui_interventions.png"), full_page=True)
+
+
+from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: E402,F401
