@@ -60,3 +60,17 @@ def test_patch_table_cells():
     assert html.count("ii-patch-cell") == 4 and "data-cell='0:0'" in html
     assert "rgb(255,0,0)" in html and "rgb(0,0,255)" in html and "rgb(255,255,255)" in html
     assert html.index("data-cell='1:0'") < html.index("data-cell='0:0'")  # layer 0 at the bottom
+
+
+def test_the_residual_views_logit_lens_says_where_the_token_was_decided():
+    import numpy as np
+
+    from inspector.session.records import ForwardRecord, TopToken
+    from inspector.viz.residual import logit_lens_html
+
+    lens = [[TopToken(i, f"t{i}", 1.0, 0.5)] for i in (4, 9, 9, 9)]
+    zeros = np.zeros((4, 1), np.float32)
+    rec = ForwardRecord("decode", 3, 10, [1], True, zeros, zeros, zeros, zeros, zeros, lens,
+                        np.zeros(5, np.float16), [], 1.0)
+    html = logit_lens_html(rec)
+    assert 'data-layer="1"' in html and "Decided at layer 1" in html
