@@ -45,9 +45,9 @@ def run(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: 
         ids = torch.zeros((B, T), dtype=torch.long, device=device)  # padded slots feed token 0 (discarded)
         positions = torch.full((B, T), -1, dtype=torch.long, device=device)
         for b, r in enumerate(rows):
-            start = cache.lengths[b]
+            first = cache.lengths[b]
             ids[b, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-            positions[b, :len(r)] = torch.arange(start, start + len(r))
+            positions[b, :len(r)] = torch.arange(first, first + len(r))
     logits = model(ids, cache, rec, positions=positions, last_only=not all_positions, n_layers=n_layers, start=start)
     cache.advance([len(r) for r in rows])
     return logits.float() if all_positions else logits[:, -1].float()  # (B, T, V) or (B, V)
