@@ -23,6 +23,21 @@
     }
   });
 
+  // A slider's number box, when left, sends its value in `release` and then Gradio clamps the box into the
+  // slider's range (an emptied box becomes the minimum), so a button pressed next would run with a value
+  // nobody typed. Put back what was typed, within the same blur (before the button's click): the server
+  // refuses it by name (inspector/ui/fields.py), and the box keeps showing what it refused.
+  document.addEventListener("blur", (ev) => {
+    const box = ev.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== "number" || box.dataset.testid !== "number-input") return;
+    const typed = box.value;
+    // added now, this listener runs after Gradio's own blur listener on the box (the one that clamps)
+    box.addEventListener("blur", () => {
+      box.value = typed;
+      box.dispatchEvent(new Event("input", { bubbles: true }));
+    }, { once: true });
+  }, true);
+
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
   // (data-z: float32 values, base64, rows x cols; data-rows / data-cols: names).
   const heatData = (heat) => {
@@ -69,6 +84,8 @@
       top_p: val("#top-p input[type=number]"), min_p: val("#min-p input[type=number]"),
       seed: val("#seed input"), max_new: val("#max-new-tokens input"), steps: String(steps),
     });
+    const decoding = document.getElementById("decoding-settings"); // the settings panel's applied settings
+    if (decoding) q.set("decoding", decoding.dataset.decoding || "");
     Array.from(q.keys()).filter((k) => !q.get(k)).forEach((k) => q.delete(k)); // unset: the page default
     return `${location.origin}${location.pathname}?${q.toString()}`;
   };

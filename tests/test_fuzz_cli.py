@@ -409,12 +409,19 @@ RUN, QUANT = ("run", "--prompt", "hi"), ("quant", "--prompt", "hi", "--quant", "
 SERVE, MEMORY = ("serve-sim", "--prompts", "prompts.txt"), ("memory", "--config", "meta-llama/Llama-3.1-8B")
 NUMERIC_FLAGS = [
     (RUN, "--max-new-tokens", "max-new-tokens", ("0",)),
-    (RUN, "--temperature", "temperature", ("-1e-9",)),
+    (RUN, "--temperature", "temperature", ("-1e-9", "1e-9")),  # between 0 and the smallest non-zero temperature
     (RUN, "--top-k", "top-k", ("-1", "0.5")),
     (RUN, "--top-p", "top-p", ("0", "1.0000001")),
     (RUN, "--min-p", "min-p", ("1", "-0.1")),
     (RUN, "--seed", "seed", ("-1", "1.5")),
     (RUN, "--draft-len", "draft-len", ("0",)),
+    (RUN, "--repetition-penalty", "repetition-penalty", ("0",)),
+    (RUN, "--presence-penalty", "presence-penalty", ("2.5",)),
+    (RUN, "--frequency-penalty", "frequency-penalty", ("-2.01",)),
+    (RUN, "--no-repeat-ngram-size", "no-repeat-ngram-size", ("1.5",)),
+    (RUN, "--min-new-tokens", "min-new-tokens", ("-1",)),
+    (RUN, "--num-beams", "num-beams", ("0", "17")),
+    (RUN, "--length-penalty", "length-penalty", ("3.5",)),
     (QUANT, "--max-new-tokens", "max-new-tokens", ("0",)),
     (SERVE, "--max-new-tokens", "max-new-tokens", ("0",)),
     (SERVE, "--max-batch", "max-batch", ("0",)),

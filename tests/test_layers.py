@@ -19,7 +19,7 @@ ALLOWED = {
     "speculative": {"engine", "models", "generation", "session"},  # drafters and the verifier
     "quant": {"engine", "models", "generation", "session"},  # quantized weights and KV, fidelity against fp32
     "analysis": {"engine", "models", "generation", "session"},  # patching, attribution, branch comparison
-    "viz": {"session", "serving", "speculative", "quant", "analysis"},  # records -> figures (`records` modules only, below)
+    "viz": {"session", "serving", "speculative", "quant", "generation", "analysis"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
     "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
     "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant", "analysis"},  # the web app

@@ -42,10 +42,10 @@ def test_quantized_models_are_built_once_per_scheme_per_process(tiny_loaded):  #
     ctx = make_ctx(tiny_loaded)
     a, b = ctx.store.new_id(), ctx.store.new_id()
     tab.run_quant(ctx, a, "int8", "fp32", PROMPT, False, "", 3)
-    lab = tab.lab_for(tiny_loaded)
+    lab = tab.lab_for(ctx)
     model = lab.model("int8")
     tab.run_quant(ctx, b, "int8", "fp32", "Hello world", False, "", 3)
-    assert lab.model("int8") is model and tab.lab_for(tiny_loaded) is lab
+    assert lab.model("int8") is model and tab.lab_for(ctx) is lab and ctx.store.shared["quant"] is lab
     assert 0 < lab.extra_bytes < 0.5 * lab.fp32_bytes  # shared norms are not counted twice
 
 
@@ -78,7 +78,9 @@ def test_step_and_histogram_errors_are_one_line(tiny_loaded):  # noqa: F811
     sid = ctx.store.new_id()
     assert "press Run first" in status(tab.select_step(ctx, sid, 0))
     tab.run_quant(ctx, sid, "bf16", "fp32", PROMPT, False, "", 3)
-    assert "0..2" in status(tab.select_step(ctx, sid, 7))
+    assert "step must be a whole number from 0 to 2, got 7" in status(tab.select_step(ctx, sid, 7))
+    for bad in (None, "abc", float("nan"), float("inf"), -1, 1.5):  # the slider's box can send each
+        assert "step " in status(tab.select_step(ctx, sid, bad))
     assert "unknown matrix" in status(tab.histogram(ctx, sid, "int8", "lm_head.bias"))
 
 

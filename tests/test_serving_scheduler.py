@@ -248,10 +248,9 @@ def test_serve_sim_arrivals_parallel_samples_and_roofline(tiny_loaded, tmp_path)
         reqs[1]["generated_ids"]  # deterministic given the seed
 
 
-@pytest.mark.parametrize("argv, message", [  # a step, --arrival-every, --temperature out of range: usage errors
+@pytest.mark.parametrize("argv, message", [  # limits between flags (each flag's own range is a usage error)
     (["--arrivals", "0,1"], "one step per prompt \\(3\\), got 2"),
     (["--n", "4", "--max-batch", "2"], "--max-batch must be at least 4"),
-    (["--temperature", "1e-7"], "temperature must be 0 \\(greedy\\) or at least 1e-06"),
 ])
 def test_serve_sim_bad_arrivals_and_sampling(tmp_path, argv, message):
     from inspector.errors import InputError

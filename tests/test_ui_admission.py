@@ -260,3 +260,53 @@ def test_shared_quant_models_count_once_for_the_server(tiny_loaded):
     store.shared["quant"] = lab
     with pytest.raises(InputError, match="less .* for the labs' shared models"):
         admission.admit_memory(store, None, fits_alone, admission.SESSION, held[0])
+
+
+def tab_ctx(h, store):
+    """The lab tabs' context over the page's own store and limits (as build_app makes it)."""
+    from inspector.ui.tab_context import TabContext
+
+    return TabContext(h.loaded, store, h.limits, None, None, None, None, (None,) * 5, None)
+
+
+def test_the_lab_tabs_admit_their_memory_with_the_page_session(tiny_loaded):
+    """Start, Load and Run ask admission with what the browser's session and its other labs hold."""
+    from inspector.engine.kv_cache import kv_bytes
+    from inspector.ui import quant_tab, serving_tab, speculative_tab
+
+    h, store = make(tiny_loaded)
+    sid = prefilled(h)
+    page = store.get(sid).session.retained_nbytes
+    cfg, elem = tiny_loaded.config, tiny_loaded.model.model.embed_tokens.weight.element_size()
+    n = len(tiny_loaded.tokenizer.encode(PROMPT))
+    spec = admission.estimated_speculative_nbytes(cfg, elem, n, 8, 1)
+    # a cap with room for the page's session, not for the run beside it: Start is refused by the session cap
+    h.limits = AppLimits(max_trace_mb=(page + spec / 2) / 2**20)
+    out = speculative_tab.start(tab_ctx(h, store), sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
+    assert "INSPECTOR_MAX_TRACE_MB" in html_status(out) and "session" in html_status(out)
+    assert "speculative" not in store.get(sid).labs or not store.get(sid).labs["speculative"]
+    # with room, the run is held and counted for the session
+    h.limits = AppLimits(max_trace_mb=(page + spec * 3) / 2**20)
+    speculative_tab.start(tab_ctx(h, store), sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
+    held = admission.held_nbytes(store.get(sid))
+    assert 0 < held["speculative"] <= spec and held[admission.SESSION] == page  # the drafter fills its cache later
+    # the Serving pool must fit beside both
+    too_many = 3 * spec // kv_bytes(cfg, 4, elem) + 1  # blocks of 4 positions past the room left
+    out = serving_tab.load(tab_ctx(h, store), sid, PROMPT, 2, 4, too_many, 1, False, "", 4, *SAMPLING)
+    assert "INSPECTOR_MAX_TRACE_MB" in html_status(out) and "speculative" in html_status(out)
+    serving_tab.load(tab_ctx(h, store), sid, PROMPT, 2, 4, 8, 1, False, "", 4, *SAMPLING)
+    assert admission.held_nbytes(store.get(sid))["serving"] > 0
+    # the Quantization lab's model is built only when the server has room, and then kept once for it
+    h.limits = AppLimits(max_sessions=1, max_trace_mb=(sum(admission.held_nbytes(store.get(sid)).values()) + 1)
+                         / 2**20)
+    out = quant_tab.run_quant(tab_ctx(h, store), sid, "int8", "fp32", PROMPT, False, "", 2)
+    assert "the server is full" in html_status(out) and not store.shared["quant"].built("int8")
+    h.limits = AppLimits(max_trace_mb=64)
+    quant_tab.run_quant(tab_ctx(h, store), sid, "int8", "fp32", PROMPT, False, "", 2)
+    assert store.shared["quant"].built("int8") and admission.process_nbytes(store) > 0
+
+
+def html_status(out) -> str:
+    import html
+
+    return html.unescape(out[0])

@@ -59,7 +59,7 @@ def test_export_then_import_gives_equal_views(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
     sid = a_run(h)
     path, line = export_trace(h, sid, "The quick brown fox jumps", False, "")
-    assert "ii-error" not in line and "exported the trace: trace-" in line and " KB)" in line and Path(path).is_file()
+    assert "ii-error" not in line and "exported the trace: trace-" in line and " KiB)" in line and Path(path).is_file()
 
     h2, store2 = make(tiny_loaded)  # another server process: a fresh store
     sid2 = store2.new_id()
@@ -139,7 +139,7 @@ def test_refusals_are_one_status_line_and_keep_the_current_run(tiny_loaded, tmp_
     huge = tmp_path / "huge.safetensors"
     huge.write_bytes(b"\x00" * (2**20 + 1))  # refused by its size, before it is read
     line = status(import_trace(small, small_store.new_id(), str(huge), 0, 0))
-    assert "ii-error" in line and "the trace file is 1.0 MB; this server allows 1 MB" in line
+    assert "ii-error" in line and "the trace file is 1.0 MiB; this server allows 1 MiB" in line
 
 
 def test_a_trace_over_the_memory_cap_is_refused_after_reading(tiny_loaded, monkeypatch):  # noqa: F811
@@ -149,7 +149,7 @@ def test_a_trace_over_the_memory_cap_is_refused_after_reading(tiny_loaded, monke
     monkeypatch.setattr(Session, "retained_nbytes", property(lambda s: 10**12))  # a restored one is a Session
     sid = store2.new_id()
     line = status(import_trace(h2, sid, path, 0, 0))
-    assert "ii-error" in line and "this trace holds" in line and "MB per session" in line
+    assert "ii-error" in line and "this trace holds" in line and "MiB per session" in line
     entry = store2.get(sid)
     assert entry is not None and not entry.session.records  # the refused trace did not replace the session
 

@@ -16,15 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.validate import Bound
+from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound  # sampling: the engine's own ranges
 
-# Sampling: the engine's ranges (`SamplingParams.validate`, which also refuses a temperature between 0 and its
-# smallest non-zero value once the run starts).
-TEMPERATURE = Bound("temperature", False, 0, note="(0 = greedy)")
-TOP_K = Bound("top-k", True, 0, note="(0 = off)")
-TOP_P = Bound("top-p", False, 0, 1, lo_open=True, note="(1 = off)")
-MIN_P = Bound("min-p", False, 0, 1, hi_open=True, note="(0 = off)")
-SEED = Bound("seed", True, 0)
 # Lengths: at least one; the upper limit is the model's context window, checked after loading it.
 MAX_NEW_TOKENS = Bound("max-new-tokens", True, 1)
 DRAFT_LEN = Bound("draft-len", True, 1)
@@ -78,6 +71,38 @@ def max_new_tokens_flags(default: int) -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=MAX_NEW_TOKENS.argparse, default=default, metavar="N",
                    help=f"tokens to generate at most, {MAX_NEW_TOKENS.allowed} (default {default}; "
                         "the context window ends a run sooner)")
+    return p
+
+
+def decoding_flags() -> argparse.ArgumentParser:
+    """Penalties, bans, stop strings, beam search and constraints (`inspector.generation.settings`)."""
+    from inspector.generation import settings as s
+
+    p = _parent()
+    p.add_argument("--repetition-penalty", type=s.REPETITION_PENALTY.argparse, default=1.0, metavar="R",
+                   help=f"transformers rule over every id so far, {s.REPETITION_PENALTY.allowed}")
+    p.add_argument("--presence-penalty", type=s.PRESENCE_PENALTY.argparse, default=0.0, metavar="P",
+                   help=f"OpenAI rule over generated ids, {s.PRESENCE_PENALTY.allowed}")
+    p.add_argument("--frequency-penalty", type=s.FREQUENCY_PENALTY.argparse, default=0.0, metavar="F",
+                   help=f"OpenAI rule over generated ids, {s.FREQUENCY_PENALTY.allowed}")
+    p.add_argument("--no-repeat-ngram-size", type=s.NO_REPEAT_NGRAM.argparse, default=0, metavar="N",
+                   help=f"ban any n-gram's repeat, {s.NO_REPEAT_NGRAM.allowed}")
+    p.add_argument("--logit-bias", action="append", default=[], metavar="ID=V",
+                   help=f"add V ({s.LOGIT_BIAS.allowed}) to token ID's logit; repeatable")
+    p.add_argument("--bad-words", action="append", default=[], metavar="TEXT",
+                   help="never generate this text's tokens (with and without a leading space); repeatable")
+    p.add_argument("--min-new-tokens", type=s.MIN_NEW_TOKENS.argparse, default=0, metavar="N",
+                   help=f"EOS banned before N generated tokens, {s.MIN_NEW_TOKENS.allowed}")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop when the text contains TEXT (cut before it); repeatable")
+    p.add_argument("--num-beams", type=s.NUM_BEAMS.argparse, default=1, metavar="B",
+                   help=f"beam search (greedy), {s.NUM_BEAMS.allowed}")
+    p.add_argument("--length-penalty", type=s.LENGTH_PENALTY.argparse, default=1.0, metavar="L",
+                   help=f"beam search: hypotheses scored logprob / length ** L, {s.LENGTH_PENALTY.allowed}")
+    p.add_argument("--json-schema", default=None, metavar="FILE", help="force the output to match this JSON Schema")
+    p.add_argument("--regex", default=None, metavar="RE", help="force the output to match this regular expression")
+    p.add_argument("--choice", action="append", default=[], metavar="TEXT",
+                   help="force the output to equal one of the --choice strings; repeatable")
     return p
 
 

@@ -4,10 +4,17 @@
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms), and interventions (the label of each one the run
-applied, in order; [] without any). Interventions: `--ablate-head L.H` and `--ablate-mlp L` (repeatable),
-`--scale-head L.H=F`, `--steer L --steer-towards TEXT --steer-away TEXT [--steer-alpha A]`
-(`inspector.commands.intervene`), applied in the prefill and every step (and with `--no-cache`). `--quant int8|int4[:GROUP]|bf16` and `--kv-quant int8` generate with quantized weights and/or an int8 KV cache
+timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
+the processor chain in the order it ran (penalties, bans, grammar, then temperature, top-k, top-p, min-p),
+each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
+`interventions` lists the label of each intervention the run applied, in order ([] without any):
+`--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
+TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
+every step (and with `--no-cache`).
+Decoding flags (`--repetition-penalty`, `--no-repeat-ngram-size`, `--stop`, `--json-schema`, ...: `inspector
+run --help`) add those stages; `--num-beams B` runs beam search instead (`inspector.commands.decoding`).
+
+`--quant int8|int4[:GROUP]|bf16` and `--kv-quant int8` generate with quantized weights and/or an int8 KV cache
 (`inspector.quant`). `--save-trace FILE` also writes the run as a trace
 file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that same object again.
 
@@ -26,8 +33,9 @@ import json
 import sys
 from typing import Any
 
-from inspector.commands.flags import (DRAFT_LEN, chat_flags, intervention_flags, json_flags, max_new_tokens_flags,
-                                      model_flags, prompt_flags, sampling_flags)
+from inspector.commands.decoding import check_beam_args, run_beam, settings_from, stage_effects
+from inspector.commands.flags import (DRAFT_LEN, chat_flags, decoding_flags, intervention_flags, json_flags,
+                                      max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
 from inspector.commands.intervene import levers_from, wants_interventions
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
@@ -41,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
                               description=__doc__.split("\n\n")[0],
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
-                                       model_flags(), json_flags(), intervention_flags()])
+                                       decoding_flags(), model_flags(), json_flags(), intervention_flags()])
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' dtype (default fp32)")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
@@ -83,6 +91,8 @@ def result_dict(session: Any) -> dict[str, Any]:
             "kv_bytes": [kv.nbytes for kv in rec.kv],
             "forward_ms": rec.forward_ms,
             "sample_ms": rec.sample_ms,
+            "seed": s.params.seed,
+            "stages": stage_effects(s),
         })
     first = session.records[0]
     return {
@@ -103,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise InputError("prompt is empty")
     params = params_from(args)
+    settings = settings_from(args)
+    check_beam_args(args, params, settings)
+    if args.speculative is not None and not settings.is_default:
+        raise InputError("--speculative runs plain sampling: drop the penalty, ban, stop and constraint flags")
     if args.speculative is None and args.draft_len is not None:
         raise InputError("--draft-len needs --speculative ngram|early-exit:L")
     if args.speculative is not None and args.no_cache:
@@ -110,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
         raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
     if wants_interventions(args) and (args.speculative is not None or args.quant or args.kv_quant
-                                      or args.save_trace is not None):
+                                      or args.save_trace is not None or settings.num_beams > 1):
         raise InputError("interventions run on a plain run of the loaded model, not saved in trace files: "
-                         "drop --speculative / --quant / --kv-quant / --save-trace")
+                         "drop --speculative / --quant / --kv-quant / --save-trace / --num-beams")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
@@ -125,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)
+    if settings.num_beams > 1:
+        return run_beam(args, loaded, settings)
     if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
         from inspector.quant.session import quantized_session
 
@@ -133,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
                           levers=levers_from(args, loaded))
+    session.set_decoding(settings)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:

@@ -196,6 +196,18 @@ class KVCache:
         """Bytes of the K and V buffers allocated (their storage), every layer."""
         return sum(t.untyped_storage().nbytes() for t in (*self._keys, *self._values) if t is not None)
 
+    def reorder(self, rows: list[int]) -> None:
+        """Row b becomes a copy of what row rows[b] held (keys, values, eviction flags, length): beam search
+        moves each surviving beam's cache to its new row; a row may be copied to several rows."""
+        if len(rows) != self.batch or not all(0 <= r < self.batch for r in rows):
+            raise ValueError(f"reorder needs {self.batch} rows in 0..{self.batch - 1}, got {rows}")
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
+        for store in (self._keys, self._values, self._evicted):
+            for layer, t in enumerate(store):
+                if t is not None:
+                    store[layer] = t.index_select(0, index)
+        self.lengths = [self.lengths[r] for r in rows]
+
 
 def kv_bytes(config: ModelConfig, positions: int = 1, bytes_per_element: int = 4, batch: int = 1,
              scale_bytes: int = 0) -> int:

@@ -35,6 +35,7 @@ class SampleResult:
     entropy_final: float  # nats
     survivors: int  # tokens with non-zero final probability
     stages: list[tuple[str, torch.Tensor]] = field(default_factory=list)  # (name, softmax after it) per processor
+    stage_logits: list[torch.Tensor] = field(default_factory=list)  # the logits after each stage, fp32 (V,)
 
 
 def entropy(probs: torch.Tensor) -> float:
@@ -81,7 +82,7 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         final[token] = 1.0
         allowed = torch.isfinite(last)
         return SampleResult(token, probs_raw, probs_raw, allowed, allowed.clone(), allowed.clone(), final,
-                            entropy(probs_raw), 0.0, 1, stage_probs)
+                            entropy(probs_raw), 0.0, 1, stage_probs, [x for _, x in staged])
     after = dict(staged)
     final = torch.softmax(last, dim=-1)
     if force_token is None:
@@ -91,4 +92,4 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     kept_min = torch.isfinite(after["min-p"])
     return SampleResult(token, probs_raw, dict(stage_probs)["temperature"], torch.isfinite(after["top-k"]),
                         torch.isfinite(after["top-p"]), kept_min, final, entropy(probs_raw), entropy(final),
-                        int(kept_min.sum()), stage_probs)
+                        int(kept_min.sum()), stage_probs, [x for _, x in staged])

@@ -135,6 +135,10 @@ class Tokenizer:
     def is_special(self, token_id: int) -> bool:
         return token_id in self.special_ids
 
+    def to_json(self) -> str:
+        """The tokenizer as `tokenizer.json` text (what a grammar library builds its token table from)."""
+        return self._tok.to_str()
+
     # ---- display
     def token_bytes(self, token_id: int) -> bytes:
         """The raw bytes token `token_id` stands for; concatenating them gives the decoded text's bytes."""

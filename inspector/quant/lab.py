@@ -64,6 +64,11 @@ class QuantLab:
             self._models[scheme.name] = quantize_model(self.loaded.model, scheme)
         return self._models[scheme.name]
 
+    def built(self, scheme: Scheme | str) -> bool:
+        """True when `scheme`'s model costs nothing more to use: fp32, or already built."""
+        scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
+        return scheme.weights == "fp32" or scheme.name in self._models
+
     @property
     def extra_bytes(self) -> int:
         """Bytes the quantized models built so far hold beyond the fp32 model (shared tensors not counted)."""

@@ -42,6 +42,19 @@ class Candidate:
 
 
 @dataclass
+class StageStat:
+    """What one processor did to the distribution: counted over the whole vocabulary."""
+
+    name: str
+    allowed: int  # tokens with non-zero probability after it
+    removed: int  # tokens it took to probability 0
+    moved: int  # tokens still allowed whose logit it changed
+    mass_removed: float  # probability (just before it) of the tokens it removed
+    top_before: list[TopToken] = field(default_factory=list)  # most likely just before it (prob before)
+    top_after: list[TopToken] = field(default_factory=list)  # most likely after it (prob after)
+
+
+@dataclass
 class SampleRecord:
     params: SamplingParams
     token_id: int
@@ -52,6 +65,7 @@ class SampleRecord:
     survivors: int  # tokens with non-zero final probability
     vocab_size: int
     stages: list[str] = field(default_factory=list)  # the logits processors the draw ran, in order
+    stage_stats: list[StageStat] = field(default_factory=list)  # one per stage, in order
 
 
 @dataclass

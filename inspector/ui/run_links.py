@@ -4,21 +4,32 @@
 opened on the page fills the controls, runs the prefill and then `steps` decode steps: the same tokens as
 the run the link was made from (sampling is seeded per position, `inspector.engine.sampling.generator_for`).
 Every key is optional but `prompt`; unknown keys are ignored (a link can carry tracking parameters).
+`decoding` carries the settings panel's penalties, bans, stop strings, constraint and beams as the JSON of
+`DecodingSettings.to_dict()` (only what differs from the defaults); the run applies them before its prefill.
 `link_query(...)` writes such a query; `parse_link(query)` reads one into a `RunLink` with the page's
-defaults filled in, or raises ValueError naming the bad parameter. The page builds its "link to this run"
+defaults filled in, or raises InputError naming the bad parameter. Numbers go through the page's own
+fields (`inspector.ui.fields`): a link takes what the page's controls take. The page builds its "link to this run"
 from the same keys (static/app.js).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from urllib.parse import urlencode
 
-from inspector.ui.inputs import _number, parse_params
+from inspector.errors import InputError
+from inspector.generation.settings import DecodingSettings
+from inspector.ui.fields import MAX_NEW, SAMPLING_UI, STEPS
+from inspector.validate import Bound
 
 KEYS = ("prompt", "chat", "system", "temperature", "top_k", "top_p", "min_p", "seed", "max_new", "steps")
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+NUMBERS: dict[str, Bound] = {  # the link's number keys and the page's fields they fill
+    **dict(zip(("temperature", "top_k", "top_p", "min_p", "seed"), SAMPLING_UI)),
+    "max_new": MAX_NEW, "steps": STEPS,
+}
 
 
 @dataclass(frozen=True)
@@ -33,37 +44,47 @@ class RunLink:
     seed: int = 0
     max_new: int = 32
     steps: int = 0  # decode steps after the prefill
+    decoding: str = ""  # `DecodingSettings.to_dict()` as JSON; "" = the defaults
 
 
 def parse_link(query: Mapping[str, str]) -> RunLink | None:
-    """The run a page URL asks for; None when it names no prompt (a plain visit). ValueError("link parameter
+    """The run a page URL asks for; None when it names no prompt (a plain visit). InputError("link parameter
     ...: ...") on a bad value."""
     if not (query.get("prompt") or "").strip():
         return None
 
-    def number(key: str, default, whole: bool):
+    def number(key: str, bound: Bound) -> int | float | None:
         raw = query.get(key)
         if raw is None:
-            return default
+            return None  # the RunLink default
         try:
-            return _number(key, raw, whole)
-        except ValueError as exc:
-            raise ValueError(f"link parameter {exc}") from None
+            return bound.parse(raw)
+        except InputError as exc:
+            raise InputError(f"link parameter {key}: {exc}") from None
 
     chat_raw = (query.get("chat") or "1").strip().lower()
     if chat_raw not in TRUE | FALSE:
-        raise ValueError(f"link parameter chat must be 1 or 0, got {chat_raw[:20]!r}")
-    link = RunLink(prompt=query["prompt"], chat=chat_raw in TRUE, system=query.get("system") or "",
-                   temperature=number("temperature", 0.0, False), top_k=number("top_k", 0, True),
-                   top_p=number("top_p", 1.0, False), min_p=number("min_p", 0.0, False),
-                   seed=number("seed", 0, True), max_new=number("max_new", 32, True), steps=number("steps", 0, True))
+        raise InputError(f"link parameter chat must be 1 or 0, got {chat_raw[:20]!r}")
+    values = {key: number(key, bound) for key, bound in NUMBERS.items()}
+    decoding = query.get("decoding") or ""
+    return RunLink(prompt=query["prompt"], chat=chat_raw in TRUE, system=query.get("system") or "",
+                   decoding=json.dumps(link_decoding(decoding).to_dict()) if decoding.strip() else "",
+                   **{key: value for key, value in values.items() if value is not None})
+
+
+def link_decoding(text: str) -> DecodingSettings:
+    """The `decoding` parameter as settings; InputError("link parameter decoding ...") when it is not."""
+    if not (text or "").strip():
+        return DecodingSettings()
     try:
-        parse_params(link.temperature, link.top_k, link.top_p, link.min_p, link.seed)
-    except ValueError as exc:
-        raise ValueError(f"link parameter {exc}") from None
-    if link.steps < 0:
-        raise ValueError(f"link parameter steps must be >= 0, got {link.steps}")
-    return link
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise InputError("must be a JSON object of decoding settings")
+        return DecodingSettings.from_dict(data)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"link parameter decoding is not JSON ({exc.msg})") from None
+    except (InputError, TypeError, ValueError) as exc:
+        raise InputError(f"link parameter decoding: {exc}") from None
 
 
 def link_query(link: RunLink) -> str:
@@ -72,4 +93,6 @@ def link_query(link: RunLink) -> str:
     values["chat"] = int(link.chat)
     if not link.system:
         del values["system"]
+    if not link.decoding:
+        del values["decoding"]
     return urlencode(values)

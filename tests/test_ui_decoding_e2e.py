@@ -1,0 +1,91 @@
+"""End-to-end in headless chromium: a repetition penalty set in the settings panel is a stage of the Sampling
+view; a bad penalty is one line; beam search draws its tree and hypotheses."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.test_ui_e2e import T, goto, open_settings, open_tab, open_view, prefill
+from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+def set_box(page: Page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
+    box.fill(value)
+    box.press("Tab")  # leaving the box applies the panel (a multi-line box takes Enter as a new line)
+
+
+def test_a_repetition_penalty_is_a_stage_of_the_sampling_view(page: Page, app_url):  # noqa: F811
+    goto(page, app_url)
+    open_settings(page)
+    set_box(page, "repetition-penalty", "0")
+    expect(page.locator("#decoding-status")).to_contain_text("repetition-penalty must be a number > 0", timeout=T)
+    set_box(page, "repetition-penalty", "1.3")
+    expect(page.locator("#decoding-status")).to_contain_text("repetition penalty 1.3", timeout=T)
+    prefill(page, "Say hello hello hello", max_new=8)
+    open_tab(page, "Sampling")
+    row = page.locator('#chain-table tr[data-stage="repetition penalty"]')
+    expect(row).to_be_visible(timeout=T)
+    assert int(row.locator("td").nth(3).inner_text().replace(",", "")) > 0  # it moved the logits of seen tokens
+    expect(page.locator("#sampling-bars")).to_contain_text("repetition penalty")
+    expect(page.locator("#sampling-bars")).to_contain_text("Sampling chain")
+    page.screenshot(path=str(ARTIFACTS / "ui_sampling_chain.png"), full_page=True)
+
+
+def test_beam_search_draws_its_tree(page: Page, app_url):  # noqa: F811
+    goto(page, app_url)
+    page.locator("#prompt textarea").fill("The capital of France is")
+    page.locator("#max-new-tokens input").fill("6")
+    open_settings(page)
+    set_box(page, "num-beams", "3")
+    open_view(page, "Beams")
+    page.locator("#beams-run").click()
+    expect(page.locator("#beams-status")).to_contain_text("3 beams", timeout=T)
+    expect(page.locator("#beam-table tbody tr")).to_have_count(3, timeout=T)
+    expect(page.locator("#beams-tree")).to_contain_text("Beam search, 3 beams")
+    page.screenshot(path=str(ARTIFACTS / "ui_beams.png"), full_page=True)
+
+
+def test_the_same_seed_and_settings_give_the_same_tokens_in_the_ui_the_cli_and_a_run_link(page: Page, app_url,  # noqa: F811
+                                                                                         capsys):
+    import json
+
+    from inspector.commands.cli import main
+    from tests.test_ui_e2e import step
+
+    goto(page, app_url)
+    open_settings(page)
+    temp = page.locator("#temperature input[type=number]")
+    temp.fill("0.9")
+    temp.press("Tab")
+    seed = page.locator("#seed input")
+    seed.fill("11")
+    seed.press("Tab")
+    set_box(page, "repetition-penalty", "1.3")
+    set_box(page, "no-repeat-ngram", "2")
+    set_box(page, "bad-words", "the")
+    expect(page.locator("#decoding-status")).to_contain_text("bad words", timeout=T)
+    prefill(page, "Name three colors.", max_new=8)
+    for k in (1, 2, 3):
+        step(page, k, max_new=8)
+    ui_ids = [int(x) for x in page.locator(".ii-chip.ii-gen").evaluate_all("els => els.map(e => e.dataset.id)")]
+    assert len(ui_ids) == 4
+
+    assert main(["run", "--prompt", "Name three colors.", "--chat", "--max-new-tokens", "4", "--temperature", "0.9",
+                 "--seed", "11", "--repetition-penalty", "1.3", "--no-repeat-ngram-size", "2", "--bad-words", "the",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["generated_ids"] == ui_ids
+
+    page.locator("#link-btn").click()
+    url = page.locator("#run-link textarea, #run-link input").first.input_value(timeout=T)
+    assert "decoding=" in url
+    fresh = page.context.new_page()
+    fresh.goto(url, timeout=T)
+    expect(fresh.locator("#status-line")).to_contain_text("opened from a link", timeout=T)
+    linked = [int(x) for x in fresh.locator(".ii-chip.ii-gen").evaluate_all("els => els.map(e => e.dataset.id)")]
+    assert linked == ui_ids
+    open_settings(fresh)
+    expect(fresh.locator("#repetition-penalty input")).to_have_value("1.3")
