@@ -14,8 +14,8 @@
   (`inspector.analysis.patching.sweep`); a click on a cell shows that patched run's next tokens.
 The page's run is the browser session's `entry.session` (Prefill on the page first); the patching sweep
 lives in the lab state (`lab_state(ctx, sid, "interventions")`). Model work runs on the model threads
-under the entry's lock; bad input is one line in the tab's status. Handlers are module functions of
-(ctx, ...), so tests call them without a browser.
+under the entry's lock; a refusal is one line in the tab's status (`shows_refusals`). Handlers are
+module functions of (ctx, ...), so tests call them without a browser.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from inspector.analysis import patching
 from inspector.analysis.attribution import attribute_step
 from inspector.analysis.compare import compare
 from inspector.analysis.records import commitment_layer
-from inspector.errors import InputError, InspectorError
+from inspector.errors import InputError
 from inspector.generation import interventions as ivs
 from inspector.generation.levers import Levers
 from inspector.session.branches import BranchTree
 from inspector.session.intervene import replay, rerun
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_prompt
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.validate import Bound
 from inspector.viz import interventions as viv
@@ -50,6 +51,10 @@ PATCH_SHOW = 8  # tokens of a patched run shown
 
 def status_html(message: str, error: bool = False) -> str:
     return status_line_html(message, error, "iv-status-line")
+
+
+def _refused(message: str, *_: Any) -> tuple:
+    return status_html(message, error=True), gr.skip(), gr.skip()
 
 
 def _entry_session(ctx: TabContext, sid: str | None) -> tuple[Any, Any]:
@@ -116,15 +121,13 @@ def _apply_on_thread(ctx: TabContext, entry: Any, args: tuple) -> str:
     return f"branch #{b.id}: {label} ({len(s.generated_ids)} tokens run again under it)"
 
 
+@shows_refusals(_refused)
 def apply(ctx: TabContext, sid: str | None, *args: Any) -> tuple:
     """Apply to this run: a new branch, the page's run under the branch in use's levers and this change."""
-    try:
-        entry, _ = _entry_session(ctx, sid)
-        with entry.exclusive(LAB):
-            message = model_thread.run(_apply_on_thread, ctx, entry, args)
-        return status_html(message), branches_html(entry), run_text(entry)
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry, _ = _entry_session(ctx, sid)
+    with entry.exclusive(LAB):
+        message = model_thread.run(_apply_on_thread, ctx, entry, args)
+    return status_html(message), branches_html(entry), run_text(entry)
 
 
 def ablate_part(ctx: TabContext, sid: str | None, part: Any) -> tuple:
@@ -144,36 +147,32 @@ def run_text(entry: Any) -> str:
             f"{esc(s.text)}</div>")
 
 
+@shows_refusals(_refused)
 def switch(ctx: TabContext, sid: str | None, branch: Any) -> tuple:
     """Make the page's run the chosen branch (its levers and tokens)."""
-    try:
-        entry, _ = _entry_session(ctx, sid)
-        tree = _tree(entry)
-        target = tree.get(int(Bound("branch", True, 0, len(tree) - 1).parse(branch)))
-        with entry.exclusive(LAB):
-            model_thread.run(replay, entry.session, target.levers or Levers(), target.generated_ids)
-        tree.current = target.id
-        entry.preview = entry.uncached_ms = None
-        return status_html(f"switched to branch #{target.id}"), branches_html(entry), run_text(entry)
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry, _ = _entry_session(ctx, sid)
+    tree = _tree(entry)
+    target = tree.get(int(Bound("branch", True, 0, len(tree) - 1).parse(branch)))
+    with entry.exclusive(LAB):
+        model_thread.run(replay, entry.session, target.levers or Levers(), target.generated_ids)
+    tree.current = target.id
+    entry.preview = entry.uncached_ms = None
+    return status_html(f"switched to branch #{target.id}"), branches_html(entry), run_text(entry)
 
 
+@shows_refusals(_refused)
 def compare_branches(ctx: TabContext, sid: str | None, a: Any, b: Any) -> tuple:
     """Two branches side by side (replayed in sessions of their own)."""
-    try:
-        entry, s = _entry_session(ctx, sid)
-        tree = _tree(entry)
-        ids = [int(Bound(f"branch {n}", True, 0, len(tree) - 1).parse(v)) for n, v in (("A", a), ("B", b))]
-        ba, bb = tree.get(ids[0]), tree.get(ids[1])
-        params = s.records[-1].sample.params
-        side = [(f"#{x.id} {x.label or ('as sampled' if x.at_step is None else f'step {x.at_step} forced')}",
-                 x.levers or Levers(), x.generated_ids) for x in (ba, bb)]
-        with entry.exclusive(LAB):
-            c = model_thread.run(compare, ctx.loaded, s.prompt_ids, params, *side, max_new_tokens=s.max_new_tokens)
-        return status_html(f"compared #{ba.id} and #{bb.id}"), viv.compare_html(c), viv.resid_diff_figure(c)
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry, s = _entry_session(ctx, sid)
+    tree = _tree(entry)
+    ids = [int(Bound(f"branch {n}", True, 0, len(tree) - 1).parse(v)) for n, v in (("A", a), ("B", b))]
+    ba, bb = tree.get(ids[0]), tree.get(ids[1])
+    params = s.records[-1].sample.params
+    side = [(f"#{x.id} {x.label or ('as sampled' if x.at_step is None else f'step {x.at_step} forced')}",
+             x.levers or Levers(), x.generated_ids) for x in (ba, bb)]
+    with entry.exclusive(LAB):
+        c = model_thread.run(compare, ctx.loaded, s.prompt_ids, params, *side, max_new_tokens=s.max_new_tokens)
+    return status_html(f"compared #{ba.id} and #{bb.id}"), viv.compare_html(c), viv.resid_diff_figure(c)
 
 
 def _attribution_views(entry: Any, step: int) -> tuple[str, str]:
@@ -187,17 +186,15 @@ def _attribution_views(entry: Any, step: int) -> tuple[str, str]:
     return viv.dla_html(a), strip
 
 
+@shows_refusals(_refused)
 def attribution(ctx: TabContext, sid: str | None, step: Any) -> tuple:
     """The DLA bars of one step (-1: the newest) and the commitment layer of every step."""
-    try:
-        entry, s = _entry_session(ctx, sid)
-        k = int(Bound("step", True, -1, len(s.generated_ids) - 1, note="(-1 = the newest)").parse(step))
-        k = len(s.generated_ids) - 1 if k < 0 else k
-        with entry.exclusive(LAB):
-            bars, strip = model_thread.run(_attribution_views, entry, k)
-        return status_html(f"attribution of step {k}"), bars, strip
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry, s = _entry_session(ctx, sid)
+    k = int(Bound("step", True, -1, len(s.generated_ids) - 1, note="(-1 = the newest)").parse(step))
+    k = len(s.generated_ids) - 1 if k < 0 else k
+    with entry.exclusive(LAB):
+        bars, strip = model_thread.run(_attribution_views, entry, k)
+    return status_html(f"attribution of step {k}"), bars, strip
 
 
 def _token(ctx: TabContext, text: Any, what: str) -> int:
@@ -209,27 +206,25 @@ def _token(ctx: TabContext, text: Any, what: str) -> int:
     return ids[0]
 
 
+@shows_refusals(_refused)
 def patch_sweep(ctx: TabContext, sid: str | None, clean: Any, corrupt: Any, answer: Any, wrong: Any,
                 point: Any) -> tuple:
     """The layer x position sweep of the page's model (no running session needed)."""
-    try:
-        c = admit_prompt(ctx.loaded, ctx.limits, clean, False, None).ids
-        r = admit_prompt(ctx.loaded, ctx.limits, corrupt, False, None).ids
-        if max(len(c), len(r)) > MAX_PATCH_TOKENS:
-            raise InputError(f"patching prompts may be up to {MAX_PATCH_TOKENS} tokens here, got {max(len(c), len(r))}")
-        if point not in patching.POINTS:
-            raise InputError(f"unknown patching point {point!r}: use one of {', '.join(patching.POINTS)}")
-        a, w = _token(ctx, answer, "answer"), _token(ctx, wrong, "wrong")
-        tok = ctx.loaded.tokenizer
-        entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
-            s = model_thread.run_prefill(patching.sweep, ctx.loaded.model, c, r, a, w, point,
-                                         pieces=(tok.pieces(c), tok.pieces(r)))
-            state["patch"] = (c, r, a, w, point)
-        return status_html(f"patched {len(s.layers)} layers x {len(s.positions)} positions in {s.seconds:.1f} s"), \
-            viv.patch_table_html(s), "<div id='iv-patched-run'></div>"
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    c = admit_prompt(ctx.loaded, ctx.limits, clean, False, None).ids
+    r = admit_prompt(ctx.loaded, ctx.limits, corrupt, False, None).ids
+    if max(len(c), len(r)) > MAX_PATCH_TOKENS:
+        raise InputError(f"patching prompts may be up to {MAX_PATCH_TOKENS} tokens here, got {max(len(c), len(r))}")
+    if point not in patching.POINTS:
+        raise InputError(f"unknown patching point {point!r}: use one of {', '.join(patching.POINTS)}")
+    a, w = _token(ctx, answer, "answer"), _token(ctx, wrong, "wrong")
+    tok = ctx.loaded.tokenizer
+    entry, state = lab_state(ctx, sid, LAB)
+    with entry.exclusive(LAB):
+        s = model_thread.run_prefill(patching.sweep, ctx.loaded.model, c, r, a, w, point,
+                                     pieces=(tok.pieces(c), tok.pieces(r)))
+        state["patch"] = (c, r, a, w, point)
+    return status_html(f"patched {len(s.layers)} layers x {len(s.positions)} positions in {s.seconds:.1f} s"), \
+        viv.patch_table_html(s), "<div id='iv-patched-run'></div>"
 
 
 def _patched_run(ctx: TabContext, args: tuple, layer: int, position: int) -> str:
@@ -254,21 +249,19 @@ def _patched_run(ctx: TabContext, args: tuple, layer: int, position: int) -> str
             f"{score:.3f}; next tokens {tops}; greedy continuation: <code>{esc(tok.decode(out))}</code></div>")
 
 
+@shows_refusals(_refused)
 def patched_cell(ctx: TabContext, sid: str | None, cell: Any) -> tuple:
     """A click on a patching cell "L:p": that patched run's next tokens and greedy continuation."""
-    try:
-        entry, state = lab_state(ctx, sid, LAB)
-        if "patch" not in state:
-            raise InputError("run a patching sweep first")
-        layer, _, position = str(cell or "").partition(":")
-        cfg = ctx.loaded.config
-        L = ivs.check_layer(cfg, layer)
-        p = int(Bound("position", True, 0, len(state["patch"][1]) - 1).parse(position))
-        with entry.exclusive(LAB):
-            html = model_thread.run(_patched_run, ctx, state["patch"], L, p)
-        return status_html(f"patched run at layer {L}, position {p}"), gr.skip(), html
-    except InspectorError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry, state = lab_state(ctx, sid, LAB)
+    if "patch" not in state:
+        raise InputError("run a patching sweep first")
+    layer, _, position = str(cell or "").partition(":")
+    cfg = ctx.loaded.config
+    L = ivs.check_layer(cfg, layer)
+    p = int(Bound("position", True, 0, len(state["patch"][1]) - 1).parse(position))
+    with entry.exclusive(LAB):
+        html = model_thread.run(_patched_run, ctx, state["patch"], L, p)
+    return status_html(f"patched run at layer {L}, position {p}"), gr.skip(), html
 
 
 def build_interventions_tab(ctx: TabContext) -> None:
