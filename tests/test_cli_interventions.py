@@ -70,7 +70,7 @@ def test_attribute_json_parts_sum_to_the_logit(capsys, tiny_llama_dir):  # noqa:
     (["run", "--prompt", "hi", "--ablate-mlp", "-1"], 1, "layer must be a whole number from 0 to 1"),
     (["run", "--prompt", "hi", "--scale-head", "0.1"], 1, "a scaled head is LAYER.HEAD=FACTOR"),
     (["run", "--prompt", "hi", "--steer", "1", "--steer-towards", " ", "--steer-away", "x"], 1, "two non-empty prompts"),
-    (["run", "--prompt", "hi", "--steer-alpha", "nan"], 2, "steer-alpha must be a number in [-1000, 1000]"),
+    (["run", "--prompt", "hi", "--steer-alpha", "nan"], 2, "steer-alpha must be a number in [0, 1000]"),
     (["run", "--prompt", "hi", "--ablate-head", "0.1", "--speculative", "ngram"], 1, "drop --speculative"),
     (["patch", "--clean", "a b", "--corrupt", "a b c", "--answer", "#1", "--wrong", "#2"], 1,
      "--corrupt 4: patching needs prompts of the same token length"),

@@ -108,7 +108,7 @@ def decoding_flags() -> argparse.ArgumentParser:
 
 # Interventions: layers and heads depend on the model and are checked once it is loaded.
 STEER_LAYER = Bound("steer layer", True, 0)
-STEER_ALPHA = Bound("steer-alpha", False, -1000, 1000)
+STEER_ALPHA = Bound("steer-alpha", False, 0, 1000, note="(swap the prompts to steer the other way)")
 
 
 def intervention_flags() -> argparse.ArgumentParser:
