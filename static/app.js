@@ -133,6 +133,17 @@
       send("#branch-request textarea", `${step}:${force.dataset.id}`);
       return;
     }
+    // interventions tab: a DLA bar ablates its head or MLP; a patching cell shows that patched run
+    const part = ev.target.closest && ev.target.closest(".ii-dla-bar[data-part]");
+    if (part) {
+      send("#iv-part-request textarea", part.dataset.part);
+      return;
+    }
+    const cell = ev.target.closest && ev.target.closest(".ii-patch-cell[data-cell]");
+    if (cell) {
+      send("#iv-cell-request textarea", cell.dataset.cell);
+      return;
+    }
     const node = ev.target.closest && ev.target.closest(".ii-branch-node[data-branch]");
     if (node) {
       send("#branch-switch textarea", node.dataset.branch);

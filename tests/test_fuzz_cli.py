@@ -423,6 +423,8 @@ NUMERIC_FLAGS = [
     (RUN, "--min-new-tokens", "min-new-tokens", ("-1",)),
     (RUN, "--num-beams", "num-beams", ("0", "17")),
     (RUN, "--length-penalty", "length-penalty", ("3.5",)),
+    (RUN, "--steer", "steer layer", ("-1", "1.5")),
+    (RUN, "--steer-alpha", "steer-alpha", ("1000.5",)),
     (QUANT, "--max-new-tokens", "max-new-tokens", ("0",)),
     (SERVE, "--max-new-tokens", "max-new-tokens", ("0",)),
     (SERVE, "--max-batch", "max-batch", ("0",)),

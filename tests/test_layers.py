@@ -18,10 +18,11 @@ ALLOWED = {
     "serving": {"engine", "models", "generation"},  # paged cache, scheduler, memory calculator, roofline
     "speculative": {"engine", "models", "generation", "session"},  # drafters and the verifier
     "quant": {"engine", "models", "generation", "session"},  # quantized weights and KV, fidelity against fp32
-    "viz": {"session", "serving", "speculative", "quant", "generation"},  # records -> figures (`records` modules only, below)
+    "analysis": {"engine", "models", "generation", "session"},  # patching, attribution, branch comparison
+    "viz": {"session", "serving", "speculative", "quant", "generation", "analysis"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
-    "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant"},  # the CLI
-    "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant"},  # the web app
+    "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
+    "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant", "analysis"},  # the web app
 }
 MAX_LINES = 400
 

@@ -104,3 +104,25 @@ def decoding_flags() -> argparse.ArgumentParser:
     p.add_argument("--choice", action="append", default=[], metavar="TEXT",
                    help="force the output to equal one of the --choice strings; repeatable")
     return p
+
+
+# Interventions: layers and heads depend on the model and are checked once it is loaded.
+STEER_LAYER = Bound("steer layer", True, 0)
+STEER_ALPHA = Bound("steer-alpha", False, 0, 1000, note="(swap the prompts to steer the other way)")
+
+
+def intervention_flags() -> argparse.ArgumentParser:
+    p = _parent()
+    p.add_argument("--ablate-head", action="append", default=[], metavar="L.H",
+                   help="zero head H of layer L (its output at blocks.L.attn.hook_z); repeatable")
+    p.add_argument("--ablate-mlp", action="append", default=[], metavar="L",
+                   help="zero the MLP output of layer L; repeatable")
+    p.add_argument("--scale-head", action="append", default=[], metavar="L.H=F",
+                   help="multiply head H of layer L by F; repeatable")
+    p.add_argument("--steer", type=STEER_LAYER.argparse, default=None, metavar="L",
+                   help="add a steering vector at blocks.L.hook_resid_pre (needs --steer-towards and --steer-away)")
+    p.add_argument("--steer-towards", default=None, metavar="TEXT", help="the prompt whose mean residual to steer towards")
+    p.add_argument("--steer-away", default=None, metavar="TEXT", help="the prompt whose mean residual to steer away from")
+    p.add_argument("--steer-alpha", type=STEER_ALPHA.argparse, default=4.0, metavar="A",
+                   help=f"steering strength, {STEER_ALPHA.allowed} (default 4)")
+    return p

@@ -7,6 +7,10 @@ after the layer at the newest position, kv_bytes = per layer KV cache bytes afte
 timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
 the processor chain in the order it ran (penalties, bans, grammar, then temperature, top-k, top-p, min-p),
 each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
+`interventions` lists the label of each intervention the run applied, in order ([] without any):
+`--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
+TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
+every step (and with `--no-cache`).
 Decoding flags (`--repetition-penalty`, `--no-repeat-ngram-size`, `--stop`, `--json-schema`, ...: `inspector
 run --help`) add those stages; `--num-beams B` runs beam search instead (`inspector.commands.decoding`).
 
@@ -36,8 +40,9 @@ import sys
 from typing import Any
 
 from inspector.commands.decoding import check_beam_args, run_beam, settings_from, stage_effects
-from inspector.commands.flags import (DRAFT_LEN, chat_flags, decoding_flags, json_flags, max_new_tokens_flags,
-                                      model_flags, prompt_flags, sampling_flags)
+from inspector.commands.flags import (DRAFT_LEN, chat_flags, decoding_flags, intervention_flags, json_flags,
+                                      max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
+from inspector.commands.intervene import levers_from, wants_interventions
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 
@@ -50,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
                               description=__doc__.split("\n\n")[0],
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
-                                       decoding_flags(), model_flags(), json_flags()])
+                                       decoding_flags(), model_flags(), json_flags(), intervention_flags()])
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' dtype (default fp32)")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
@@ -110,6 +115,7 @@ def result_dict(session: Any) -> dict[str, Any]:
         "text": session.text,
         "finished": session.finished,
         "steps": steps,
+        "interventions": [iv.label or iv.point for iv in getattr(getattr(session, "levers", None), "interventions", ())],
         "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms,
                     "tokenize_ms": first.tokenize_ms, "prefill_ms": first.forward_ms},
     }
@@ -131,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
     if args.speculative is not None and args.on_context_full != "stop":
         raise InputError("--on-context-full window applies to plain decoding: drop --speculative")
+    if wants_interventions(args) and (args.speculative is not None or args.quant or args.kv_quant
+                                      or args.save_trace is not None or settings.num_beams > 1):
+        raise InputError("interventions run on a plain run of the loaded model, not saved in trace files: "
+                         "drop --speculative / --quant / --kv-quant / --save-trace / --num-beams")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
 
@@ -155,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
                                             record=args.json, on_context_full=args.on_context_full)
     else:
         session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
-                          on_context_full=args.on_context_full)
+                          on_context_full=args.on_context_full, levers=levers_from(args, loaded))
     session.set_decoding(settings)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0

@@ -23,6 +23,9 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
   when a recorder is given (the costly attention maps only when `rec.wants` them); a tensor it returns
   replaces the point's value from there on (interventions), cached keys and values included.
 - The cache's evicted positions (a KV-cache policy's) are masked in attention like future ones.
+- `start=(L, x)` begins at block L with the residual stream x (B, T, D) instead of embedding the ids
+  (which still give B and T; `hook_embed` and the blocks before L do not run, nor write their cache
+  layers): activation patching reruns only the blocks from its patch on.
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
 Attention runs the standard path (full score rows, `inspector.engine.attention`) or, after
@@ -327,18 +330,21 @@ class Transformer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
                 positions: torch.Tensor | None = None, last_only: bool = False,
-                n_layers: int | None = None) -> torch.Tensor:
+                n_layers: int | None = None, start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
         """Logits (B, T, V), or (B, 1, V) of each row's last real token with `last_only`; only the first
-        `n_layers` blocks when given (see the module doc)."""
+        `n_layers` blocks when given; from block `start[0]` on residual `start[1]` (see the module doc)."""
         B, T = input_ids.shape
         starts = cache.lengths if cache is not None else [0] * B
         plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
-        x = record(rec, "hook_embed", self.model.embed_tokens(input_ids))  # (B, T, D)
+        if start is None:
+            first, x = 0, record(rec, "hook_embed", self.model.embed_tokens(input_ids))  # (B, T, D)
+        else:
+            first, x = start
         cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
         sin = signed_sin(sin)  # see apply_rope
         if cos.dim() == 3:
             cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
-        blocks = self.model.layers if n_layers is None else self.model.layers[:n_layers]
+        blocks = self.model.layers[first:n_layers]
         for block in blocks:
             x = block(x, cos, sin, cache, plan, rec)
         if last_only:

@@ -25,11 +25,13 @@ def new_cache(model: Transformer, batch: int = 1) -> KVCache:
 
 @torch.inference_mode()
 def run(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: Recorder | None = None, *,
-        all_positions: bool = False, n_layers: int | None = None) -> torch.Tensor:
+        all_positions: bool = False, n_layers: int | None = None,
+        start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
     """The one forward: row b of the cache feeds rows[b] (one or more new token ids: a prompt, a decode
     token, or a token and k drafts) after the positions it holds; then the cache advances by each row's
     count. Returns fp32 logits (B, V) of each row's last token, or (B, T, V) of every position with
-    `all_positions` (rows of one length only). `n_layers` runs only the first blocks (early exit)."""
+    `all_positions` (rows of one length only). `n_layers` runs only the first blocks (early exit); `start`
+    = (L, residual (B, T, D)) begins at block L (see `Transformer.forward`)."""
     if len(rows) != cache.batch or not all(rows):
         raise ValueError(f"a forward needs one non-empty list of ids per cache row ({cache.batch})")
     device = model.inv_freq.device
@@ -43,10 +45,10 @@ def run(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: 
         ids = torch.zeros((B, T), dtype=torch.long, device=device)  # padded slots feed token 0 (discarded)
         positions = torch.full((B, T), -1, dtype=torch.long, device=device)
         for b, r in enumerate(rows):
-            start = cache.lengths[b]
+            first = cache.lengths[b]
             ids[b, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-            positions[b, :len(r)] = torch.arange(start, start + len(r))
-    logits = model(ids, cache, rec, positions=positions, last_only=not all_positions, n_layers=n_layers)
+            positions[b, :len(r)] = torch.arange(first, first + len(r))
+    logits = model(ids, cache, rec, positions=positions, last_only=not all_positions, n_layers=n_layers, start=start)
     cache.advance([len(r) for r in rows])
     return logits.float() if all_positions else logits[:, -1].float()  # (B, T, V) or (B, V)
 

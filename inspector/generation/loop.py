@@ -39,14 +39,15 @@ NO_LEVERS = Levers()
 
 
 def forward(model: Transformer, cache: KVCache, feeds: Seq[Seq[int]], levers: Levers = NO_LEVERS,
-            rec: Recorder | None = None, *, all_positions: bool = False, n_layers: int | None = None
-            ) -> torch.Tensor:
-    """One forward with the levers' interventions, then their cache policy (see the module docstring)."""
+            rec: Recorder | None = None, *, all_positions: bool = False, n_layers: int | None = None,
+            start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
+    """One forward with the levers' interventions, then their cache policy (see the module docstring);
+    `start` = (L, residual) begins at block L (`inspector.engine.steps.run`)."""
     policy = levers.cache_policy
     if getattr(policy, "observes", False):
         rec = Observer(policy, list(cache.lengths), [len(f) for f in feeds], model.config.num_key_value_heads, rec)
     hooks = Hooks(levers.interventions, rec) if levers.interventions else rec
-    logits = steps.run(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers)
+    logits = steps.run(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers, start=start)
     if levers.evicts:
         apply_policy(levers, cache, n_layers or model.config.num_hidden_layers, model)
     return logits

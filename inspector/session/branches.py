@@ -5,11 +5,17 @@ step k (`Session.branch`) starts a new branch whose parent is the branch in use;
 tokens before step k. Each branch keeps the tokens and text that followed its branch point, updated by
 `sync` as the session steps on. Switching branches is the session's job (`Session.follow(branch ids)`
 replays the branch's tokens over the shared prefix); the tree only says which tokens each branch holds.
+
+Each branch also keeps the levers its whole run uses (`levers`, opaque here: `inspector.generation.levers.
+Levers`, or None for the session's own). A token fork inherits its parent's; `fork_levers` starts a branch
+that is the run again under other levers (an intervention), labelled with what it changed ("head 5.3 off").
+Switching to a branch whose levers differ runs its prompt again under them (`inspector.session.intervene`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from inspector.errors import InputError
 
@@ -25,13 +31,15 @@ class Branch:
     forced_piece: str
     generated_ids: list[int] = field(default_factory=list)  # the whole run's sampled tokens on this branch
     text: str = ""
+    label: str = ""  # what an intervention branch changed ("" for the root and token forks)
+    levers: Any = None  # the levers of this branch's whole run (None: the session's levers at the start)
 
 
 class BranchTree:
     """The branches of one run, and which one the session shows (`current`)."""
 
-    def __init__(self, generated_ids: list[int], text: str) -> None:
-        self.branches: list[Branch] = [Branch(0, None, None, None, "", list(generated_ids), text)]
+    def __init__(self, generated_ids: list[int], text: str, levers: Any = None) -> None:
+        self.branches: list[Branch] = [Branch(0, None, None, None, "", list(generated_ids), text, levers=levers)]
         self.current = 0
 
     def __len__(self) -> int:
@@ -50,9 +58,17 @@ class BranchTree:
     def fork(self, at_step: int, token_id: int, piece: str, generated_ids: list[int], text: str) -> Branch:
         """A new branch off the one in use, at `at_step` with `token_id` forced (the session has already
         branched: `generated_ids` and `text` are its state now). The new branch is in use afterwards."""
+        return self._add(Branch(len(self.branches), self.current, at_step, token_id, piece, list(generated_ids), text,
+                                levers=self.branches[self.current].levers))
+
+    def fork_levers(self, label: str, levers: Any, generated_ids: list[int], text: str) -> Branch:
+        """A new branch off the one in use: the run again from its prompt under `levers` (the session has
+        already run it: `generated_ids` and `text` are its state now). In use afterwards."""
+        return self._add(Branch(len(self.branches), self.current, 0, None, "", list(generated_ids), text, label, levers))
+
+    def _add(self, b: Branch) -> Branch:
         if len(self.branches) >= MAX_BRANCHES:
             raise InputError(f"this run has {MAX_BRANCHES} branches, the most kept: press Prefill to start over")
-        b = Branch(len(self.branches), self.current, at_step, token_id, piece, list(generated_ids), text)
         self.branches.append(b)
         self.current = b.id
         return b

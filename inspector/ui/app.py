@@ -22,6 +22,7 @@ import gradio as gr
 
 from inspector.ui import api, trace_io
 from inspector.ui.handlers import VIEW_KEYS, Handlers
+from inspector.ui.interventions_tab import build_interventions_tab
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
 from inspector.ui.beams_tab import build_beams_tab
@@ -53,7 +54,7 @@ EXAMPLES = [
 ]
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
 # Lab tabs after the views, in order: each module `inspector/ui/<name>_tab.py` has `build_<name>_tab(ctx)`
-LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab)
+LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab, build_interventions_tab)
 
 
 def launch_kwargs() -> dict[str, Any]:

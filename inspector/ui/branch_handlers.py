@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.errors import InputError
+from inspector.generation.levers import Levers
 from inspector.session.branches import BranchTree
+from inspector.session.intervene import replay
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.sessions import Entry
@@ -40,7 +42,7 @@ def tree_html(entry: Entry | None) -> str:
     if tree is None or s is None or not s.records:
         return branch_tree_html([], 0)
     tree.sync(s.generated_ids, s.text)
-    rows = [BranchRow(b.id, tree.depth(b.id), b.at_step, b.forced_piece, len(b.generated_ids), b.text)
+    rows = [BranchRow(b.id, tree.depth(b.id), b.at_step, b.forced_piece, len(b.generated_ids), b.text, b.label)
             for b in tree.branches]
     return branch_tree_html(rows, tree.current)
 
@@ -67,7 +69,7 @@ def _fork(h: Any, entry: Entry, step: int, token: int) -> None:
     if not 0 <= step < len(s.records):
         raise InputError(f"no step {step} in this run (0 to {len(s.records) - 1})")
     if entry.branches is None:
-        entry.branches = BranchTree(s.generated_ids, s.text)
+        entry.branches = BranchTree(s.generated_ids, s.text, levers=s.levers)
     entry.branches.sync(s.generated_ids, s.text)
     if s.generated_ids[step] == token:
         raise InputError(f"step {step} already took token {token}: pick another candidate")
@@ -98,5 +100,5 @@ def _follow(entry: Entry, target: int) -> None:
     tree.sync(s.generated_ids, s.text)
     entry.preview = None
     entry.uncached_ms = None
-    s.follow(chosen.generated_ids)
+    replay(s, chosen.levers or Levers(), chosen.generated_ids)  # an intervention branch brings its levers
     tree.current = target

@@ -22,6 +22,7 @@ class BranchRow:
     forced_piece: str
     n_generated: int
     text: str
+    label: str = ""  # what an intervention branch changed ("head 5.3 off")
 
 
 def branch_tree_html(rows: list[BranchRow], current: int) -> str:
@@ -32,6 +33,7 @@ def branch_tree_html(rows: list[BranchRow], current: int) -> str:
     lines = []
     for r in rows:
         what = "as sampled" if r.at_step is None else f"step {r.at_step} ← {esc(show_piece(r.forced_piece, 14))}"
+        what = esc(r.label) if r.label else what
         tail = r.text[-60:]
         cls = "ii-branch-node ii-selected" if r.id == current else "ii-branch-node"
         lines.append(f'<div class="{cls}" data-branch="{r.id}" role="button" tabindex="0" '

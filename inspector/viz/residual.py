@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from inspector.analysis.records import commitment_layer
 from inspector.session.records import ForwardRecord
 from plotly.colors import sequential
 
@@ -92,7 +93,12 @@ def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) 
         rows.append(f"<tr><th>{layer}{tag}</th>{''.join(cells)}</tr>")
     pos = record.start_pos + record.n_new - 1
     head = "".join(f"<th>top {i + 1}</th>" for i in range(max((len(t) for t in record.logit_lens), default=0)))
+    decided = ""
+    if all(record.logit_lens):
+        top1 = [tops[0].id for tops in record.logit_lens]
+        decided = (f' <span id="commitment-layer" data-layer="{commitment_layer(top1)}">Decided at layer '
+                   f'{commitment_layer(top1)}: from there on the top-1 stays the final token.</span>')
     return (f'<div class="ii-caption">Logit lens at position {pos} (the newest): each layer\'s residual '
-            f'→ final RMSNorm → LM head.</div>'
+            f'→ final RMSNorm → LM head.{decided}</div>'
             f'<table id="logit-lens" class="ii-table ii-lens" data-step="{record.step}"><thead><tr><th>layer</th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')

@@ -1,0 +1,92 @@
+"""What the analyses return to the UI, the CLI and the viz: plain Python data, no torch.
+
+`PatchSweep`: the normalized logit difference recovered, (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt),
+per layer and position, LD = logit(answer) - logit(wrong) at the last position.
+`Attribution`: the parts of one token's logit (embedding, every head, every MLP, and what interventions
+added) through the final norm with its scale frozen; they sum to `logit` up to fp32 rounding.
+`Comparison`: two branches of one prompt step by step.
+`commitment_layer(top1)`: the first layer from which the logit lens's top-1 stays the final top-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PatchSweep:
+    point: str  # resid_pre | attn_out | mlp_out
+    layers: list[int]
+    positions: list[int]
+    pieces: list[str]  # the clean prompt's pieces, by position
+    corrupt_pieces: list[str]
+    matrix: list[list[float]]  # [layer][position]: normalized logit difference recovered
+    clean_logit_diff: float
+    corrupt_logit_diff: float
+    answer_id: int
+    wrong_id: int
+    seconds: float
+    batched: bool = True
+
+    def to_json(self) -> dict:
+        return {"point": self.point, "layers": self.layers, "positions": self.positions, "matrix": self.matrix,
+                "clean_logit_diff": self.clean_logit_diff, "corrupt_logit_diff": self.corrupt_logit_diff,
+                "seconds": self.seconds, "answer_id": self.answer_id, "wrong_id": self.wrong_id,
+                "pieces": self.pieces, "corrupt_pieces": self.corrupt_pieces}
+
+
+@dataclass
+class LayerParts:
+    heads: list[float]  # each head's output through o_proj, onto the token's frozen-norm unembedding
+    mlp: float
+    attn_rest: float = 0.0  # attention output not made by the heads' z: an o_proj bias, an edit of attn_out
+
+
+@dataclass
+class Attribution:
+    token_id: int
+    piece: str
+    logit: float  # what the model computed
+    embed: float
+    layers: list[LayerParts]
+    other: float = 0.0  # what interventions added to the residual stream itself (steering)
+    labels: list[str] = field(default_factory=list)  # the interventions the run had
+
+    @property
+    def total(self) -> float:
+        return self.embed + self.other + sum(sum(lp.heads) + lp.mlp + lp.attn_rest for lp in self.layers)
+
+    def ranked(self) -> list[tuple[str, float]]:
+        """Every part as (name, value), largest magnitude first: "embed", "head L.H", "mlp L", ..."""
+        parts = [("embed", self.embed)]
+        for i, lp in enumerate(self.layers):
+            parts += [(f"head {i}.{h}", v) for h, v in enumerate(lp.heads)] + [(f"mlp {i}", lp.mlp)]
+            if abs(lp.attn_rest) > 1e-6:
+                parts.append((f"attn {i} other", lp.attn_rest))
+        if abs(self.other) > 1e-6:
+            parts.append(("residual edits", self.other))
+        return sorted(parts, key=lambda kv: -abs(kv[1]))
+
+    def to_json(self) -> dict:
+        return {"token_id": self.token_id, "piece": self.piece, "logit": self.logit, "embed": self.embed,
+                "layers": [{"heads": lp.heads, "mlp": lp.mlp, "attn_rest": lp.attn_rest} for lp in self.layers],
+                "other": self.other, "sum": self.total, "interventions": self.labels}
+
+
+@dataclass
+class Comparison:
+    labels: tuple[str, str]
+    pieces: tuple[list[str], list[str]]  # generated pieces of each branch
+    first_diverging: int | None  # the first step whose tokens differ (None: the same as far as both go)
+    tops: tuple[list[list[tuple[str, float]]], list[list[tuple[str, float]]]]  # per step: (piece, prob) top-k
+    resid_diff: list[list[float]]  # [step][layer]: L2 norm of the difference of the last position's resid_post
+
+
+def commitment_layer(top1: list[int]) -> int:
+    """The first layer L with top1[L:] all equal to top1[-1] (the final prediction)."""
+    if not top1:
+        raise ValueError("no layers")
+    L = len(top1) - 1
+    while L > 0 and top1[L - 1] == top1[-1]:
+        L -= 1
+    return L

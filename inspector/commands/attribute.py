@@ -1,0 +1,49 @@
+"""`inspector attribute --prompt TEXT [--chat] [--token TOKEN]`: direct logit attribution of the next token.
+
+The next token's logit (the top-1, or TOKEN: a text that is exactly one token or #ID) split into the
+embedding, every attention head and every MLP, through the final RMSNorm with its scale frozen at this
+position, so the parts sum to the logit (`inspector.analysis.attribution`). `--json` prints {"token_id",
+"piece", "logit", "embed", "layers": [{"heads": [...], "mlp": x, "attn_rest": x}, ...], "other", "sum",
+"interventions"} (attn_rest and other are what interventions add; 0 up to rounding without any);
+without it, the largest parts are listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from inspector.commands.flags import chat_flags, json_flags, model_flags, prompt_flags
+
+SHOWN = 15
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("attribute", help="which heads and MLPs wrote the next token's logit",
+                              description=__doc__.split("\n\n")[0],
+                              parents=[prompt_flags(), chat_flags(), model_flags(), json_flags()])
+    p.add_argument("--token", default=None, metavar="TOKEN", help="the token to attribute (default: the top-1)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from inspector.errors import InputError
+
+    if not args.prompt.strip():
+        raise InputError("prompt is empty")
+    from inspector.analysis.attribution import attribute
+    from inspector.commands.intervene import token_id
+    from inspector.models.loader import load_model
+
+    loaded = load_model(args.model)
+    tok = loaded.tokenizer
+    ids = tok.prompt_ids(args.prompt, args.chat, args.system)
+    token = None if args.token is None else token_id(args.token, tok, "--token")
+    result = attribute(loaded.model, ids, token, piece=tok.piece)
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+        return 0
+    print(f"next token {result.piece!r} (id {result.token_id}): logit {result.logit:.4f}, parts sum {result.total:.4f}")
+    for name, value in result.ranked()[:SHOWN]:
+        print(f"  {name:<16} {value:+.4f}")
+    return 0
