@@ -1,5 +1,10 @@
 """A Llama-family decoder in plain PyTorch (Llama, SmolLM, Qwen2), instrumented with trace points.
 
+The other families (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3) are these classes specialised in
+`inspector.engine.arch` (its `build_block` picks a layer's classes from the config); the model itself adds
+only what sits outside the blocks: Gemma's embedding scale, a second RoPE base for sliding layers, each
+layer kind's mask (`attention.windowed`) and the final logit soft-cap.
+
 Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_attn.q_proj`, ...,
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
 no `lm_head` module and unembeds with `model.embed_tokens.weight`.
@@ -37,8 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32
-from inspector.engine.config import ModelConfig
+from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32, windowed
+from inspector.engine.config import FULL, SLIDING, ModelConfig
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
 from inspector.engine.trace import Recorder, edits, wants
@@ -91,10 +96,14 @@ class RMSNorm(NoHooks, nn.Module):
         return self.weight * (normed if x.dtype == torch.float32 else normed.to(x.dtype))
 
 
-def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
-    """Inverse frequencies (head_dim/2,), with Llama 3 scaling when `rope_scaling` asks for it."""
+def rope_inv_freq(config: ModelConfig, theta: float | None = None) -> torch.Tensor:
+    """Inverse frequencies (head_dim/2,), with Llama 3 scaling when `rope_scaling` asks for it; `theta`
+    (a sliding layer's own base) replaces rope_theta and its scaling."""
     d = config.head_dim
-    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    base = config.rope_theta if theta is None else theta
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if theta is not None:
+        return inv_freq
     s = config.rope_scaling
     if s is None:
         return inv_freq
@@ -155,6 +164,7 @@ class Attention(NoHooks, nn.Module):
         q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
         q2, k2 = record(rec, p + "hook_q", q), record(rec, p + "hook_k", k)
         v = record(rec, p + "hook_v", v)
+        q2, k2 = self.normalize_qk(q2, k2, rec)
         unrotated = qkv[:, :H + KV] if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
         qk = apply_rope(unrotated, cos, sin)  # (B, H + KV, T, d): q and k rotated together
         q, k = record(rec, p + "hook_rot_q", qk[:, :H]), record(rec, p + "hook_rot_k", qk[:, H:])
@@ -166,6 +176,10 @@ class Attention(NoHooks, nn.Module):
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         z = record(rec, p + "hook_z", z)
         return self.o_proj(z)
+
+    def normalize_qk(self, q: torch.Tensor, k: torch.Tensor, rec: Recorder | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys before RoPE: unchanged here; families with q/k norms override it."""
+        return q, k
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
         """q, k, v projections side by side (B, T, (H + 2KV) * d): one product when their weights are stacked."""
@@ -227,7 +241,9 @@ class Attention(NoHooks, nn.Module):
 
 
 class MLP(NoHooks, nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """SwiGLU: down(silu(gate(x)) * up(x)); a family may set another `activation` (Gemma's GELU-tanh)."""
+
+    activation = staticmethod(F.silu)
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
@@ -243,11 +259,13 @@ class MLP(NoHooks, nn.Module):
         else:
             gate, up = project(x, weight).chunk(2, dim=-1)  # (B, T, I) each, views of one product
         gate = record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
-        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", F.silu(gate) * up)
+        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", self.activation(gate) * up)
         return self.down_proj(act)
 
 
 class Block(NoHooks, nn.Module):
+    kind = FULL  # how its attention masks keys (config.layer_type); set per layer by arch.build_block
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
@@ -272,10 +290,12 @@ class Backbone(nn.Module):
     """HF's `model.*`: embeddings, the blocks, the final norm."""
 
     def __init__(self, config: ModelConfig) -> None:
+        from inspector.engine.arch import build_block, norm_class  # the families subclass this module's classes
+
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.layers = nn.ModuleList(build_block(config, i) for i in range(config.num_hidden_layers))
+        self.norm = norm_class(config)(config.hidden_size, config.rms_norm_eps)
 
 
 class Transformer(nn.Module):
@@ -286,6 +306,11 @@ class Transformer(nn.Module):
         if not config.tie_word_embeddings:
             self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)
+        if config.rope_local_theta is not None:  # sliding layers rotate with their own base
+            self.register_buffer("inv_freq_local", rope_inv_freq(config, config.rope_local_theta), persistent=False)
+        # Gemma multiplies embeddings by sqrt(D), rounded to the weights' dtype as transformers does
+        self.embed_scale = math.sqrt(config.hidden_size) if config.gemma else None
+        self.final_softcap = config.final_logit_softcapping
 
     @property
     def unembed_weight(self) -> torch.Tensor:
@@ -293,8 +318,33 @@ class Transformer(nn.Module):
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
     def unembed(self, resid: torch.Tensor) -> torch.Tensor:
-        """Final norm then LM head: residual (..., D) -> logits (..., V). Also the logit lens."""
-        return project(self.model.norm(resid), self.unembed_weight)
+        """Final norm then LM head (and the soft-cap): residual (..., D) -> logits (..., V). Also the logit lens."""
+        return self.softcap(project(self.model.norm(resid), self.unembed_weight))
+
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        """cap * tanh(logits / cap) for a family with a final soft-cap (Gemma 2), else the logits."""
+        cap = self.final_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings (B, T, D), times the family's scale."""
+        x = self.model.embed_tokens(input_ids)
+        if self.embed_scale is None:
+            return x
+        return x * torch.tensor(self.embed_scale).to(x.dtype)  # fp32 first, then the weights dtype
+
+    def layer_inputs(self, plan: ForwardPlan, dtype: torch.dtype) -> dict[str, tuple]:
+        """Per layer kind, (cos, sin, plan) of this forward: sliding layers get their RoPE base and window."""
+        out = {}
+        for kind in {block.kind for block in self.model.layers}:
+            inv_freq = self.inv_freq_local if kind == SLIDING and hasattr(self, "inv_freq_local") else self.inv_freq
+            cos, sin = rope_cos_sin(inv_freq, plan.positions, dtype)  # (T, d), or (B, T, d) per row
+            sin = signed_sin(sin)  # see apply_rope
+            if cos.dim() == 3:
+                cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
+            window = self.config.sliding_window if kind == SLIDING else None
+            out[kind] = (cos, sin, plan if window is None else windowed(plan, window))
+        return out
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
                 positions: torch.Tensor | None = None, last_only: bool = False,
@@ -304,14 +354,12 @@ class Transformer(nn.Module):
         B, T = input_ids.shape
         starts = cache.lengths if cache is not None else [0] * B
         plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
-        x = record(rec, "hook_embed", self.model.embed_tokens(input_ids))  # (B, T, D)
-        cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
-        sin = signed_sin(sin)  # see apply_rope
-        if cos.dim() == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
+        x = record(rec, "hook_embed", self.embed(input_ids))  # (B, T, D)
+        kinds = self.layer_inputs(plan, x.dtype)
         blocks = self.model.layers if n_layers is None else self.model.layers[:n_layers]
         for block in blocks:
-            x = block(x, cos, sin, cache, plan, rec)
+            cos, sin, block_plan = kinds[block.kind]
+            x = block(x, cos, sin, cache, block_plan, rec)
         if last_only:
             if plan.counts is None:
                 x = x[:, -1:]  # (B, 1, D): prefill needs only the next token's logits
@@ -319,4 +367,7 @@ class Transformer(nn.Module):
                 last = torch.tensor(plan.counts, device=x.device) - 1  # each row's last real slot
                 x = x[torch.arange(B, device=x.device), last][:, None]  # (B, 1, D)
         x = record(rec, "ln_final.hook_normalized", self.model.norm(x))
-        return record(rec, "unembed.hook_logits", project(x, self.unembed_weight))  # (B, T or 1, V)
+        logits = project(x, self.unembed_weight)  # (B, T or 1, V)
+        if self.final_softcap is not None:
+            logits = self.softcap(record(rec, "unembed.hook_logits_raw", logits))
+        return record(rec, "unembed.hook_logits", logits)  # (B, T or 1, V)
