@@ -133,7 +133,8 @@ class ModelConfig:
             out["use_sliding_window"] = False
         if self.gemma:
             out["hidden_activation"] = out.pop("hidden_act")
-            out["query_pre_attn_scalar"] = self.query_pre_attn_scalar
+            q = self.query_pre_attn_scalar  # transformers' Gemma configs type it int when whole
+            out["query_pre_attn_scalar"] = int(q) if q is not None and float(q).is_integer() else q
             out["attn_logit_softcapping"] = self.attn_logit_softcapping
             out["final_logit_softcapping"] = self.final_logit_softcapping
         if self.rope_local_theta is not None:
