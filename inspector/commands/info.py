@@ -87,7 +87,7 @@ def human(loaded: Any, inv: Inventory) -> str:
 def run(args: argparse.Namespace) -> int:
     from inspector.models.loader import load_model
 
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, device=args.device)
     inv = build_inventory(loaded)
     print(json.dumps(info_dict(loaded, inv), indent=2) if args.json else human(loaded, inv))
     return 0

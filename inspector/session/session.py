@@ -314,7 +314,7 @@ class Session:
             queries, lens_inputs = None, None
         record = ForwardRecord(
             kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached,
-            **norms, logit_lens=[], logits=logits.numpy().astype(np.float16), kv=self.trace.kv_stats(),
+            **norms, logit_lens=[], logits=logits.cpu().numpy().astype(np.float16), kv=self.trace.kv_stats(),
             forward_ms=forward_ms,
         )
         forward = Forward(record, logits, queries, lens_inputs)

@@ -183,4 +183,4 @@ class TraceStore:
     def _keys(self, layer: int, end: int) -> torch.Tensor:
         """Cached keys of positions 0..end-1 of one layer, (KV, end, d)."""
         keys, _ = self.cache.read(layer, end=end)
-        return keys
+        return keys.cpu()  # the views compute on the CPU (a no-op for a CPU cache)
