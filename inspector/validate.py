@@ -8,7 +8,10 @@ rounding of it); "2.0" and 2.0 are accepted as the whole number 2. NaN, infiniti
 double range ("1e309") are refused. Values outside the range are refused, never clamped.
 
 `Bound` describes a field once (name, whole or real, range); `Bound.parse(value)` parses one value and
-`Bound.argparse` gives the same check as an argparse `type=` (one-line usage error, exit 2).
+`Bound.argparse` gives the same check as an argparse `type=` (one-line usage error, exit 2). The refusal is a
+`NumberError`: an InputError, and a ValueError too, for callers written against plain Python parsing.
+The sampling settings' engine ranges are here (TEMPERATURE ... SEED, `SAMPLING`): `SamplingParams.validate`
+checks them, and a front end narrows them to what its controls show (`Bound.within`).
 This module imports no layer of the package, so every layer may use it.
 """
 
@@ -16,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from inspector.errors import InputError
+
+class NumberError(InputError, ValueError):
+    """A refused number: the one-line message names the field, the allowed values and what was given."""
+
 
 SHOWN_CHARS = 40  # a bad value is quoted in the message up to this many characters
 
@@ -60,19 +67,27 @@ class Bound:
     lo_open: bool = False  # True: lo itself is not allowed
     hi_open: bool = False
     note: str = ""  # appended to the range in messages, e.g. "(0 = off)"
+    least_nonzero: float | int | None = None  # 0 is allowed, then nothing below this (lo must be 0)
 
     @property
     def allowed(self) -> str:
-        text = describe(self.whole, self.lo, self.hi, self.lo_open, self.hi_open)
+        if self.least_nonzero is None:
+            text = describe(self.whole, self.lo, self.hi, self.lo_open, self.hi_open)
+        else:
+            text = f"0 or {describe(self.whole, self.least_nonzero, self.hi, False, self.hi_open)}"
         return f"{text} {self.note}" if self.note else text
 
-    def refuse(self, v: Any) -> InputError:
-        return InputError(f"{self.name} must be {self.allowed}, got {shown(v)}")
+    def within(self, lo: float | int | None = None, hi: float | int | None = None) -> "Bound":
+        """The same field with a narrower range (a control that shows less than the engine takes)."""
+        return replace(self, lo=self.lo if lo is None else lo, hi=self.hi if hi is None else hi)
+
+    def refuse(self, v: Any) -> NumberError:
+        return NumberError(f"{self.name} must be {self.allowed}, got {shown(v)}")
 
     def parse(self, v: Any) -> int | float:
         """`v` as a number in range (an int when whole); InputError naming field, range and value otherwise."""
         if v is None or (isinstance(v, str) and not v.strip()):
-            raise InputError(f"{self.name} is empty: enter {self.allowed}")
+            raise NumberError(f"{self.name} is empty: enter {self.allowed}")
         x = _to_number(v, self.whole)
         if x is None:
             raise self.refuse(v)
@@ -80,13 +95,15 @@ class Bound:
             raise self.refuse(v)
         if self.hi is not None and (x > self.hi or (self.hi_open and x == self.hi)):
             raise self.refuse(v)
+        if self.least_nonzero is not None and 0 < x < self.least_nonzero:
+            raise self.refuse(v)
         return x
 
     def argparse(self, text: str) -> int | float:
         """An argparse `type=`: the same check, reported as a usage error."""
         try:
             return self.parse(text)
-        except InputError as exc:
+        except NumberError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -127,3 +144,16 @@ def real(v: Any, name: str, lo: float | None = None, hi: float | None = None, *,
          hi_open: bool = False, note: str = "") -> float:
     """`v` as a finite number in the range (bounds optional, each closed unless open); InputError otherwise."""
     return float(Bound(name, False, lo, hi, lo_open, hi_open, note).parse(v))
+
+
+# The sampling settings as the engine takes them (inspector.engine.config.SamplingParams).
+# The smallest temperature above 0 (greedy). Sampling divides fp32 logits by T: below about 1e-36 a logit
+# of 10 overflows to inf (and the softmax gives NaN); 1e-6 leaves any real logit far inside fp32's range,
+# and a temperature that small already picks the argmax unless logits tie.
+MIN_TEMPERATURE = 1e-6
+TEMPERATURE = Bound("temperature", False, 0.0, note="(0 = greedy)", least_nonzero=MIN_TEMPERATURE)
+TOP_K = Bound("top-k", True, 0, note="(0 = off)")
+TOP_P = Bound("top-p", False, 0.0, 1.0, lo_open=True, note="(1 = off)")
+MIN_P = Bound("min-p", False, 0.0, 1.0, hi_open=True, note="(0 = off)")
+SEED = Bound("seed", True, 0)
+SAMPLING = (TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED)  # in SamplingParams' field order

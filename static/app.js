@@ -23,6 +23,21 @@
     }
   });
 
+  // A slider's number box, when left, sends its value in `release` and then Gradio clamps the box into the
+  // slider's range (an emptied box becomes the minimum), so a button pressed next would run with a value
+  // nobody typed. Put back what was typed, within the same blur (before the button's click): the server
+  // refuses it by name (inspector/ui/fields.py), and the box keeps showing what it refused.
+  document.addEventListener("blur", (ev) => {
+    const box = ev.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== "number" || box.dataset.testid !== "number-input") return;
+    const typed = box.value;
+    // added now, this listener runs after Gradio's own blur listener on the box (the one that clamps)
+    box.addEventListener("blur", () => {
+      box.value = typed;
+      box.dispatchEvent(new Event("input", { bubbles: true }));
+    }, { once: true });
+  }, true);
+
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
   // (data-z: float32 values, base64, rows x cols; data-rows / data-cols: names).
   const heatData = (heat) => {

@@ -49,7 +49,7 @@ def test_streams_text(capsys, tiny_llama_dir):  # noqa: F811
 
 @pytest.mark.parametrize("args, message", [
     (["--prompt", ""], "prompt is empty"),
-    (["--prompt", "x", "--temperature", "1e-9"], "temperature must be 0 (greedy) or at least 1e-06"),
+    (["--prompt", "x", "--temperature", "1e-9"], "temperature must be 0 or a number >= 1e-06"),
 ])
 def test_bad_input_exits_with_one_line(capsys, args, message):
     assert main(["run", *args]) == 1
@@ -114,7 +114,7 @@ def test_speculative_streams_text(capsys, tiny_llama_dir):  # noqa: F811
 @pytest.mark.parametrize("args, message", [
     (["--speculative", "ngram", "--draft-len", "400"], "draft length 400 is past the context"),
     (["--speculative", "lookahead"], "unknown drafter 'lookahead'"),
-    (["--speculative", "early-exit:9"], "early-exit layer must be between 1 and 1"),
+    (["--speculative", "early-exit:9"], "early-exit layer must be a whole number from 1 to 1 (the model has 2 layers)"),
     (["--draft-len", "3"], "--draft-len needs --speculative"),
     (["--speculative", "ngram", "--no-cache"], "drop --no-cache"),
 ])

@@ -78,7 +78,9 @@ def test_step_and_histogram_errors_are_one_line(tiny_loaded):  # noqa: F811
     sid = ctx.store.new_id()
     assert "press Run first" in status(tab.select_step(ctx, sid, 0))
     tab.run_quant(ctx, sid, "bf16", "fp32", PROMPT, False, "", 3)
-    assert "0..2" in status(tab.select_step(ctx, sid, 7))
+    assert "step must be a whole number from 0 to 2, got 7" in status(tab.select_step(ctx, sid, 7))
+    for bad in (None, "abc", float("nan"), float("inf"), -1, 1.5):  # the slider's box can send each
+        assert "step " in status(tab.select_step(ctx, sid, bad))
     assert "unknown matrix" in status(tab.histogram(ctx, sid, "int8", "lm_head.bias"))
 
 

@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl
 import gradio as gr
 import pytest
 
+from inspector.errors import InputError
 from inspector.ui.handlers import VIEW_KEYS
 from inspector.ui.run_links import RunLink, link_query, parse_link
 from tests.test_ui_handlers import make, status
@@ -24,14 +25,16 @@ def test_round_trip_and_defaults():
 
 
 @pytest.mark.parametrize("query, message", [
-    ({"temperature": "hot"}, "link parameter temperature must be a number"),
+    ({"temperature": "hot"}, "link parameter temperature: temperature must be 0 or a number in"),
+    ({"temperature": "3"}, r"in \[1e-06, 2\]"),  # the page's slider range, not clamped
     ({"top_p": "0"}, "top-p"),
-    ({"seed": "1.5"}, "link parameter seed must be a whole number"),
-    ({"steps": "-1"}, "steps must be >= 0"),
+    ({"seed": "1.5"}, "link parameter seed: seed must be a whole number"),
+    ({"steps": "-1"}, "steps must be a whole number >= 0"),
+    ({"max_new": "nan"}, "link parameter max_new: max new tokens must be a whole number"),
     ({"chat": "maybe"}, "chat must be 1 or 0"),
 ])
 def test_bad_values_name_the_parameter(query, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         parse_link({"prompt": "hi", **query})
 
 
@@ -59,6 +62,6 @@ def test_page_load_runs_the_linked_run(tiny_loaded):
     assert len(skipped) == 1 + len(VIEW_KEYS) and all(x == gr.skip() for x in skipped)
     bad = h.link_fill(request({"prompt": "x", "top_k": "many"}))
     out = h.link_run(sid, bad[-1], 0, 0)
-    assert "link parameter top_k must be a number" in status(out[1:]) and len(out) == 1 + len(VIEW_KEYS)
+    assert "link parameter top_k: top-k must be a whole number" in status(out[1:]) and len(out) == 1 + len(VIEW_KEYS)
     out = h.link_run(sid, h.link_fill(request({"prompt": "x" * 100_000}))[-1], 0, 0)
     assert "ii-error" in status(out[1:])  # the prompt caps hold for links too

@@ -251,7 +251,7 @@ def test_serve_sim_arrivals_parallel_samples_and_roofline(tiny_loaded, tmp_path)
 @pytest.mark.parametrize("argv, message", [  # a step, --arrival-every, --temperature out of range: usage errors
     (["--arrivals", "0,1"], "one step per prompt \\(3\\), got 2"),
     (["--n", "4", "--max-batch", "2"], "--max-batch must be at least 4"),
-    (["--temperature", "1e-7"], "temperature must be 0 \\(greedy\\) or at least 1e-06"),
+    (["--temperature", "1e-7"], "temperature must be 0 or a number >= 1e-06"),
 ])
 def test_serve_sim_bad_arrivals_and_sampling(tmp_path, argv, message):
     from inspector.errors import InputError

@@ -213,9 +213,9 @@ def test_plain_decode_matches_the_session(tiny_loaded):  # noqa: F811
     ("ngram", 0, "draft length must be >= 1"),
     ("ngram", 300, "draft length 300 is past the context"),
     ("medusa", 3, "unknown drafter 'medusa'"),
-    ("early-exit:0", 3, "early-exit layer must be between 1 and 1"),
-    ("early-exit:2", 3, "early-exit layer must be between 1 and 1"),
-    ("early-exit:x", 3, "early-exit needs a layer count"),
+    ("early-exit:0", 3, "early-exit layer must be a whole number from 1 to 1 .the model has 2 layers."),
+    ("early-exit:2", 3, "early-exit layer must be a whole number from 1 to 1 .the model has 2 layers."),
+    ("early-exit:x", 3, "early-exit layer must be a whole number from 1 to 1 .the model has 2 layers., got .x."),
 ])
 def test_bad_input_is_one_line(tiny_loaded, spec, k, message):  # noqa: F811
     with pytest.raises(InputError, match=message) as err:

@@ -75,11 +75,13 @@ def test_pause_stops_play_after_the_current_round(tiny_loaded):  # noqa: F811
 
 
 @pytest.mark.parametrize("args, message", [
-    (("ngram", 1, 0), "draft length must be >= 1"),
-    (("ngram", 1, 400), "draft length 400 is past the context"),
+    (("ngram", 1, 0), "draft length k must be a whole number from 1 to 16, got 0"),
+    (("ngram", 1, 400), "draft length k must be a whole number from 1 to 16, got 400"),  # refused, not clamped
+    (("ngram", 1, None), "draft length k is empty"),
     (("medusa", 1, 3), "unknown drafter 'medusa'"),
-    (("early-exit", 5, 3), "early-exit layer must be between 1 and 1"),
-    (("ngram", 1, "x"), "draft length must be a whole number"),
+    (("early-exit", 5, 3), "early-exit layer L must be a whole number from 1 to 1, got 5"),
+    (("early-exit", float("nan"), 3), "early-exit layer L must be a whole number from 1 to 1, got nan"),
+    (("ngram", 1, "x"), "draft length k must be a whole number from 1 to 16, got 'x'"),
 ])
 def test_bad_controls_are_one_line(tiny_loaded, args, message):  # noqa: F811
     ctx = make_ctx(tiny_loaded)

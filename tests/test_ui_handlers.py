@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, parse_params
+from inspector.errors import InputError
+from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, sampling_params
 from inspector.ui.app_model import AppLimits
 from inspector.ui.sessions import SessionCapError, SessionStore, new_ui_session
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -27,13 +28,13 @@ def status(out) -> str:
     return out[VIEW_KEYS.index("status")]
 
 
-def test_parse_params_messages():
-    assert parse_params(0.7, 5, 0.9, 0.05, 3).top_k == 5
+def test_sampling_params_messages():
+    assert sampling_params(0.7, 5, 0.9, 0.05, 3).top_k == 5
     for bad, msg in [((-1, 0, 1, 0, 0), "temperature"), ((0, 0, 0, 0, 0), "top-p"), ((0, 2.5, 1, 0, 0), "whole"),
                      ((0, 0, 1, 1.0, 0), "min-p"), ((0, 0, 1, 0, None), "seed is empty"), (("x", 0, 1, 0, 0), "number"),
-                     ((0, 0, 1, 0, -2), "seed must be >= 0")]:
-        with pytest.raises(ValueError, match=msg):
-            parse_params(*bad)
+                     ((0, 0, 1, 0, -2), "seed must be a whole number >= 0")]:
+        with pytest.raises(InputError, match=msg):
+            sampling_params(*bad)
 
 
 def test_prefill_step_and_errors_never_raise(tiny_loaded):

@@ -14,11 +14,11 @@ transformers' sliding-window mask). Sliding layers rotate with `rope_local_theta
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from inspector.errors import UnsupportedConfigError  # re-exported for callers of from_hf
+from inspector.validate import SAMPLING
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text")
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -278,10 +278,7 @@ class ModelConfig:
         )
 
 
-# The smallest temperature above 0 (greedy). Sampling divides fp32 logits by T: below about 1e-36 a logit
-# of 10 overflows to inf (and the softmax gives NaN); 1e-6 leaves any real logit far inside fp32's range,
-# and a temperature that small already picks the argmax unless logits tie.
-MIN_TEMPERATURE = 1e-6
+MIN_TEMPERATURE = SAMPLING[0].least_nonzero  # 0 (greedy) or at least this: see inspector.validate
 
 
 @dataclass(frozen=True)
@@ -295,17 +292,7 @@ class SamplingParams:
     seed: int = 0
 
     def validate(self) -> None:
-        """Raise ValueError with a user-readable message on out-of-range values."""
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if 0 < self.temperature < MIN_TEMPERATURE:
-            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
-                             f"got {self.temperature:g}")
-        if self.top_k < 0:
-            raise ValueError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not (0.0 <= self.min_p < 1.0):
-            raise ValueError(f"min-p must be in [0, 1), got {self.min_p}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        """Check every field against its range (`inspector.validate.SAMPLING`); NumberError (an InputError and a
+        ValueError) naming the field, its range and the value otherwise."""
+        for bound, value in zip(SAMPLING, (self.temperature, self.top_k, self.top_p, self.min_p, self.seed)):
+            bound.parse(value)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.errors import InputError
+from inspector.validate import whole
 
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
 KV = ("fp32", "int8")
@@ -49,9 +50,10 @@ def parse_scheme(text: Any) -> Scheme:
         return Scheme(name)
     if not group:
         return Scheme("int4", DEFAULT_GROUP)
-    if not group.isdigit() or int(group) <= 0 or int(group) % 2:
-        raise InputError(f"the int4 group size must be a positive even integer, got {group[:20]!r}")
-    return Scheme("int4", int(group))
+    size = whole(group, "the int4 group size", 2, note="(even)")
+    if size % 2:
+        raise InputError(f"the int4 group size must be an even whole number >= 2, got {group[:20]!r}")
+    return Scheme("int4", size)
 
 
 def parse_kv(text: Any) -> str:

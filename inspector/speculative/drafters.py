@@ -33,6 +33,7 @@ from inspector.engine.sampling import generator_for
 from inspector.engine.steps import new_cache
 from inspector.errors import InputError
 from inspector.generation.loop import forward
+from inspector.validate import whole
 from inspector.speculative.verify import draw, target_probs
 
 DRAFT_STREAM = 2**40  # offset of the drafter's generator positions: never the verifier's
@@ -96,14 +97,16 @@ class PromptLookupDrafter:
         pass
 
 
+def early_exit_layers(value: object, n: int) -> int:
+    """The early-exit drafter's layer count from what a user gave: 1 .. n - 1 (InputError otherwise)."""
+    return whole(value, "early-exit layer", 1, n - 1, note=f"(the model has {n} layers)")
+
+
 class EarlyExitDrafter:
     """The first `layers` blocks + final norm + LM head of `model`, with its own KV cache."""
 
-    def __init__(self, model: Transformer, layers: int) -> None:
-        n = model.config.num_hidden_layers
-        if not 1 <= layers < n:
-            raise InputError(f"early-exit layer must be between 1 and {n - 1} (the model has {n} layers), got {layers}")
-        self.model, self.layers = model, layers
+    def __init__(self, model: Transformer, layers: int | str) -> None:
+        self.model, self.layers = model, early_exit_layers(layers, model.config.num_hidden_layers)
         self.name = f"early-exit:{layers}"
         self.cache = new_cache(model)  # only the first `layers` layers' buffers are ever allocated
 
@@ -145,10 +148,5 @@ def make_drafter(spec: str, model: Transformer) -> Drafter:
     if spec == "ngram":
         return PromptLookupDrafter()
     if spec.startswith("early-exit:"):
-        raw = spec.split(":", 1)[1]
-        try:
-            layers = int(raw)
-        except ValueError:
-            raise InputError(f"early-exit needs a layer count, as early-exit:8; got {spec[:40]!r}") from None
-        return EarlyExitDrafter(model, layers)
+        return EarlyExitDrafter(model, spec.split(":", 1)[1])
     raise InputError(f"unknown drafter {spec[:40]!r}: use ngram or early-exit:L (L = layers to draft with)")

@@ -16,7 +16,8 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InspectorError
+from inspector.ui.fields import sampling_params
+from inspector.ui.refusals import raise_for_api, shows_refusals
 from inspector.viz.header import phase_text
 from inspector.viz.timing import timing_stats
 
@@ -36,30 +37,22 @@ def summary(entry: Any) -> dict:
 def register(h: Any, sid: gr.State, controls: list) -> None:
     """Hidden trigger buttons whose events carry api_name `prefill` and `step`.
 
-    The numbers come in through hidden API-only boxes without a range or precision, not through the page's
-    sliders: a slider would refuse an out-of-range or non-numeric value with Gradio's own message, which
-    names no argument, before `parse_params` could say which one is wrong."""
-    from inspector.ui.handlers import parse_params
-
+    The numbers come in through hidden API-only boxes without a range or precision (Gradio passes their
+    values on as sent), and are parsed by the page's fields (`sampling_params`): the error names the argument."""
     prompt, chat, system = controls
     # defaults as on the page: greedy, no filters, seed 0, 32 new tokens
     temperature, top_k, top_p, min_p, seed, max_new = (gr.Number(v, visible=False) for v in (0, 0, 1.0, 0, 0, 32))
     out = gr.JSON(visible=False)
 
+    @shows_refusals(raise_for_api)
     def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):
-        try:
-            params = parse_params(temperature, top_k, top_p, min_p, seed)
-            new_sid, entry = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
-        except (InspectorError, ValueError) as exc:
-            raise gr.Error(str(exc)) from None
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        new_sid, entry = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
         return new_sid, summary(entry)
 
+    @shows_refusals(raise_for_api)
     def api_step(sid_value, temperature, top_k, top_p, min_p, seed):
-        try:
-            entry = h.run_step(sid_value, parse_params(temperature, top_k, top_p, min_p, seed))
-        except (InspectorError, ValueError) as exc:
-            raise gr.Error(str(exc)) from None
-        return summary(entry)
+        return summary(h.run_step(sid_value, sampling_params(temperature, top_k, top_p, min_p, seed)))
 
     go_prefill = gr.Button(visible=False)
     go_step = gr.Button(visible=False)

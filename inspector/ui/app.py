@@ -14,7 +14,6 @@ Named API endpoints for scripts (gradio_client): `prefill` and `step`, each retu
 
 from __future__ import annotations
 
-import importlib
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,11 @@ from inspector.ui import api, trace_io
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
 from inspector.ui.app_model import app_limits, load_app_model
+from inspector.ui.fields import (MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, head_bound,
+                                 layer_bound, slider)
+from inspector.ui.quant_tab import build_quant_tab
+from inspector.ui.serving_tab import build_serving_tab
+from inspector.ui.speculative_tab import build_speculative_tab
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
@@ -45,12 +49,8 @@ EXAMPLES = [
     ["def fibonacci(n):", False],
 ]
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
-# Lab tabs after the views: each is `inspector/ui/<name>_tab.py` with `build_<name>_tab(ctx)` (TabContext)
-LAB_TABS: tuple[str, ...] = (
-    "speculative",
-    "serving",
-    "quant",
-)
+# Lab tabs after the views, in order: each module `inspector/ui/<name>_tab.py` has `build_<name>_tab(ctx)`
+LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab)
 
 
 def launch_kwargs() -> dict[str, Any]:
@@ -103,18 +103,17 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn", size="sm")
                 with gr.Row(elem_classes="ii-options"):
                     chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
-                    max_new = gr.Number(32, label="max new tokens", precision=0, elem_id="max-new-tokens",
-                                        min_width=110)
+                    max_new = FreeNumber(32, label=MAX_NEW.name, precision=0, elem_id="max-new-tokens",
+                                         min_width=110)
                     link_btn = gr.Button("Link to this run", elem_id="link-btn", size="sm", min_width=110)
         with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
             with gr.Row():
-                temperature = gr.Slider(0.0, 2.0, 0.0, step=0.05, label="temperature (0 = greedy)",
-                                        elem_id="temperature")
-                top_k = gr.Slider(0, 200, 0, step=1, label="top-k (0 = off)", elem_id="top-k")
-                top_p = gr.Slider(0.0, 1.0, 1.0, step=0.01, label="top-p", elem_id="top-p")
-                min_p = gr.Slider(0.0, 1.0, 0.0, step=0.01, label="min-p", elem_id="min-p")
+                temperature = slider(TEMPERATURE_UI, 0.0, 0.05, "temperature (0 = greedy)", "temperature")
+                top_k = slider(TOP_K_UI, 0, 1, "top-k (0 = off)", "top-k")
+                top_p = slider(TOP_P, 1.0, 0.01, "top-p", "top-p")
+                min_p = slider(MIN_P, 0.0, 0.01, "min-p", "min-p")
             with gr.Row():
-                seed = gr.Number(0, label="seed", precision=0, elem_id="seed", min_width=100)
+                seed = FreeNumber(0, label=SEED.name, precision=0, elem_id="seed", min_width=100)
                 system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
                                     elem_id="system-prompt", scale=4)
             gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
@@ -136,8 +135,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
                 branch_request = gr.Textbox(elem_id="branch-request", elem_classes="ii-offscreen", container=False)
                 branch_switch = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
-                position = gr.Number(-1, label="selected position (click a token; -1 = newest)", precision=0,
-                                     elem_id="position")
+                position = FreeNumber(-1, label="selected position (click a token; -1 = newest)", precision=0,
+                                      elem_id="position")
             with gr.Column(scale=5, min_width=320, elem_id="view-column"):
                 ViewSlot("pipeline", "pipeline")  # the stages of the newest step, along the top of the views
                 with gr.Tabs():
@@ -149,9 +148,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
                         gr.Markdown(va.CAPTION, elem_classes="ii-caption")
                         with gr.Row():
-                            layer = gr.Slider(0, cfg.num_hidden_layers - 1, 0, step=1, label="layer", elem_id="attn-layer")
-                            head = gr.Slider(0, cfg.num_attention_heads - 1, 0, step=1, label="query head",
-                                             elem_id="attn-head")
+                            layer = slider(layer_bound(cfg), 0, 1, "layer", "attn-layer")
+                            head = slider(head_bound(cfg), 0, 1, "query head", "attn-head")
                         ViewSlot("attn_info", "attn-info")
                         ViewSlot("attn_fig", "attn-pattern", plot=True)
                         ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
@@ -179,8 +177,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                         ViewSlot("timing_fig", "timing-chart", plot=True)
                     ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
                                      (temperature, top_k, top_p, min_p, seed), max_new)
-                    for name in LAB_TABS:
-                        getattr(importlib.import_module(f"inspector.ui.{name}_tab"), f"build_{name}_tab")(ctx)
+                    for build_tab in LAB_TABS:
+                        build_tab(ctx)
         ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
         # Every view event has ONE output, the bundle of the views it changed (inspector.ui.bundle: Gradio's
         # cost per update grows with the number of outputs, skipped ones too).

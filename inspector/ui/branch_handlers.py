@@ -1,6 +1,7 @@
 """Branching from the page: force another token at a step, keep every branch, switch between them.
 
-`BranchHandlers` is mixed into `inspector.ui.handlers.Handlers`. A click on a "what if" candidate (Sampling
+`branch(h, ...)` and `switch(h, ...)` are functions of the app's handlers `h` (`inspector.ui.handlers.Handlers`
+binds them as its methods). A click on a "what if" candidate (Sampling
 view) or a logit-lens cell (Residual view) sends "step:token id" to `branch`; a click on a node of the branch
 tree sends its id to `switch`. The tree (`inspector.session.branches.BranchTree`) lives in the browser
 session's entry and starts afresh with each prefill. Forcing a token only re-samples (no model run);
@@ -12,20 +13,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspector.errors import InputError, InspectorError
+from inspector.errors import InputError
 from inspector.session.branches import BranchTree
 from inspector.ui.model_thread import on_model_thread
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.sessions import Entry
+from inspector.validate import whole
 from inspector.viz.branches import BranchRow, branch_tree_html
 
 
 def parse_branch_request(value: Any) -> tuple[int, int]:
     """"step:token id" (what the page sends) -> (step, token id); InputError on anything else."""
+    parts = str(value).strip().split(":")
+    if len(parts) != 2:
+        raise InputError(f"a branch request is 'step:token id', got {str(value)[:40]!r}")
     try:
-        step, token = (int(part) for part in str(value).strip().split(":"))
-    except ValueError:
-        raise InputError(f"a branch request is 'step:token id', got {str(value)[:40]!r}") from None
-    return step, token
+        return whole(parts[0], "branch step", 0), whole(parts[1], "token id", 0)
+    except InputError as exc:
+        raise InputError(f"a branch request is 'step:token id': {exc}") from None
 
 
 def tree_html(entry: Entry | None) -> str:
@@ -40,60 +45,58 @@ def tree_html(entry: Entry | None) -> str:
     return branch_tree_html(rows, tree.current)
 
 
-class BranchHandlers:
-    """The branch and switch events (needs the Handlers' store, views and run-ahead queue)."""
+def _refused(message: str, h: Any, sid: Any, *_: Any) -> list:
+    return h.error_views(h.store.get(sid), message)
 
-    def branch(self, sid, request, layer, head) -> list:
-        """Force the requested token at the requested step; the run continues from it (Step / Play)."""
-        entry = self.store.get(sid)
-        try:
-            step, token = parse_branch_request(request)
-            entry = self._need_session(sid)
-            with entry.exclusive("branch"):
-                self._fork(entry, step, token)
-            views = self.views(entry, layer, head, f"branched: step {step} now takes token {token}")
-            self.queue_forward_ahead(entry)
-            return views
-        except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc)
 
-    @on_model_thread
-    def _fork(self, entry: Entry, step: int, token: int) -> None:
-        s = entry.session
-        if not 0 <= step < len(s.records):
-            raise InputError(f"no step {step} in this run (0 to {len(s.records) - 1})")
-        if entry.branches is None:
-            entry.branches = BranchTree(s.generated_ids, s.text)
-        entry.branches.sync(s.generated_ids, s.text)
-        if s.generated_ids[step] == token:
-            raise InputError(f"step {step} already took token {token}: pick another candidate")
-        s.branch(step, token)
-        entry.preview = None
-        entry.uncached_ms = None
-        entry.branches.fork(step, token, self.loaded.tokenizer.piece(token), s.generated_ids, s.text)
+@shows_refusals(_refused)
+def branch(h: Any, sid: Any, request: Any, layer: Any, head: Any) -> list:
+    """Force the requested token at the requested step; the run continues from it (Step / Play)."""
+    step, token = parse_branch_request(request)
+    entry = h._need_session(sid)
+    with entry.exclusive("branch"):
+        _fork(h, entry, step, token)
+    views = h.views(entry, layer, head, f"branched: step {step} now takes token {token}")
+    h.queue_forward_ahead(entry)
+    return views
 
-    def switch(self, sid, branch_id, layer, head) -> list:
-        """Restore another branch's tokens and KV cache (replaying the forwards it does not share)."""
-        entry = self.store.get(sid)
-        try:
-            target = int(str(branch_id).strip())
-            entry = self._need_session(sid)
-            with entry.exclusive("switch"):
-                self._follow(entry, target)
-            views = self.views(entry, layer, head, f"switched to branch #{target}")
-            self.queue_forward_ahead(entry)
-            return views
-        except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc)
 
-    @on_model_thread
-    def _follow(self, entry: Entry, target: int) -> None:
-        tree, s = entry.branches, entry.session
-        if tree is None:
-            raise InputError("this run has one branch: click a candidate in the Sampling view to make another")
-        branch = tree.get(target)
-        tree.sync(s.generated_ids, s.text)
-        entry.preview = None
-        entry.uncached_ms = None
-        s.follow(branch.generated_ids)
-        tree.current = target
+@on_model_thread
+def _fork(h: Any, entry: Entry, step: int, token: int) -> None:
+    s = entry.session
+    if not 0 <= step < len(s.records):
+        raise InputError(f"no step {step} in this run (0 to {len(s.records) - 1})")
+    if entry.branches is None:
+        entry.branches = BranchTree(s.generated_ids, s.text)
+    entry.branches.sync(s.generated_ids, s.text)
+    if s.generated_ids[step] == token:
+        raise InputError(f"step {step} already took token {token}: pick another candidate")
+    s.branch(step, token)
+    entry.preview = None
+    entry.uncached_ms = None
+    entry.branches.fork(step, token, h.loaded.tokenizer.piece(token), s.generated_ids, s.text)
+
+
+@shows_refusals(_refused)
+def switch(h: Any, sid: Any, branch_id: Any, layer: Any, head: Any) -> list:
+    """Restore another branch's tokens and KV cache (replaying the forwards it does not share)."""
+    target = whole(branch_id, "branch", 0)
+    entry = h._need_session(sid)
+    with entry.exclusive("switch"):
+        _follow(entry, target)
+    views = h.views(entry, layer, head, f"switched to branch #{target}")
+    h.queue_forward_ahead(entry)
+    return views
+
+
+@on_model_thread
+def _follow(entry: Entry, target: int) -> None:
+    tree, s = entry.branches, entry.session
+    if tree is None:
+        raise InputError("this run has one branch: click a candidate in the Sampling view to make another")
+    chosen = tree.get(target)
+    tree.sync(s.generated_ids, s.text)
+    entry.preview = None
+    entry.uncached_ms = None
+    s.follow(chosen.generated_ids)
+    tree.current = target

@@ -1,7 +1,8 @@
 """Event handlers: browser inputs -> the per-browser `Session` -> component values (via `render.Views`).
 
-Every handler catches `InspectorError` / `ValueError` and puts one clear line in the status line
-instead of raising, so bad input never breaks the page. No tensor math here: numbers come from the
+Every handler is wrapped by `shows_refusals` (`inspector.ui.refusals`): a refusal (`InspectorError`,
+`ValueError`) puts one clear line in the status line instead of raising, so bad input never breaks the
+page. Every number is parsed through the page's field table (`inspector.ui.fields`). No tensor math here: numbers come from the
 session's records and on-demand attention methods; figures come from `inspector.viz`. Whatever calls into
 the session's tensors runs on a model thread (`inspector.ui.model_thread`): prefills on the prefill thread,
 everything else on the decode thread. Every cap is checked before any model work (`inspector.ui.admission`).
@@ -20,17 +21,16 @@ import gradio as gr
 
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError, InspectorError
-from inspector.ui.inputs import parse_params
-from inspector.ui import admission
-from inspector.ui.branch_handlers import BranchHandlers
-from inspector.ui.link_handlers import LinkHandlers
+from inspector.ui import admission, branch_handlers, link_handlers
+from inspector.ui.fields import MAX_NEW, head_bound, layer_bound, position_bound, sampling_params
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry, SessionExpiredError
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
 
-__all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "parse_params"]
+__all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "sampling_params"]
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,27 @@ PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it t
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
 
 
-class Handlers(BranchHandlers, LinkHandlers, Views):
-    """The app's event handlers (rendering inherited from `Views`)."""
+def _refused(message: str, h: "Handlers", sid: Any, *_: Any) -> list:
+    """A refused view event: the status line says why, every other view stays as it is."""
+    return h.error_views(h.store.get(sid), message)
+
+
+def _refused_with_sid(message: str, h: "Handlers", sid: Any, *_: Any) -> list:
+    return [sid] + _refused(message, h, sid)
+
+
+def _refused_step(message: str, h: "Handlers", sid: Any, *_: Any) -> list:
+    return _refused(message, h, sid) + [gr.skip()]  # the `drawn` marker stays
+
+
+class Handlers(Views):
+    """The app's event handlers (rendering inherited from `Views`). Branching and run links are functions
+    of (handlers, ...) in their own modules, bound here as methods."""
+
+    branch = branch_handlers.branch
+    switch = branch_handlers.switch
+    link_fill = link_handlers.link_fill
+    link_run = link_handlers.link_run
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -61,6 +80,7 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
+        @shows_refusals(lambda message, sid, *_: _refused(message, self, sid))
         def handler(sid, layer, head):
             entry = self.store.get(sid)
             if entry is None:
@@ -68,19 +88,16 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
             entry.tab = tab
             if entry.session is None or not entry.session.records or entry.lock.locked():
                 return [gr.skip()] * len(VIEW_KEYS)  # playing: the next step draws it
-            try:
-                views = self.views(entry, layer, head)
-                self.queue_forward_ahead(entry)  # on the Residual tab the next step's lens is needed too
-                return views
-            except (InspectorError, ValueError) as exc:
-                return self.error_views(entry, exc)
+            views = self.views(entry, layer, head)
+            self.queue_forward_ahead(entry)  # on the Residual tab the next step's lens is needed too
+            return views
         handler.__name__ = f"show_{tab}"
         return handler
 
     def run_prefill(self, sid, prompt, chat, system, params: SamplingParams, max_new: Any) -> tuple[str, Entry]:
         """Start a new run for this browser session (raises InspectorError/ValueError). Every cap is checked
         before the prefill thread sees the request."""
-        max_new = admission.admit_max_new(max_new, self.limits)
+        max_new = admission.admit_max_new(MAX_NEW.parse(max_new), self.limits)
         admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system)
         sid, entry = self.store.get_or_create(sid)
         with entry.exclusive("prefill"):
@@ -98,17 +115,14 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
             self._one_step(entry, params)
         return entry
 
+    @shows_refusals(_refused_with_sid)
     def prefill(self, sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new, layer, head):
         """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
-        entry = self.store.get(sid)
-        try:
-            params = parse_params(temperature, top_k, top_p, min_p, seed)
-            sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
-            views = self.views(entry, layer, head)
-            self.queue_forward_ahead(entry)
-            return [sid] + views
-        except (InspectorError, ValueError) as exc:
-            return [sid] + self.error_views(entry, exc)
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
+        views = self.views(entry, layer, head)
+        self.queue_forward_ahead(entry)
+        return [sid] + views
 
     def _need_session(self, sid) -> Entry:
         entry = self.store.get(sid)
@@ -139,41 +153,31 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
     def _over_memory_cap(self, entry: Entry) -> bool:
         return entry.session.retained_nbytes >= self.limits.max_trace_mb * 2**20
 
+    @shows_refusals(_refused_step)
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> list:
         """The Step button: one decode step (feed the last sampled token, sample the next) -> one update of
         VIEW_KEYS + the drawn marker: status, tokens, text and the open tab's views. Usually the forward
         (and, on the Residual tab, its logit lens) already ran ahead (`queue_forward_ahead`), so this only
         samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
         script paints the token before it draws the plots; bench/ui.py compares)."""
-        entry = self.store.get(sid)
-        try:
-            entry = self.run_step(sid, parse_params(temperature, top_k, top_p, min_p, seed))
-        except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc) + [gr.skip()]
-        try:
-            views = self.views(entry, layer, head) + [self.drawn_marker(entry)]
-        except (InspectorError, ValueError) as exc:
-            views = self.error_views(entry, exc) + [gr.skip()]
+        entry = self.run_step(sid, sampling_params(temperature, top_k, top_p, min_p, seed))
+        views = self.views(entry, layer, head) + [self.drawn_marker(entry)]
         self.queue_forward_ahead(entry)
         return views
 
+    @shows_refusals(_refused)
     def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
         """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.
 
         Status, tokens and text update on every step; the open tab's plots at most every PLOT_INTERVAL_S
         (and always on the last step), so a browser that paints slower than the model steps never falls
         behind and steals the CPU from the model."""
-        entry = self.store.get(sid)
-        try:
-            params = parse_params(temperature, top_k, top_p, min_p, seed)
-            entry = self._entry_when_prefilled(sid)
-            prefilling = entry.activity == "prefill"
-            if prefilling:
-                yield [self.status(entry, "Play starts when the prefill finishes")] + [gr.skip()] * (len(VIEW_KEYS) - 1)
-            entry.acquire("play", wait_s=PREFILL_WAIT_S if prefilling else 0.0)
-        except (InspectorError, ValueError) as exc:
-            yield self.error_views(entry, exc)
-            return
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        entry = self._entry_when_prefilled(sid)
+        prefilling = entry.activity == "prefill"
+        if prefilling:
+            yield [self.status(entry, "Play starts when the prefill finishes")] + [gr.skip()] * (len(VIEW_KEYS) - 1)
+        entry.acquire("play", wait_s=PREFILL_WAIT_S if prefilling else 0.0)
         entry.pause.clear()
         entry.playing = True
         message = ""
@@ -227,64 +231,57 @@ class Handlers(BranchHandlers, LinkHandlers, Views):
         return self.blank_views("reset: ready for a new prompt")
 
     # ---------- no-model events ----------
+    @shows_refusals(lambda message, h, sid, *_: (gr.skip(), gr.skip(), h.status(h.store.get(sid), message, error=True)))
     @on_model_thread
     def preview(self, sid, temperature, top_k, top_p, min_p, seed):
-        """A sampling slider moved: redraw the newest step's distribution from its stored logits."""
+        """A sampling control changed: redraw the newest step's distribution from its stored logits."""
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)  # a bad value is refused even before a run
         entry = self.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
-            return gr.skip(), gr.skip(), gr.skip()
-        try:
-            params = parse_params(temperature, top_k, top_p, min_p, seed)
-            if entry.lock.locked():
-                return gr.skip(), gr.skip(), gr.skip()  # playing: the next step redraws anyway
-            entry.preview = entry.session.preview_sample(params)
-            fig, info = self.sampling_views(entry)
-            return fig, info, self.status(entry)
-        except (InspectorError, ValueError) as exc:
-            return gr.skip(), gr.skip(), self.status(entry, str(exc), error=True)
+        if entry is None or entry.session is None or not entry.session.records or entry.lock.locked():
+            return gr.skip(), gr.skip(), gr.skip()  # nothing to redraw yet, or playing: the next step redraws
+        entry.preview = entry.session.preview_sample(params)
+        fig, info = self.sampling_views(entry)
+        return fig, info, self.status(entry)
 
+    @shows_refusals(_refused)
     @on_model_thread
     def resample(self, sid, temperature, top_k, top_p, min_p, seed, layer, head):
         """Re-draw the newest step's token from its stored logits with the current settings."""
-        entry = self.store.get(sid)
-        try:
-            params = parse_params(temperature, top_k, top_p, min_p, seed)
-            entry = self._need_session(sid)
-            with entry.exclusive("resample"):
-                entry.preview = None
-                entry.session.resample(params)
-            views = self.views(entry, layer, head, "resampled the newest token")
-            self.queue_forward_ahead(entry)
-            return views
-        except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc)
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        entry = self._need_session(sid)
+        with entry.exclusive("resample"):
+            entry.preview = None
+            entry.session.resample(params)
+        views = self.views(entry, layer, head, "resampled the newest token")
+        self.queue_forward_ahead(entry)
+        return views
 
+    @shows_refusals(_refused)
     def select(self, sid, position, layer, head):
-        """A chip was clicked (or the position box edited): redraw the position-dependent views."""
+        """A chip was clicked (or the position box, layer or head edited): redraw the position-dependent views."""
+        layer_bound(self.loaded.config).parse(layer)  # a box left empty or out of range is named at once
+        head_bound(self.loaded.config).parse(head)
         entry = self.store.get(sid)
         if entry is None or entry.session is None or not entry.session.records:
             return [gr.skip()] * len(VIEW_KEYS)
-        try:
-            entry.selected = None if position is None or int(position) < 0 else int(position)
-            if entry.lock.locked():
-                return [gr.skip()] * len(VIEW_KEYS)  # playing: the next step draws the selection
-            return self.views(entry, layer, head)
-        except (InspectorError, ValueError) as exc:
-            return self.error_views(entry, exc)
+        last = entry.session.records[-1]
+        pos = position_bound(last.start_pos + last.n_new - 1).parse(position)
+        entry.selected = None if pos < 0 else pos
+        if entry.lock.locked():
+            return [gr.skip()] * len(VIEW_KEYS)  # playing: the next step draws the selection
+        return self.views(entry, layer, head)
 
+    @shows_refusals(lambda message, h, sid: (gr.skip(), h.status(h.store.get(sid), message, error=True)))
     def recompute(self, sid):
         """KV view button: time the newest step again without the cache."""
         entry = self.store.get(sid)
         if entry is None or entry.session is None or not entry.session.records:
-            return gr.skip(), self.status(entry, "nothing to recompute yet: press Prefill first", error=True)
-        try:
-            with entry.exclusive("recompute"):
-                s = entry.session
-                rec = s.records[-1]
-                entry.uncached_ms = run_prefill(uncached_forward_ms, s)
-            return vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new), self.status(entry)
-        except (InspectorError, ValueError) as exc:
-            return gr.skip(), self.status(entry, str(exc), error=True)
+            raise InputError("nothing to recompute yet: press Prefill first")
+        with entry.exclusive("recompute"):
+            s = entry.session
+            rec = s.records[-1]
+            entry.uncached_ms = run_prefill(uncached_forward_ms, s)
+        return vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new), self.status(entry)
 
     def inventory_view(self, layer):
         sel = None if layer in (None, "", "none") else int(layer)

@@ -12,7 +12,8 @@ Run uses the page's prompt, chat toggle, system prompt and max new tokens (caps 
 precision teacher-forced on it, and its decode speed with the fp32 peer's (a few steps each, measured once
 per precision and kept). The quantized models are process-wide (`QuantLab`, one per loaded model, each
 scheme built on first use), never per browser session; the browser's lab state keeps only the last
-`FidelityRecord`. Handlers are module functions of (ctx, ...); bad input is one line in the tab's status.
+`FidelityRecord`. Handlers are module functions of (ctx, ...); bad input is one line in the tab's status
+(`shows_refusals`; the step box parses through `inspector.ui.fields`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from inspector.quant.records import SchemeStats
 from inspector.quant.schemes import CHOICES, check_shapes, parse_kv, parse_scheme
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
+from inspector.ui.fields import MAX_NEW, FreeSlider
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
+from inspector.validate import Bound
 from inspector.viz import inventory as vi
 from inspector.viz import quant as vq
 from inspector.viz.common import empty_figure, status_line_html
@@ -104,60 +108,60 @@ def figures(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
             else '<div class="ii-caption">The tensor inventory at the chosen precision appears after a run.</div>')
 
 
+def _refused_run(message: str, ctx: TabContext, sid: str | None, *_: Any) -> tuple:
+    """A refused Run: the status says why; the figures show this browser's last run (or the blank page)."""
+    entry = ctx.store.get(sid)
+    state = entry.labs.get(LAB) if entry is not None else None
+    return figures(ctx, state or {}, message, error=True)
+
+
+@shows_refusals(_refused_run)
 def run_quant(ctx: TabContext, sid: str | None, label: Any, kv: Any, prompt: Any, chat: Any, system: Any,
               max_new: Any) -> tuple:
     """The Run button: caps first, then fp32 greedy, the precision teacher-forced on it, speeds."""
-    state: dict = {}
-    try:
-        scheme, kv = scheme_of(label), parse_kv(kv)
-        check_shapes(parse_scheme(scheme), ctx.loaded.config)
-        n = admit_max_new(max_new, ctx.limits)
-        admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
-        if len(admitted.ids) + n > ctx.loaded.config.max_position_embeddings:
-            raise InputError(f"prompt plus max new tokens exceed the context window "
-                             f"({ctx.loaded.config.max_position_embeddings} tokens)")
-        entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
-            rec, stats, inventory = model_thread.run(_measure, lab_for(ctx.loaded), admitted.ids, n, scheme, kv)
-            state.update(record=rec, stats=stats, kv=kv, step=rec.first_divergence_step or 0, inventory=inventory)
-        return figures(ctx, state, f"{rec.label} (KV {kv}) compared with fp32 on {rec.positions} steps")
-    except InputError as exc:
-        return figures(ctx, state, str(exc), error=True)
+    scheme, kv = scheme_of(label), parse_kv(kv)
+    check_shapes(parse_scheme(scheme), ctx.loaded.config)
+    n = admit_max_new(MAX_NEW.parse(max_new), ctx.limits)
+    admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
+    if len(admitted.ids) + n > ctx.loaded.config.max_position_embeddings:
+        raise InputError(f"prompt plus max new tokens exceed the context window "
+                         f"({ctx.loaded.config.max_position_embeddings} tokens)")
+    entry, state = lab_state(ctx, sid, LAB)
+    with entry.exclusive(LAB):
+        rec, stats, inventory = model_thread.run(_measure, lab_for(ctx.loaded), admitted.ids, n, scheme, kv)
+        state.update(record=rec, stats=stats, kv=kv, step=rec.first_divergence_step or 0, inventory=inventory)
+    return figures(ctx, state, f"{rec.label} (KV {kv}) compared with fp32 on {rec.positions} steps")
 
 
+def step_bound(positions: int) -> Bound:
+    """The step slider over a run of `positions` steps."""
+    return Bound("step", True, 0, positions - 1)
+
+
+@shows_refusals(lambda message, *_: (status_html(message, error=True), gr.skip(), gr.skip()))
 def select_step(ctx: TabContext, sid: str | None, step: Any) -> tuple:
     """The step selector: redraw the strip and the two distributions from the kept record (no model work)."""
-    try:
-        entry = ctx.store.get(sid)
-        state = entry.labs.get(LAB) if entry is not None else None
-        if not state or state.get("record") is None:
-            raise InputError("nothing to show yet: press Run first")
-        rec = state["record"]
-        try:
-            k = int(float(step))
-        except (TypeError, ValueError, OverflowError):
-            raise InputError(f"step must be a whole number, got {str(step)[:40]!r}") from None
-        if not 0 <= k < rec.positions:
-            raise InputError(f"step must be in 0..{rec.positions - 1}, got {k}")
-        state["step"] = k
-        return status_html(f"step {k}"), vq.strip_figure(rec, k), vq.dists_figure(rec, k)
-    except InputError as exc:
-        return status_html(str(exc), error=True), gr.skip(), gr.skip()
+    entry = ctx.store.get(sid)
+    state = entry.labs.get(LAB) if entry is not None else None
+    if not state or state.get("record") is None:
+        raise InputError("nothing to show yet: press Run first")
+    rec = state["record"]
+    k = step_bound(rec.positions).parse(step)
+    state["step"] = k
+    return status_html(f"step {k}"), vq.strip_figure(rec, k), vq.dists_figure(rec, k)
 
 
+@shows_refusals(lambda message, *_: (status_html(message, error=True), gr.skip()))
 def histogram(ctx: TabContext, sid: str | None, label: Any, matrix: Any) -> tuple:
     """One matrix before and after quantization with the chosen precision (built on the decode thread)."""
-    try:
-        scheme = scheme_of(label)
-        check_shapes(parse_scheme(scheme), ctx.loaded.config)
-        if matrix not in matrices(ctx.loaded.config):
-            raise InputError(f"unknown matrix {str(matrix)[:60]!r}")
-        entry, _ = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
-            h = model_thread.run(lab_for(ctx.loaded).histogram, scheme, matrix)
-        return status_html(f"{matrix}: {h.label} error max {h.max_abs_err:.3g}"), vq.histogram_figure(h)
-    except InputError as exc:
-        return status_html(str(exc), error=True), gr.skip()
+    scheme = scheme_of(label)
+    check_shapes(parse_scheme(scheme), ctx.loaded.config)
+    if matrix not in matrices(ctx.loaded.config):
+        raise InputError(f"unknown matrix {str(matrix)[:60]!r}")
+    entry, _ = lab_state(ctx, sid, LAB)
+    with entry.exclusive(LAB):
+        h = model_thread.run(lab_for(ctx.loaded).histogram, scheme, matrix)
+    return status_html(f"{matrix}: {h.label} error max {h.max_abs_err:.3g}"), vq.histogram_figure(h)
 
 
 def build_quant_tab(ctx: TabContext) -> None:
@@ -177,7 +181,7 @@ def build_quant_tab(ctx: TabContext) -> None:
             memory = gr.Plot(blank[2], elem_id="quant-memory", show_label=False)
             speed = gr.Plot(blank[3], elem_id="quant-speed", show_label=False)
         strip = gr.Plot(blank[4], elem_id="quant-strip", show_label=False)
-        step = gr.Slider(0, 1, 0, step=1, label="step (its two distributions below)", elem_id="quant-step")
+        step = FreeSlider(0, 1, 0, step=1, label="step (its two distributions below)", elem_id="quant-step")
         with gr.Row():
             dists = gr.Plot(blank[6], elem_id="quant-dists", show_label=False)
             layers = gr.Plot(blank[5], elem_id="quant-layers", show_label=False)

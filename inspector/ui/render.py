@@ -11,8 +11,10 @@ from typing import Any
 
 import gradio as gr
 
+from inspector.errors import first_line
 from inspector.ui.app_model import AppLimits
 from inspector.ui.branch_handlers import tree_html
+from inspector.ui.fields import head_bound, layer_bound
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, SessionStore
 from inspector.viz import attention as va
@@ -80,8 +82,7 @@ class Views:
         """Pattern (prefill) or row (decode) of the selected position's forward, overview, info."""
         s = entry.session
         cfg = self.loaded.config
-        layer = min(max(int(layer), 0), cfg.num_hidden_layers - 1)
-        head = min(max(int(head), 0), cfg.num_attention_heads - 1)
+        layer, head = layer_bound(cfg).parse(layer), head_bound(cfg).parse(head)  # refused, never clamped
         pos = self.selected_position(entry)
         rec, col = vr.locate(s.records, pos)
         pieces = s.token_pieces()
@@ -167,9 +168,9 @@ class Views:
             v["timing_fig"] = vt.timing_chart(s.records)
         return [v.get(k, gr.skip()) for k in VIEW_KEYS]
 
-    def error_views(self, entry: Entry | None, exc: Exception) -> list:
-        """Status line with the message; every other view left as it is."""
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    def error_views(self, entry: Entry | None, error: Exception | str) -> list:
+        """Status line with the message (an exception's first line); every other view left as it is."""
+        msg = error if isinstance(error, str) else first_line(error)
         return [self.status(entry, msg, error=True)] + [gr.skip()] * (len(VIEW_KEYS) - 1)
 
     # ---------- model events ----------

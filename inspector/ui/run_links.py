@@ -5,7 +5,8 @@ opened on the page fills the controls, runs the prefill and then `steps` decode 
 the run the link was made from (sampling is seeded per position, `inspector.engine.sampling.generator_for`).
 Every key is optional but `prompt`; unknown keys are ignored (a link can carry tracking parameters).
 `link_query(...)` writes such a query; `parse_link(query)` reads one into a `RunLink` with the page's
-defaults filled in, or raises ValueError naming the bad parameter. The page builds its "link to this run"
+defaults filled in, or raises InputError naming the bad parameter. Numbers go through the page's own
+fields (`inspector.ui.fields`): a link takes what the page's controls take. The page builds its "link to this run"
 from the same keys (static/app.js).
 """
 
@@ -15,10 +16,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from urllib.parse import urlencode
 
-from inspector.ui.inputs import _number, parse_params
+from inspector.errors import InputError
+from inspector.ui.fields import MAX_NEW, SAMPLING_UI, STEPS
+from inspector.validate import Bound
 
 KEYS = ("prompt", "chat", "system", "temperature", "top_k", "top_p", "min_p", "seed", "max_new", "steps")
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+NUMBERS: dict[str, Bound] = {  # the link's number keys and the page's fields they fill
+    **dict(zip(("temperature", "top_k", "top_p", "min_p", "seed"), SAMPLING_UI)),
+    "max_new": MAX_NEW, "steps": STEPS,
+}
 
 
 @dataclass(frozen=True)
@@ -36,34 +43,26 @@ class RunLink:
 
 
 def parse_link(query: Mapping[str, str]) -> RunLink | None:
-    """The run a page URL asks for; None when it names no prompt (a plain visit). ValueError("link parameter
+    """The run a page URL asks for; None when it names no prompt (a plain visit). InputError("link parameter
     ...: ...") on a bad value."""
     if not (query.get("prompt") or "").strip():
         return None
 
-    def number(key: str, default, whole: bool):
+    def number(key: str, bound: Bound) -> int | float | None:
         raw = query.get(key)
         if raw is None:
-            return default
+            return None  # the RunLink default
         try:
-            return _number(key, raw, whole)
-        except ValueError as exc:
-            raise ValueError(f"link parameter {exc}") from None
+            return bound.parse(raw)
+        except InputError as exc:
+            raise InputError(f"link parameter {key}: {exc}") from None
 
     chat_raw = (query.get("chat") or "1").strip().lower()
     if chat_raw not in TRUE | FALSE:
-        raise ValueError(f"link parameter chat must be 1 or 0, got {chat_raw[:20]!r}")
-    link = RunLink(prompt=query["prompt"], chat=chat_raw in TRUE, system=query.get("system") or "",
-                   temperature=number("temperature", 0.0, False), top_k=number("top_k", 0, True),
-                   top_p=number("top_p", 1.0, False), min_p=number("min_p", 0.0, False),
-                   seed=number("seed", 0, True), max_new=number("max_new", 32, True), steps=number("steps", 0, True))
-    try:
-        parse_params(link.temperature, link.top_k, link.top_p, link.min_p, link.seed)
-    except ValueError as exc:
-        raise ValueError(f"link parameter {exc}") from None
-    if link.steps < 0:
-        raise ValueError(f"link parameter steps must be >= 0, got {link.steps}")
-    return link
+        raise InputError(f"link parameter chat must be 1 or 0, got {chat_raw[:20]!r}")
+    values = {key: number(key, bound) for key, bound in NUMBERS.items()}
+    return RunLink(prompt=query["prompt"], chat=chat_raw in TRUE, system=query.get("system") or "",
+                   **{key: value for key, value in values.items() if value is not None})
 
 
 def link_query(link: RunLink) -> str:

@@ -11,7 +11,8 @@ in this browser session's lab state (`lab_state(ctx, sid, "serving")`), freed wi
 model work, Load checks every cap: each prompt through `admit_prompt`, each max-new-tokens through
 `admit_max_new`, the whole run's tokens (prompts + continuations x max new tokens, summed) against
 `token_cap(limits)` = max prompt tokens + max steps, and the pool's bytes against max_trace_mb. Steps run on
-the decode model thread under `entry.exclusive("serving")`; bad input is one line in the tab's status.
+the decode model thread under `entry.exclusive("serving")`; bad input is one line in the tab's status
+(`shows_refusals`), every number parsed through `inspector.ui.fields`.
 Prompts use the page's chat-template toggle, system prompt and sampling controls.
 """
 
@@ -33,9 +34,12 @@ from inspector.serving.view import memory_bars, serving_view, throughput
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.app_model import AppLimits
-from inspector.ui.inputs import parse_params
+from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, MAX_NEW, MEM_BATCH, MEM_CONTEXT, MEM_GIB,
+                                 POOL_BLOCKS, FreeNumber, report_on_release, sampling_params, slider)
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import serving as vs
+from inspector.validate import Bound
 from inspector.viz.common import empty_figure, esc, status_line_html
 
 LAB = "serving"
@@ -50,6 +54,7 @@ DEFAULT_REQUESTS = "\n".join([
 ])
 LINE = re.compile(r"^\s*(\d+)\s*\|\s*(\d+)\s*\|(.*)$")
 MEMORY_DTYPES = ["bf16", "fp16", "fp32", "int8", "int4"]
+ARRIVAL = Bound("arrival step", True, 0, PLAY_MAX_STEPS)  # a request arriving later would never be served
 
 
 def token_cap(limits: AppLimits) -> int:
@@ -67,22 +72,17 @@ def parse_requests(text: Any, default_max_new: int) -> list[tuple[str, int, int]
     out = []
     for i, line in enumerate(lines, 1):
         m = LINE.match(line)
-        prompt, max_new, arrival = (m.group(3).strip(), int(m.group(2)), int(m.group(1))) if m else \
-            (line.strip(), default_max_new, 0)
+        if m:
+            try:
+                prompt, max_new, arrival = m.group(3).strip(), MAX_NEW.parse(m.group(2)), ARRIVAL.parse(m.group(1))
+            except InputError as exc:
+                raise InputError(f"request {i}: {exc}") from None
+        else:
+            prompt, max_new, arrival = line.strip(), default_max_new, 0
         if not prompt:
             raise InputError(f"request {i} has no prompt after `arrival | max new tokens |`")
         out.append((prompt, max_new, arrival))
     return out
-
-
-def _int(value: Any, what: str, low: int, high: int) -> int:
-    try:
-        n = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{what} must be a whole number, got {str(value)[:40]!r}") from None
-    if n != n or n != int(n) or not low <= n <= high:
-        raise InputError(f"{what} must be a whole number from {low} to {high}, got {value!r}")
-    return int(n)
 
 
 # ---- outputs: status, summary, block grid, timeline, tokens per step, roofline, request table
@@ -121,56 +121,51 @@ def outputs(ctx: TabContext, state: dict, message: str, error: bool = False) -> 
 
 # ---- handlers
 
+@shows_refusals(lambda message, *_: empty_outputs(message, error=True))
 def load(ctx: TabContext, sid: str | None, text: Any, max_batch: Any, block_size: Any, pool_blocks: Any, n: Any,
          chat: Any, system: Any, max_new: Any, *sampling: Any) -> tuple:
     """Queue the requests on a fresh scheduler (dropping this browser's previous run): every cap first."""
-    try:
-        default_max_new = admit_max_new(max_new, ctx.limits)
-        requests = parse_requests(text, default_max_new)
-        max_batch, n = _int(max_batch, "max batch", 1, 16), _int(n, "continuations per request", 1, 4)
-        block_size, pool_blocks = _int(block_size, "block size", 1, 256), _int(pool_blocks, "pool blocks", 0, 100_000)
-        if n > max_batch:
-            raise InputError(f"{n} continuations per request need a max batch of at least {n}")
-        try:
-            params = parse_params(*sampling)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        ids = [admit_prompt(ctx.loaded, ctx.limits, p, bool(chat), system).ids for p, _, _ in requests]
-        news = [admit_max_new(m, ctx.limits) for _, m, _ in requests]
-        total = sum(len(i) + n * m for i, m in zip(ids, news))
-        if total > token_cap(ctx.limits):
-            raise InputError(f"these requests hold {total} tokens (prompts + {n} x max new tokens); the Serving lab "
-                             f"allows {token_cap(ctx.limits)} per visitor here")
-        config = ctx.loaded.config
-        if pool_blocks == 0:  # a full batch of the longest request
-            pool_blocks = max_batch * math.ceil(max(len(i) + m for i, m in zip(ids, news)) / block_size)
-        elem = ctx.loaded.model.model.embed_tokens.weight.element_size()
-        pool_bytes = pool_blocks * block_size * 2 * config.num_hidden_layers * config.num_key_value_heads * \
-            config.head_dim * elem
-        if pool_bytes > ctx.limits.max_trace_mb * 2**20:
-            raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {pool_bytes / 2**20:.0f} MB; "
-                             f"this server allows {ctx.limits.max_trace_mb} MB per visitor (INSPECTOR_MAX_TRACE_MB)")
-        entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive("serving load"):
-            def build() -> tuple[Scheduler, Any]:
-                cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
-                sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids)
-                for prompt_ids, m, (_, _, arrival) in zip(ids, news, requests):
-                    sched.add(prompt_ids, m, arrival, n=n, params=params)
-                return sched, cached_peaks(peaks_directory(ctx.loaded.weights_path), ctx.loaded.dtype)
+    default_max_new = admit_max_new(MAX_NEW.parse(max_new), ctx.limits)
+    requests = parse_requests(text, default_max_new)
+    max_batch, n = MAX_BATCH.parse(max_batch), CONTINUATIONS.parse(n)
+    block_size, pool_blocks = BLOCK_SIZE.parse(block_size), POOL_BLOCKS.parse(pool_blocks)
+    if n > max_batch:
+        raise InputError(f"{n} continuations per request need a max batch of at least {n}")
+    params = sampling_params(*sampling)
+    ids = [admit_prompt(ctx.loaded, ctx.limits, p, bool(chat), system).ids for p, _, _ in requests]
+    news = [admit_max_new(m, ctx.limits) for _, m, _ in requests]
+    total = sum(len(i) + n * m for i, m in zip(ids, news))
+    if total > token_cap(ctx.limits):
+        raise InputError(f"these requests hold {total} tokens (prompts + {n} x max new tokens); the Serving lab "
+                         f"allows {token_cap(ctx.limits)} per visitor here")
+    config = ctx.loaded.config
+    if pool_blocks == 0:  # a full batch of the longest request
+        pool_blocks = max_batch * math.ceil(max(len(i) + m for i, m in zip(ids, news)) / block_size)
+    elem = ctx.loaded.model.model.embed_tokens.weight.element_size()
+    pool_bytes = pool_blocks * block_size * 2 * config.num_hidden_layers * config.num_key_value_heads * \
+        config.head_dim * elem
+    if pool_bytes > ctx.limits.max_trace_mb * 2**20:
+        raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {pool_bytes / 2**20:.0f} MB; "
+                         f"this server allows {ctx.limits.max_trace_mb} MB per visitor (INSPECTOR_MAX_TRACE_MB)")
+    entry, state = lab_state(ctx, sid, LAB)
+    with entry.exclusive("serving load"):
+        def build() -> tuple[Scheduler, Any]:
+            cache = PagedKVCache(config, pool_blocks, block_size, dtype=ctx.loaded.dtype)
+            sched = Scheduler(ctx.loaded.model, cache, max_batch=max_batch, eos_ids=ctx.loaded.stop_ids)
+            for prompt_ids, m, (_, _, arrival) in zip(ids, news, requests):
+                sched.add(prompt_ids, m, arrival, n=n, params=params)
+            return sched, cached_peaks(peaks_directory(ctx.loaded.weights_path), ctx.loaded.dtype)
 
-            sched, peaks = model_thread.run(build)
-            state.clear()
-            # sequence i is continuation i % n of request i // n (Scheduler.add numbers them in order)
-            labels = [f"#{i} {requests[i // n][0][:24]}" for i in range(len(requests) * n)]
-            state.update(sched=sched, peaks=peaks, paused=False, labels=labels)
-        refused = sum(1 for s in sched.sequences if s.status is Status.REFUSED)
-        note = f"; {refused} refused (see the table)" if refused else ""
-        k = len(sched.sequences)
-        return outputs(ctx, state, f"queued {k} sequence{'s' if k != 1 else ''} in a pool of {pool_blocks} blocks "
-                                   f"of {block_size}{note}: press Step or Play")
-    except InputError as exc:
-        return empty_outputs(str(exc), error=True)
+        sched, peaks = model_thread.run(build)
+        state.clear()
+        # sequence i is continuation i % n of request i // n (Scheduler.add numbers them in order)
+        labels = [f"#{i} {requests[i // n][0][:24]}" for i in range(len(requests) * n)]
+        state.update(sched=sched, peaks=peaks, paused=False, labels=labels)
+    refused = sum(1 for s in sched.sequences if s.status is Status.REFUSED)
+    note = f"; {refused} refused (see the table)" if refused else ""
+    k = len(sched.sequences)
+    return outputs(ctx, state, f"queued {k} sequence{'s' if k != 1 else ''} in a pool of {pool_blocks} blocks "
+                               f"of {block_size}{note}: press Step or Play")
 
 
 def _scheduler(ctx: TabContext, sid: str | None) -> tuple[Any, dict]:
@@ -190,28 +185,24 @@ def _one_step(entry: Any, state: dict) -> str:
     return f"step {rec.step}: {rows}" + (" — all done" if sched.done else "")
 
 
+@shows_refusals(lambda message, *_: empty_outputs(message, error=True))
 def step(ctx: TabContext, sid: str | None) -> tuple:
-    try:
-        entry, state = _scheduler(ctx, sid)
-        return outputs(ctx, state, _one_step(entry, state))
-    except InputError as exc:
-        return empty_outputs(str(exc), error=True)
+    entry, state = _scheduler(ctx, sid)
+    return outputs(ctx, state, _one_step(entry, state))
 
 
+@shows_refusals(lambda message, *_: empty_outputs(message, error=True))
 def play(ctx: TabContext, sid: str | None) -> Iterator[tuple]:
     """Step until every request is done or Pause is pressed, drawing after each step."""
-    try:
-        entry, state = _scheduler(ctx, sid)
-        sched, state["paused"] = state["sched"], False
-        for _ in range(PLAY_MAX_STEPS):
-            if state["paused"] or sched.done or state.get("sched") is not sched:  # Pause, the end, or a new Load
-                break
-            yield outputs(ctx, state, _one_step(entry, state))
-        if state.get("sched") is sched:
-            yield outputs(ctx, state, "paused" if state["paused"] else "all done" if sched.done
-                          else f"stopped after {PLAY_MAX_STEPS} steps")
-    except InputError as exc:
-        yield empty_outputs(str(exc), error=True)
+    entry, state = _scheduler(ctx, sid)
+    sched, state["paused"] = state["sched"], False
+    for _ in range(PLAY_MAX_STEPS):
+        if state["paused"] or sched.done or state.get("sched") is not sched:  # Pause, the end, or a new Load
+            break
+        yield outputs(ctx, state, _one_step(entry, state))
+    if state.get("sched") is sched:
+        yield outputs(ctx, state, "paused" if state["paused"] else "all done" if sched.done
+                      else f"stopped after {PLAY_MAX_STEPS} steps")
 
 
 def pause(ctx: TabContext, sid: str | None) -> None:
@@ -222,14 +213,12 @@ def pause(ctx: TabContext, sid: str | None) -> None:
         pass  # no session slot: there is nothing playing to pause
 
 
+@shows_refusals(lambda message, *_: (empty_figure(message), status_line_html(message, error=True)))
 def memory_view(config: Any, context: Any, batch: Any, dtype: Any, memory_gib: Any) -> tuple[Any, str]:
     """The memory calculator's figure and one line of numbers (no model work)."""
-    try:
-        context, batch = _int(context, "context", 1, 10**7), _int(batch, "batch", 1, 10**5)
-        memory = _int(memory_gib, "memory (GiB)", 1, 10**5) * 2**30
-        bars = memory_bars(str(config), context, batch, str(dtype), memory)
-    except InputError as exc:
-        return empty_figure(str(exc)), status_line_html(str(exc), error=True)
+    context, batch = MEM_CONTEXT.parse(context), MEM_BATCH.parse(batch)
+    memory = MEM_GIB.parse(memory_gib) * 2**30
+    bars = memory_bars(str(config), context, batch, str(dtype), memory)
     saved = bars[1].kv_bytes / bars[0].kv_bytes if bars[0].kv_bytes else 1.0
     line = (f"{config}, {dtype}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; KV cache for {batch} x {context} "
             f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB ({saved:.1f}x less than full MHA); "
@@ -250,12 +239,11 @@ def build_serving_tab(ctx: TabContext) -> None:
             text = gr.Textbox(DEFAULT_REQUESTS, lines=6, scale=3, elem_id="serving-requests",
                               label="Requests, one per line: arrival step | max new tokens | prompt (or just a prompt)")
             with gr.Column(scale=1):
-                max_batch = gr.Slider(1, 16, 4, step=1, label="max batch", elem_id="serving-max-batch")
+                max_batch = slider(MAX_BATCH, 4, 1, "max batch", "serving-max-batch")
                 block_size = gr.Dropdown(BLOCK_SIZES, value=16, label="block size", elem_id="serving-block-size")
-                pool = gr.Number(0, precision=0, label="pool blocks (0 = a full batch of the longest)",
-                                 elem_id="serving-pool")
-                n = gr.Slider(1, 4, 1, step=1, label="continuations per request (parallel sampling)",
-                              elem_id="serving-n")
+                pool = FreeNumber(0, precision=0, label="pool blocks (0 = a full batch of the longest)",
+                                  elem_id="serving-pool")
+                n = slider(CONTINUATIONS, 1, 1, "continuations per request (parallel sampling)", "serving-n")
         with gr.Row():
             load_btn = gr.Button("Load", variant="primary", elem_id="serving-load")
             step_btn = gr.Button("Step", elem_id="serving-step")
@@ -276,14 +264,16 @@ def build_serving_tab(ctx: TabContext) -> None:
         with gr.Row():
             mem_config = gr.Dropdown(configs, value=configs[0], label="config", elem_id="serving-mem-config")
             mem_dtype = gr.Dropdown(MEMORY_DTYPES, value="bf16", label="weights dtype", elem_id="serving-mem-dtype")
-            mem_context = gr.Slider(128, 131072, 4096, step=128, label="context (tokens)", elem_id="serving-mem-context")
-            mem_batch = gr.Slider(1, 256, 8, step=1, label="batch", elem_id="serving-mem-batch")
-            mem_gib = gr.Slider(1, 192, 80, step=1, label="memory (GiB)", elem_id="serving-mem-gib")
+            mem_context = slider(MEM_CONTEXT, 4096, 128, "context (tokens)", "serving-mem-context")
+            mem_batch = slider(MEM_BATCH, 8, 1, "batch", "serving-mem-batch")
+            mem_gib = slider(MEM_GIB, 80, 1, "memory (GiB)", "serving-mem-gib")
         fig0, line0 = memory_view(configs[0], 4096, 8, "bf16", 80)
         mem_fig = gr.Plot(fig0, elem_id="serving-mem-fig", show_label=False)
         mem_line = gr.HTML(line0, elem_id="serving-mem-info")
 
     outs = [status, summary, grid, timeline, tokens, roof, table]
+    report_on_release(max_batch, MAX_BATCH, status, status_line_html)
+    report_on_release(n, CONTINUATIONS, status, status_line_html)
     load_btn.click(lambda sid, *a: load(ctx, sid, *a),
                    [ctx.sid, text, max_batch, block_size, pool, n, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
                    outs, api_visibility="undocumented", **fast)

@@ -12,7 +12,8 @@ every cap before any model work (`admit_prompt`, `admit_max_new`: max new tokens
 the session. The prefill runs on the prefill thread, rounds and the plain decode on the decode thread, all
 under the entry's lock; Play holds it until it stops, and Pause (`entry.pause`) stops it after the current
 round. Handlers are module functions of (ctx, ...), so tests call them without a browser; bad input is one
-line in the tab's status, never an exception.
+line in the tab's status, never an exception (`shows_refusals`); the layer and k boxes parse through
+`inspector.ui.fields`.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from inspector.speculative.decoding import SpeculativeRun, check_draft_len, plai
 from inspector.speculative.drafters import make_drafter
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
-from inspector.ui.inputs import parse_params
+from inspector.ui.fields import DRAFT_LEN, MAX_NEW, early_exit_bound, report_on_release, sampling_params, slider
+from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import speculative as vsp
 from inspector.viz.common import empty_figure, esc, status_line_html
 
 LAB = "speculative"
 DRAFTERS = ["ngram", "early-exit"]
-MAX_DRAFT_LEN = 16
 OUTPUTS = 5  # status, text, rounds, kv figure, stats
 
 
@@ -55,48 +56,35 @@ def outputs(run: SpeculativeRun, message: str) -> tuple:
             vsp.stats_html(run.stats))
 
 
-def drafter_spec(drafter: Any, layer: Any) -> str:
+def drafter_spec(drafter: Any, layer: Any, config: Any) -> str:
     """The dropdown and layer slider as a drafter name (`ngram` or `early-exit:L`)."""
     if drafter == "early-exit":
-        try:
-            return f"early-exit:{int(float(layer))}"
-        except (TypeError, ValueError, OverflowError):
-            raise InputError(f"early-exit layer must be a whole number, got {str(layer)[:40]!r}") from None
+        return f"early-exit:{early_exit_bound(config).parse(layer)}"
     return str(drafter)
 
 
-def draft_length(value: Any) -> int:
-    try:
-        k = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"draft length must be a whole number, got {str(value)[:40]!r}") from None
-    if k != k or k != int(k):
-        raise InputError(f"draft length must be a whole number, got {value!r}")
-    return int(k)
+def _status_only(message: str, *_: Any) -> tuple:
+    """A refused Round or Play: the status says why, the run's views stay."""
+    return (status_html(message, error=True),) + (gr.skip(),) * (OUTPUTS - 1)
 
 
+@shows_refusals(lambda message, *_: empty_outputs(message, error=True))
 def start(ctx: TabContext, sid: str | None, drafter: Any, layer: Any, k: Any, prompt: Any, chat: Any, system: Any,
           max_new: Any, *sampling: Any) -> tuple:
     """A new run: every cap first, then the prefill (token 1) on the prefill thread."""
-    try:
-        try:
-            params = parse_params(*sampling)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        max_new = admit_max_new(max_new, ctx.limits)
-        k = draft_length(k)
-        admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
-        check_draft_len(k, len(admitted.ids), ctx.loaded.config.max_position_embeddings)
-        run = SpeculativeRun(ctx.loaded, make_drafter(drafter_spec(drafter, layer), ctx.loaded.model), k, params,
-                             max_new_tokens=max_new)
-        entry, state = lab_state(ctx, sid, LAB)
-        with entry.exclusive(LAB):
-            state.clear()  # drop the previous run (and its caches) first
-            model_thread.run_prefill(run.prefill, admitted.ids)
-            state["run"] = run
-        return outputs(run, f"prefill done ({len(admitted.ids)} prompt tokens): press Round or Play")
-    except InputError as exc:
-        return empty_outputs(str(exc), error=True)
+    params = sampling_params(*sampling)
+    max_new = admit_max_new(MAX_NEW.parse(max_new), ctx.limits)
+    k = DRAFT_LEN.parse(k)
+    spec = drafter_spec(drafter, layer, ctx.loaded.config)
+    admitted = admit_prompt(ctx.loaded, ctx.limits, prompt, bool(chat), system)
+    check_draft_len(k, len(admitted.ids), ctx.loaded.config.max_position_embeddings)
+    run = SpeculativeRun(ctx.loaded, make_drafter(spec, ctx.loaded.model), k, params, max_new_tokens=max_new)
+    entry, state = lab_state(ctx, sid, LAB)
+    with entry.exclusive(LAB):
+        state.clear()  # drop the previous run (and its caches) first
+        model_thread.run_prefill(run.prefill, admitted.ids)
+        state["run"] = run
+    return outputs(run, f"prefill done ({len(admitted.ids)} prompt tokens): press Round or Play")
 
 
 def _need_run(ctx: TabContext, sid: str | None) -> tuple[Any, SpeculativeRun]:
@@ -119,25 +107,20 @@ def _one_round(run: SpeculativeRun) -> str:
     return f"round {r.index + 1}: kept {r.accepted} of {r.drafted} drafts, {what}{done}"
 
 
+@shows_refusals(_status_only)
 def round_(ctx: TabContext, sid: str | None) -> tuple:
     """The Round button: draft, verify in one forward, accept, roll back."""
-    try:
-        entry, run = _need_run(ctx, sid)
-        with entry.exclusive(LAB):
-            message = model_thread.run(_one_round, run)
-        return outputs(run, message)
-    except InputError as exc:
-        return (status_html(str(exc), error=True),) + (gr.skip(),) * (OUTPUTS - 1)
+    entry, run = _need_run(ctx, sid)
+    with entry.exclusive(LAB):
+        message = model_thread.run(_one_round, run)
+    return outputs(run, message)
 
 
+@shows_refusals(_status_only)
 def play(ctx: TabContext, sid: str | None) -> Iterator[tuple]:
     """Rounds until the run finishes or Pause is pressed, the views after each round."""
-    try:
-        entry, run = _need_run(ctx, sid)
-        entry.acquire(LAB)
-    except InputError as exc:
-        yield (status_html(str(exc), error=True),) + (gr.skip(),) * (OUTPUTS - 1)
-        return
+    entry, run = _need_run(ctx, sid)
+    entry.acquire(LAB)
     entry.pause.clear()
     message = ""
     try:
@@ -168,9 +151,9 @@ def build_speculative_tab(ctx: TabContext) -> None:
             drafter = gr.Dropdown(DRAFTERS, value="ngram", label="drafter (ngram = prompt lookup)",
                                   elem_id="speculative-drafter")
             # a slider needs min < max: a 2-layer model shows 1..2, and 2 is refused in one line
-            layer = gr.Slider(1, max(2, n_layers - 1), max(1, min(n_layers - 1, round(0.8 * n_layers))), step=1,
-                              label="early-exit layer L (draft with the first L layers)", elem_id="speculative-layer")
-            k = gr.Slider(1, MAX_DRAFT_LEN, 5, step=1, label="draft length k", elem_id="speculative-k")
+            layer = slider(early_exit_bound(ctx.loaded.config), max(1, min(n_layers - 1, round(0.8 * n_layers))), 1,
+                           "early-exit layer L (draft with the first L layers)", "speculative-layer")
+            k = slider(DRAFT_LEN, 5, 1, "draft length k", "speculative-k")
         with gr.Row():
             start_btn = gr.Button("Start", variant="primary", elem_id="speculative-start")
             round_btn = gr.Button("Round →", elem_id="speculative-round")
@@ -187,6 +170,8 @@ def build_speculative_tab(ctx: TabContext) -> None:
         kv = gr.Plot(blank[3], elem_id="speculative-kv", show_label=False)
 
     outs = [status, text, rounds, kv, stats]
+    report_on_release(layer, early_exit_bound(ctx.loaded.config), status, status_html)
+    report_on_release(k, DRAFT_LEN, status, status_html)
     start_btn.click(lambda sid, *a: start(ctx, sid, *a),
                     [ctx.sid, drafter, layer, k, ctx.prompt, ctx.chat, ctx.system, ctx.max_new, *ctx.sampling],
                     outs, **fast)

@@ -35,7 +35,7 @@ class TabContext:
     prompt: Any  # gr.Textbox
     chat: Any  # gr.Checkbox
     system: Any  # gr.Textbox
-    sampling: tuple  # (temperature, top_k, top_p, min_p, seed) components, as `parse_params` takes them
+    sampling: tuple  # (temperature, top_k, top_p, min_p, seed) components, as `fields.sampling_params` takes them
     max_new: Any  # gr.Number
 
 

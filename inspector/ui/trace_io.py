@@ -10,8 +10,8 @@ Two handlers the page wires to its buttons, both taking the app's `Handlers` as 
   lock; it steps on when the page's model recorded it, else Step says why in the status line.
 Caps come first: the file's size against the session memory cap before parsing, the restored session's
 retained bytes against it after (`limits.max_trace_mb`), and a trace of another model shape than the
-page's is refused (the views are laid out for the page's model). Errors go to the status line; the
-handlers never raise. The file work (saving, reading, rebuilding the KV cache) runs on the model thread.
+page's is refused (the views are laid out for the page's model). Errors go to the status line
+(`shows_refusals`, OSError included); the handlers never raise. The file work (saving, reading, rebuilding the KV cache) runs on the model thread.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InputError, InspectorError, first_line
+from inspector.errors import InputError
 from inspector.session.trace_file import load_trace, save_trace
 from inspector.ui.model_thread import run
+from inspector.ui.refusals import REFUSALS, shows_refusals
 
+FILE_REFUSALS = REFUSALS + (OSError,)  # a file that cannot be written or read is one line too
 EXPORTS_KEPT = 8  # exported files kept on disk per process (older ones are deleted)
 
 _lock = threading.Lock()
@@ -59,46 +61,41 @@ def _new_export_path(model_name: str) -> Path:
     return unique / f"trace-{safe}.safetensors"
 
 
+@shows_refusals(lambda message, h, sid, *_: (None, h.status(h.store.get(sid), message, error=True)), FILE_REFUSALS)
 def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
                  system: str | None = None) -> tuple[str | None, str]:
     """Save this browser's run (prompt, chat, system: the page's settings, saved when given)."""
     entry = h.store.get(sid)
-    try:
-        if entry is None or entry.session is None or not entry.session.records:
-            raise InputError("nothing to export yet: press Prefill first")
-        path = _new_export_path(entry.session.loaded.name)
-        with entry.exclusive("export"):
-            size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
-        return str(path), h.status(entry, f"exported the trace: {path.name} ({_size(size)})")
-    except (InspectorError, ValueError, OSError) as exc:
-        return None, h.status(entry, first_line(exc), error=True)
+    if entry is None or entry.session is None or not entry.session.records:
+        raise InputError("nothing to export yet: press Prefill first")
+    path = _new_export_path(entry.session.loaded.name)
+    with entry.exclusive("export"):
+        size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
+    return str(path), h.status(entry, f"exported the trace: {path.name} ({_size(size)})")
 
 
+@shows_refusals(lambda message, h, sid, *_: h.error_views(h.store.get(sid), message), FILE_REFUSALS)
 def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> list:
     """Open an uploaded trace file in this browser's session and redraw every view from it."""
-    entry = h.store.get(sid)
-    try:
-        path = _uploaded_path(file)
-        cap = h.limits.max_trace_mb * 2**20
-        size = path.stat().st_size
-        if size >= cap:
-            raise InputError(f"the trace file is {_size(size)}; this server allows {h.limits.max_trace_mb} "
-                             f"MB per session (INSPECTOR_MAX_TRACE_MB)")
-        if not sid:
-            raise InputError("this page has no session id: reload the page")
-        sid, entry = h.store.get_or_create(sid)
-        with entry.exclusive("import"):
-            session = run(load_trace, path, h.loaded)
-            _admit(h, session, path.name, cap)
-            h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
-            entry.session = session
-            entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
-        how = session.read_only or f"it steps on with {h.loaded.name}"
-        views = h.views(entry, layer, head, f"opened {path.name}: {how}")
-        h.queue_forward_ahead(entry)  # as after a prefill: the next Step only samples (nothing when read-only)
-        return views
-    except (InspectorError, ValueError, OSError) as exc:
-        return h.error_views(entry, InputError(first_line(exc)))
+    path = _uploaded_path(file)
+    cap = h.limits.max_trace_mb * 2**20
+    size = path.stat().st_size
+    if size >= cap:
+        raise InputError(f"the trace file is {_size(size)}; this server allows {h.limits.max_trace_mb} "
+                         f"MB per session (INSPECTOR_MAX_TRACE_MB)")
+    if not sid:
+        raise InputError("this page has no session id: reload the page")
+    sid, entry = h.store.get_or_create(sid)
+    with entry.exclusive("import"):
+        session = run(load_trace, path, h.loaded)
+        _admit(h, session, path.name, cap)
+        h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
+        entry.session = session
+        entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
+    how = session.read_only or f"it steps on with {h.loaded.name}"
+    views = h.views(entry, layer, head, f"opened {path.name}: {how}")
+    h.queue_forward_ahead(entry)  # as after a prefill: the next Step only samples (nothing when read-only)
+    return views
 
 
 def _admit(h: Any, session: Any, name: str, cap: int) -> None:
