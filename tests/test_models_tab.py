@@ -55,3 +55,23 @@ def test_compare_puts_both_models_side_by_side(tiny_gemma, tiny_loaded, monkeypa
 def test_bad_input_is_one_status_line(tiny_loaded, key, prompt, message):  # noqa: F811
     out = models_tab.compare(make_ctx(tiny_loaded), None, key, prompt, False, "")
     assert message in status(out) and "\n" not in status(out)
+
+
+def test_attention_views_mark_local_layers_and_their_window():
+    import numpy as np
+
+    from inspector.viz.attention import overview_html, pattern_heatmap, row_bars
+
+    n = 10
+    pattern = np.tril(np.ones((n, n), np.float32)) / np.arange(1, n + 1)[:, None]
+    pieces = [f"t{i}" for i in range(n)]
+    local = pattern_heatmap(pattern, pieces, 0, 1, 0, 0, window=4)
+    z = np.asarray(local.data[0].z, dtype=float)
+    assert np.isnan(z[9, 5]) and not np.isnan(z[9, 6]) and np.isnan(z[2, 3])  # window 4: keys 6..9 for query 9
+    assert "local layer, window 4" in local.layout.title.text
+    glob = pattern_heatmap(pattern, pieces, 0, 1, 0, 0)
+    assert not np.isnan(np.asarray(glob.data[0].z, dtype=float)[9, 0]) and "local" not in glob.layout.title.text
+    bars = row_bars(pattern[9], pieces, 5, 9, 1, 0, 0, window=4)
+    assert bars.layout.shapes[0].x0 == 5.5 and "local layer" in bars.layout.title.text
+    over = overview_html(np.ones((2, 2, n), np.float32) / n, pieces, 1, 9, local=[True, False])
+    assert "kv1 local&quot;" in over and "kv0 global&quot;" in over and "L0ᴸ<" in over and "L1ᴳ<" in over
