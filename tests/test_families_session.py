@@ -71,3 +71,22 @@ def test_a_tensor_that_does_not_fit_the_config_is_named(tmp_path):
     (directory / "config.json").write_text(json.dumps({**cfg, "model_type": "gemma"}))
     with pytest.raises(Exception, match="supported: llama, qwen2, qwen3, mistral, phi3, gemma2, gemma3_text"):
         load_model(str(directory))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_quantized_family_models_compute_their_dequantized_weights(family, tmp_path):
+    """The Quantization lab's int8 copy of each family keeps the family's own tensors (q/k norms,
+    post-norms, fused matrices, a second RoPE base): it computes exactly what the engine's fp32 model
+    computes over its dequantized weights (loaded with strict names), and stays near the fp32 model."""
+    from inspector.engine.model import Transformer
+    from inspector.quant.model import quantize_model
+
+    loaded = load_model(str(make_tiny_checkpoint(tmp_path / family, model_type=family, **FAMILIES[family])))
+    q8 = quantize_model(loaded.model, "int8", int8_path="dequant")
+    again = Transformer(loaded.config)
+    again.load_state_dict(q8.dequantized_state(), strict=True)
+    ids = torch.tensor([loaded.tokenizer.encode(PROMPT)])
+    with torch.inference_mode():
+        fp32, got, want = loaded.model(ids), q8(ids), again(ids)
+    assert float((got - want).abs().max()) < 1e-4
+    assert float((got - fp32).abs().max()) < 0.25 * float(fp32.abs().max())
