@@ -1,6 +1,10 @@
 """Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python -m bench.engine [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--no-rss] [--no-matmuls]
+Run: python -m bench.engine [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--ops] [--no-rss] [--no-matmuls]
+
+`--ops` prints only the per-operation table (bench/ops.py): a decode step's time per operation (qkv,
+attention, o, gate/up, down, norms, LM head, sampling) with the bytes each reads and its GB/s against the
+machine's measured read bandwidth, fp32 and bf16 side by side.
 
 Rows: our fp32 decode without a recorder (weights in the app's decode layout, see
 inspector.models.loader), the same in the batch layout, with the summary recorder (logit lens on demand, i.e. not
@@ -275,6 +279,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
+    ap.add_argument("--ops", action="store_true", help="print the per-operation table (fp32 and bf16) instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
     ap.add_argument("--no-matmuls", action="store_true", help="skip the weight-products table")
     ap.add_argument("--threads", type=int, default=THREADS,
@@ -293,6 +298,11 @@ def main() -> None:
     fp32 = load_model()
     if args.profile:
         profile(fp32 if args.profile != "bf16" else load_model(dtype=torch.bfloat16), args.profile == "fp32-rec")
+        return
+    if args.ops:
+        from bench.ops import print_ops_table
+
+        print_ops_table(fp32, load_model(dtype=torch.bfloat16), prompt_ids(fp32.tokenizer, 128))
         return
     import transformers
 

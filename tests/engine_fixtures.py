@@ -1,6 +1,6 @@
 """Helpers for the engine tests: tiny random HF models with our Transformer on the same weights.
 
-`hf_pair(model_type, **overrides)` builds a transformers model (eager attention, weights drawn N(0, 0.1)
+`hf_pair(model_type, **overrides)` builds a transformers model of any family in `HF_CLASSES` (eager attention, weights drawn N(0, 0.1)
 so the logits are not flat) and our `Transformer` loaded from its state dict with `strict=True`.
 """
 
@@ -11,6 +11,7 @@ import torch
 from inspector.engine.config import ModelConfig
 from inspector.engine.linear import lay_out_weights
 from inspector.engine.model import Transformer
+from tiny import HF_CLASSES
 
 TINY = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False)
@@ -25,12 +26,9 @@ def hf_pair(model_type: str = "llama", seed: int = 0, layout: str | None = None,
 
     torch.manual_seed(seed)
     kw = {**TINY, **overrides}
-    if model_type == "qwen2":
-        hf_cfg = transformers.Qwen2Config(**kw)
-        cls = transformers.Qwen2ForCausalLM
-    else:
-        hf_cfg = transformers.LlamaConfig(**kw)
-        cls = transformers.LlamaForCausalLM
+    config_name, model_name = HF_CLASSES[model_type]
+    hf_cfg = getattr(transformers, config_name)(**kw)
+    cls = getattr(transformers, model_name)
     hf_cfg._attn_implementation = "eager"
     hf = cls(hf_cfg).eval()
     with torch.no_grad():

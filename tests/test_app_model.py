@@ -21,8 +21,9 @@ class Recorder(list):
         super().__init__()
         self.fail: set = set()
 
-    def __call__(self, source=None):
+    def __call__(self, source=None, device=None):
         self.append(source)
+        self.device = device
         if source in self.fail:
             raise ModelLoadError(f"{source!r}: the Hugging Face Hub did not provide it: offline\nsecond line")
         return f"loaded:{source}"
@@ -40,6 +41,14 @@ def calls(monkeypatch) -> Recorder:
 def test_locally_the_embedded_default(calls):
     assert load_app_model() == "loaded:None"
     assert calls == [None]
+
+
+def test_the_device_comes_from_inspector_device(calls, monkeypatch):
+    monkeypatch.delenv("INSPECTOR_DEVICE", raising=False)
+    assert load_app_model() == "loaded:None" and calls.device is None
+    monkeypatch.setenv("INSPECTOR_DEVICE", "cuda")
+    load_app_model()
+    assert calls.device == "cuda"
 
 
 @pytest.mark.parametrize("var, value", [("SYSTEM", "spaces"), ("SPACE_ID", "someone/inspector")])

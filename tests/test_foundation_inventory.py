@@ -29,7 +29,7 @@ def test_tiny_tied(tiny_llama_dir):
     assert inv.bytes == 4 * inv.params
     assert inv.tied_to == "model.embed_tokens.weight"
     groups = {g.group: g for g in inv.groups}
-    assert list(groups) == list(GROUPS)
+    assert list(groups) == [g for g in GROUPS if g not in ("attention qkv", "mlp gate+up")]  # Phi-3's fused ones
     assert groups["lm_head"].tensors == 0 and groups["lm_head"].bytes == 0
     assert groups["norm"].tensors == 2 * 2 + 1
     assert sum(g.params for g in inv.groups) == inv.params

@@ -200,7 +200,12 @@ TINY = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_laye
             num_key_value_heads=2, max_position_embeddings=64)
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+FAMILY_KEYS = {"qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 8},
+               "gemma2": {"head_dim": 16, "sliding_window": 8}, "gemma3_text": {"head_dim": 16, "sliding_window": 8},
+               "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text"])
 @pytest.mark.parametrize("tie", [True, False])
 def test_meta_count_equals_a_real_model_and_transformers(model_type, tie):
     """The count read off the meta-device model equals sum(numel) of the same engine model built for real
@@ -210,7 +215,9 @@ def test_meta_count_equals_a_real_model_and_transformers(model_type, tie):
 
     from inspector.engine.model import Transformer
 
-    raw = {**TINY, "model_type": model_type, "tie_word_embeddings": tie}
+    from tiny import HF_CLASSES
+
+    raw = {**TINY, "model_type": model_type, "tie_word_embeddings": tie, **FAMILY_KEYS.get(model_type, {})}
     c = mem.config_from_hf(raw, f"tiny-{model_type}")
     real = Transformer(c)
     assert mem.count_params(c) == sum(p.numel() for p in real.parameters())
@@ -218,8 +225,7 @@ def test_meta_count_equals_a_real_model_and_transformers(model_type, tie):
     assert mem.weight_bytes(c, "fp32") == sum(p.nbytes for p in real.parameters())
     assert mem.weight_bytes(c, "bf16") == sum(p.nbytes for p in real.to(torch.bfloat16).parameters())
 
-    hf_class, hf_config = {"llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
-                           "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config)}[model_type]
+    hf_config, hf_class = (getattr(transformers, n) for n in HF_CLASSES[model_type])
     keys = {k: v for k, v in raw.items() if k != "model_type"}
     with torch.device("meta"):
         hf = hf_class(hf_config(**keys))
@@ -229,11 +235,11 @@ def test_meta_count_equals_a_real_model_and_transformers(model_type, tie):
 
 
 def test_every_shipped_config_builds_on_the_meta_device():
-    """No shipped entry needs a formula path: each one is the engine's llama or qwen2 model."""
+    """No shipped entry needs a formula path: each one is the engine's model of its own family."""
     for s in mem.shipped_configs().values():
         rc = mem.resolve_config(s.repo_id)
         assert mem.count_params(rc.config) > 0
-        assert (rc.layout_note is None) == (s.config["model_type"] in ("llama", "qwen2")), s.repo_id
+        assert rc.layout_note is None and rc.config.model_type == s.config["model_type"], s.repo_id
 
 
 @pytest.mark.slow
@@ -273,9 +279,10 @@ def test_names_are_case_insensitive_and_the_short_name_works():
         assert mem.resolve_config(name).name == "meta-llama/Llama-3.1-70B"
 
 
-def test_mistral_reads_as_llama_and_keeps_its_sliding_window():
+def test_mistral_reads_as_mistral_and_keeps_its_sliding_window():
     rc = mem.resolve_config("mistralai/Mistral-7B-v0.1")
-    assert rc.config.model_type == "llama" and not rc.config.qkv_bias and rc.sliding_window == 4096
+    assert rc.config.model_type == "mistral" and not rc.config.qkv_bias and rc.sliding_window == 4096
+    assert rc.config.sliding_window == 4096
 
 
 def test_rope_and_activation_keys_do_not_matter_to_the_count(tmp_path):
@@ -323,7 +330,7 @@ def test_cli_table(capsys):
     out = capsys.readouterr().out
     assert "7,241,732,096" in out and "GQA (8 KV heads)" in out and "MHA (32 KV heads)" in out
     assert "131,072 B" in out and "requests that fit in 22.4 GiB" in out and "sliding_window 4,096" in out
-    assert "note: model_type mistral is counted as the engine's llama model (the same tensors)" in out
+    assert "note: model_type" not in out  # the engine builds Mistral as itself
 
 
 def test_cli_list(capsys):

@@ -1,6 +1,7 @@
 """Tiny random checkpoints for tests (a helper module; pytest puts tests/ on sys.path, so `from tiny import ...`).
 
-`make_tiny_checkpoint(dir, model_type="llama"|"qwen2", tie=True, **config_overrides) -> Path` writes a
+`make_tiny_checkpoint(dir, model_type="llama", tie=True, **config_overrides) -> Path` (any family in
+`HF_CLASSES`) writes a
 real HF-format directory with transformers' `save_pretrained` (config.json, model.safetensors) plus a small
 byte-level BPE tokenizer.json (SmolLM pre-tokenizer, ChatML special tokens) and a tokenizer_config.json
 with a ChatML chat template. Same seed -> same weights.
@@ -35,6 +36,13 @@ CORPUS = [
 ] * 4
 
 
+# model_type -> transformers' config and causal-LM class names (every family the engine implements)
+HF_CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+              "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "mistral": ("MistralConfig", "MistralForCausalLM"),
+              "phi3": ("Phi3Config", "Phi3ForCausalLM"), "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+              "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
+
+
 def make_tokenizer(vocab_size: int = 320) -> Any:
     """A byte-level BPE with the SmolLM pre-tokenizer and ChatML specials at ids 0, 1, 2."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -66,14 +74,10 @@ def make_tiny_checkpoint(directory: str | Path, model_type: str = "llama", tie: 
         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=tie, bos_token_id=1, eos_token_id=2,
     )
     cfg.update(config_overrides)
-    if model_type == "llama":
-        config = transformers.LlamaConfig(**cfg)
-        model_cls = transformers.LlamaForCausalLM
-    elif model_type == "qwen2":
-        config = transformers.Qwen2Config(**cfg)
-        model_cls = transformers.Qwen2ForCausalLM
-    else:
+    if model_type not in HF_CLASSES:
         raise ValueError(model_type)
+    config = getattr(transformers, HF_CLASSES[model_type][0])(**cfg)
+    model_cls = getattr(transformers, HF_CLASSES[model_type][1])
     torch.manual_seed(seed)
     model = model_cls(config)
     with torch.no_grad():  # non-trivial norms and biases, so a mix-up would show

@@ -30,7 +30,10 @@ def _parent() -> argparse.ArgumentParser:
 def model_flags() -> argparse.ArgumentParser:
     p = _parent()
     p.add_argument("--model", default=None, metavar="SOURCE",
-                   help="HF-format directory, .gguf file or Hub repo id (default: the embedded SmolLM2-135M-Instruct)")
+                   help="a model name (smollm2-135m, gemma3-270m: fetched and converted on first use), an "
+                   "HF-format directory, a .gguf file or a Hub repo id (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--device", default="cpu", metavar="DEVICE",
+                   help="cpu, cuda (cuda:N) or mps: where the weights and the KV cache live (default: cpu)")
     return p
 
 

@@ -45,6 +45,19 @@ def _table(header: list[str], rows: list[list[Any]], right: set[int]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def family_line(c: Any) -> str:
+    """What the model's family adds to a Llama block, and its local/global layers ("" for Llama, Qwen2)."""
+    from inspector.engine.arch import FAMILY_FEATURES
+    from inspector.engine.config import SLIDING
+
+    parts = list(FAMILY_FEATURES.get(c.model_type, ()))
+    sliding = sum(c.layer_type(i) == SLIDING for i in range(c.num_hidden_layers))
+    if sliding:
+        parts.append(f"window {c.sliding_window:,} on {sliding} of {c.num_hidden_layers} layers"
+                     + (f" (their rope theta {c.rope_local_theta:g})" if c.rope_local_theta else ""))
+    return "; ".join(parts)
+
+
 def human(loaded: Any, inv: Inventory) -> str:
     c = loaded.config
     arch = (f"{c.model_type}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
@@ -58,6 +71,7 @@ def human(loaded: Any, inv: Inventory) -> str:
         f"  source:       {loaded.source} ({loaded.source_format}, {format_bytes(loaded.source_bytes)} on disk)",
         f"  weights:      {loaded.weights_path}",
         f"  architecture: {arch}",
+        *([f"  family adds:  {family}"] if (family := family_line(c)) else []),
         f"  parameters:   {inv.params:,} ({format_bytes(inv.bytes)} in {dtype})",
         "",
         _table(["group", "tensors", "params", "bytes"],
@@ -73,7 +87,7 @@ def human(loaded: Any, inv: Inventory) -> str:
 def run(args: argparse.Namespace) -> int:
     from inspector.models.loader import load_model
 
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, device=args.device)
     inv = build_inventory(loaded)
     print(json.dumps(info_dict(loaded, inv), indent=2) if args.json else human(loaded, inv))
     return 0

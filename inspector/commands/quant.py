@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from inspector.quant.lab import QuantLab
     from inspector.quant.schemes import check_shapes
 
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, device=args.device)
     check_shapes(scheme, loaded.config)
     ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
     if len(ids) + args.max_new_tokens > loaded.config.max_position_embeddings:

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from inspector.engine.model import set_attention
 
     draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
-    loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+    loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32, device=args.device)
     set_attention(loaded.model, args.attention)
     if args.speculative is not None:
         return run_speculative(args, loaded, params, draft_len)

@@ -150,7 +150,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     prompts = read_prompts(args.prompts)
     check_settings(args)
     arrivals, params = arrival_steps(args, len(prompts)), sampling_params(args)
-    loaded = load_model(args.model, layout="batch")  # every forward holds several rows
+    loaded = load_model(args.model, layout="batch", device=args.device)  # every forward holds several rows
     tok = loaded.tokenizer
     if args.chat and not tok.has_chat_template:
         raise InputError(f"{loaded.name} has no chat template; drop --chat")

@@ -13,6 +13,9 @@ the weights the model used (up to the dtype the caller passes in).
 - `plan_forward(...) -> ForwardPlan`: for one forward of a batch of rows, each row's positions, its
   number of real (unpadded) tokens, and the blocks of queries the model attends with, each with the
   keys it reads and its mask. Built once per forward; every layer uses it.
+- `window_mask(q_pos, T, S, window)`: True where a key lies `window` or more positions before its query
+  (a sliding-window layer's extra mask, as transformers' `kv_idx > q_idx - window`); None when none does.
+  `windowed(plan, window)` is the plan of a sliding layer: every block's mask also hides those keys.
 
 Grouped-query attention: query head h reads KV head h // n_rep. The queries are grouped by KV head,
 (B, H, T, d) -> (B*KV, n_rep*T, d), so one matmul per KV head serves its n_rep query heads without
@@ -104,6 +107,7 @@ class ForwardPlan:
     first: int | None
     positions: torch.Tensor
     blocks: list[KeyBlock]
+    window: int | None = None  # set by `windowed`: the blocks' masks also hide keys this far back or more
 
     @property
     def n_keys(self) -> int:
@@ -147,10 +151,50 @@ def plan_forward(B: int, T: int, starts: Sequence[int], positions: torch.Tensor 
 
 
 def plan_mask(plan: ForwardPlan, T: int, S: int) -> torch.Tensor | None:
-    """The future mask of all T queries of a planned forward over S keys, as one block (see `future_mask`)."""
+    """The future mask of all T queries of a planned forward over S keys, as one block (see `future_mask`);
+    with the window's mask too for a `windowed` plan."""
     if plan.first is not None:
-        return future_mask(plan.first, T, S, plan.positions.device)
-    return future_mask(plan.positions, T, S)
+        future = future_mask(plan.first, T, S, plan.positions.device)
+    else:
+        future = future_mask(plan.positions, T, S)
+    if plan.window is None:
+        return future
+    q_pos = plan.first if plan.first is not None else plan.positions
+    return _either(future, window_mask(q_pos, T, S, plan.window, plan.positions.device))
+
+
+def window_mask(q_pos: torch.Tensor | int, T: int, S: int, window: int,
+                device: torch.device | None = None) -> torch.Tensor | None:
+    """(B or 1, 1, T, S) bool, True where key position <= query position - window; None when no key is
+    that far back. `q_pos` as in `future_mask`."""
+    if isinstance(q_pos, int):
+        if q_pos + T - 1 - window < 0:  # even the last query sees key 0
+            return None
+        # key j is too old for query i (at q_pos + i) when j <= q_pos + i - window
+        return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=q_pos - window)[None, None]
+    keys = torch.arange(S, device=q_pos.device)
+    return (keys[None, None, :] <= q_pos[:, :, None] - window)[:, None]  # (B, 1, T, S)
+
+
+def windowed(plan: ForwardPlan, window: int) -> ForwardPlan:
+    """The same forward for a sliding-window layer: each block's mask also hides keys `window` or more
+    positions before its query (see `window_mask`)."""
+    blocks = []
+    for blk in plan.blocks:
+        Tb = blk.t1 - blk.t0
+        if plan.first is not None:
+            old = window_mask(plan.first + blk.t0, Tb, blk.n_keys, window, plan.positions.device)
+        else:
+            old = window_mask(plan.positions[:, blk.t0:blk.t1], Tb, blk.n_keys, window)
+        blocks.append(KeyBlock(blk.t0, blk.t1, blk.n_keys, _either(blk.future, old)))
+    return ForwardPlan(plan.starts, plan.counts, plan.first, plan.positions, blocks, window)
+
+
+def _either(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+    """The union of two masks, either of which may be None (nothing masked)."""
+    if a is None:
+        return b
+    return a if b is None else a | b
 
 
 def _check_positions(positions: torch.Tensor, B: int, T: int, starts: list[int]) -> list[int]:

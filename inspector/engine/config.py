@@ -1,8 +1,15 @@
 """Model and sampling configuration.
 
-`ModelConfig` fields are the Hugging Face config.json keys of the Llama family (Llama, SmolLM, Qwen2).
-`ModelConfig.from_hf` reads those keys and raises `UnsupportedConfigError` (naming the key and value)
-for anything that would change the math in a way the engine does not implement — it never ignores one.
+`ModelConfig` fields are Hugging Face config.json keys: the Llama family's (Llama, SmolLM, Qwen2) and the
+keys of the other families the engine implements (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text; see
+`inspector.engine.families` for what each adds). `ModelConfig.from_hf` reads those keys and raises
+`UnsupportedConfigError` (naming the key, its value and what is supported) for anything that would change
+the math in a way the engine does not implement — it never ignores one.
+
+Layer kinds: `layer_types[i]` is "full_attention" (causal over every earlier position) or
+"sliding_attention" (only the `sliding_window` latest positions, the query's own included, as
+transformers' sliding-window mask). Sliding layers rotate with `rope_local_theta` when it is set
+(Gemma 3), else with `rope_theta`.
 """
 
 from __future__ import annotations
@@ -13,9 +20,14 @@ from typing import Any
 from inspector.errors import UnsupportedConfigError  # re-exported for callers of from_hf
 from inspector.validate import SAMPLING
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
-
-
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text")
+FULL, SLIDING = "full_attention", "sliding_attention"
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")  # the gated MLP's activation on the gate
+GEMMA_TYPES = ("gemma2", "gemma3_text")  # (1 + w) norms, sandwich norms, embeddings scaled by sqrt(D)
+QK_NORM_TYPES = ("qwen3", "gemma3_text")  # RMSNorm over each head's queries and keys before RoPE
+_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                  "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                  "gemma3_text": "Gemma3ForCausalLM"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,36 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     name: str = field(default="model", compare=False)
+    hidden_act: str = "silu"  # one of ACTIVATIONS (Gemma: gelu_pytorch_tanh)
+    sliding_window: int | None = None  # keys a sliding layer's query sees, itself included
+    layer_types: tuple[str, ...] = ()  # FULL or SLIDING per layer; () means every layer FULL
+    rope_local_theta: float | None = None  # RoPE base of sliding layers (Gemma 3); None: rope_theta
+    query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma); None: head_dim
+    attn_logit_softcapping: float | None = None  # scores -> cap * tanh(scores / cap) before the mask (Gemma 2)
+    final_logit_softcapping: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2)
+
+    def layer_type(self, layer: int) -> str:
+        """FULL or SLIDING: how layer `layer` masks its keys."""
+        return self.layer_types[layer] if self.layer_types else FULL
+
+    @property
+    def gemma(self) -> bool:
+        """Gemma norms: (1 + w) RMSNorm, post-norms around attention and MLP, embeddings times sqrt(D)."""
+        return self.model_type in GEMMA_TYPES
+
+    @property
+    def qk_norm(self) -> bool:
+        return self.model_type in QK_NORM_TYPES
+
+    @property
+    def fused(self) -> bool:
+        """Phi-3: q/k/v in one `qkv_proj` matrix and gate/up in one `gate_up_proj` in the checkpoint."""
+        return self.model_type == "phi3"
+
+    @property
+    def attn_scale(self) -> float:
+        """What q.k is multiplied by before the softmax."""
+        return (self.query_pre_attn_scalar if self.query_pre_attn_scalar is not None else self.head_dim) ** -0.5
 
     @property
     def n_rep(self) -> int:
@@ -62,7 +104,7 @@ class ModelConfig:
     def to_hf(self) -> dict[str, Any]:
         """The config.json dict (HF key names) that `from_hf` reads back to an equal config."""
         out = {
-            "architectures": ["Qwen2ForCausalLM" if self.model_type == "qwen2" else "LlamaForCausalLM"],
+            "architectures": [_ARCHITECTURES[self.model_type]],
             "model_type": self.model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
@@ -76,13 +118,27 @@ class ModelConfig:
             "rope_theta": self.rope_theta,
             "rope_scaling": self.rope_scaling,
             "tie_word_embeddings": self.tie_word_embeddings,
-            "hidden_act": "silu",
+            "hidden_act": self.hidden_act,
             "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id,
         }
         if self.model_type == "llama":
             out["attention_bias"] = self.attention_bias
             out["mlp_bias"] = False
+        if self.model_type in ("mistral", "phi3") or self.layer_types:
+            out["sliding_window"] = self.sliding_window
+        if self.layer_types:
+            out["layer_types"] = list(self.layer_types)
+        if self.model_type == "qwen3":
+            out["use_sliding_window"] = False
+        if self.gemma:
+            out["hidden_activation"] = out.pop("hidden_act")
+            q = self.query_pre_attn_scalar  # transformers' Gemma configs type it int when whole
+            out["query_pre_attn_scalar"] = int(q) if q is not None and float(q).is_integer() else q
+            out["attn_logit_softcapping"] = self.attn_logit_softcapping
+            out["final_logit_softcapping"] = self.final_logit_softcapping
+        if self.rope_local_theta is not None:
+            out["rope_local_base_freq"] = self.rope_local_theta
         return out
 
     @classmethod
@@ -93,21 +149,47 @@ class ModelConfig:
             raise UnsupportedConfigError(f"unsupported config: {key}={value!r} ({why})")
 
         model_type = cfg.get("model_type", "llama")
+        if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
+            reject("model_type", model_type, "the multimodal Gemma 3 is not implemented; its text model "
+                   "(model_type gemma3_text) is")
         if model_type not in SUPPORTED_MODEL_TYPES:
             reject("model_type", model_type, f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
-        act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
-        if act != "silu":
-            reject("hidden_act", act, "only silu (SwiGLU) is implemented")
+        gemma = model_type in GEMMA_TYPES
+        # Gemma configs name the activation hidden_activation (and may carry a stale hidden_act).
+        if gemma:
+            act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
+        else:
+            act = cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))
+        if act not in ACTIVATIONS:
+            reject("hidden_act", act, f"supported: {', '.join(ACTIVATIONS)}")
         if cfg.get("mlp_bias"):
             reject("mlp_bias", cfg["mlp_bias"], "MLP biases are not implemented")
         if model_type == "qwen2" and cfg.get("use_sliding_window"):
-            reject("use_sliding_window", cfg["use_sliding_window"], "sliding-window attention is not implemented")
+            reject("use_sliding_window", cfg["use_sliding_window"], "Qwen2's sliding-window layers are not implemented")
+        if model_type == "qwen3" and cfg.get("use_sliding_window"):
+            reject("use_sliding_window", cfg["use_sliding_window"], "Qwen3's sliding-window layers are not implemented")
+        if gemma and cfg.get("use_bidirectional_attention"):
+            reject("use_bidirectional_attention", cfg["use_bidirectional_attention"], "only causal attention")
+        if model_type not in ("llama", "qwen2") and cfg.get("attention_bias"):
+            reject("attention_bias", cfg["attention_bias"], f"{model_type} attention biases are not implemented")
         for key in ("pretraining_tp",):
             if cfg.get(key, 1) != 1:
                 reject(key, cfg[key], "only 1 is implemented")
 
         # transformers >= 5 nests rope settings in `rope_parameters`; older configs use top-level keys.
+        # Gemma 3 nests them once more, per layer kind.
         rope_params = dict(cfg.get("rope_parameters") or {})
+        rope_local_theta = cfg.get("rope_local_base_freq") if model_type == "gemma3_text" else None
+        if FULL in rope_params or SLIDING in rope_params:
+            local = dict(rope_params.get(SLIDING) or {})
+            rope_params = dict(rope_params.get(FULL) or {})
+            if local.get("rope_type", "default") != "default":
+                reject("rope_parameters.sliding_attention.rope_type", local["rope_type"], "supported: default")
+            if "rope_theta" in local and model_type == "gemma3_text":
+                rope_local_theta = local["rope_theta"]
+        if rope_params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) != 1.0:
+            reject("partial_rotary_factor", rope_params.get("partial_rotary_factor", cfg.get("partial_rotary_factor")),
+                   "only 1.0 (RoPE over the whole head) is implemented")
         rope_theta = float(cfg.get("rope_theta", rope_params.get("rope_theta", 10000.0)))
         scaling = cfg.get("rope_scaling")
         if scaling is None and rope_params.get("rope_type", "default") != "default":
@@ -139,6 +221,35 @@ class ModelConfig:
         head_dim = cfg.get("head_dim") or hidden // heads
         if head_dim % 2:
             reject("head_dim", head_dim, "RoPE needs an even head_dim")
+        layers = int(cfg["num_hidden_layers"])
+        window = cfg.get("sliding_window")
+        if window is not None and (not isinstance(window, int) or window < 1):
+            reject("sliding_window", window, "a positive whole number or null")
+        layer_types: tuple[str, ...] = ()
+        if model_type in ("mistral", "phi3"):  # every layer slides when a window is set
+            layer_types = (SLIDING,) * layers if window is not None else ()
+        elif gemma:
+            given = cfg.get("layer_types")
+            if given is None:  # older configs: a period (Gemma 3) or alternation from the first layer (Gemma 2)
+                period = int(cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", 6 if model_type == "gemma3_text" else 2)))
+                given = [FULL if (i + 1) % period == 0 else SLIDING for i in range(layers)] if model_type == "gemma3_text" \
+                    else [SLIDING if i % 2 == 0 else FULL for i in range(layers)]
+            layer_types = tuple(given)
+        elif cfg.get("layer_types") is not None and any(t != FULL for t in cfg["layer_types"]):
+            reject("layer_types", cfg["layer_types"], f"{model_type} has only full_attention layers here")
+        if layer_types:
+            if len(layer_types) != layers or any(t not in (FULL, SLIDING) for t in layer_types):
+                reject("layer_types", list(layer_types), f"{layers} entries, each {FULL} or {SLIDING}")
+            if SLIDING in layer_types and window is None:
+                reject("sliding_window", window, "sliding_attention layers need a window")
+            if all(t == FULL for t in layer_types):
+                layer_types = ()
+        if not layer_types and model_type not in ("mistral", "phi3") and not gemma:
+            window = None  # a window no layer uses
+
+        def opt_float(key: str) -> float | None:
+            return None if cfg.get(key) is None else float(cfg[key])
+
         return cls(
             vocab_size=int(cfg["vocab_size"]),
             hidden_size=hidden,
@@ -157,6 +268,13 @@ class ModelConfig:
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_id=cfg.get("eos_token_id"),
             name=name,
+            hidden_act=act,
+            sliding_window=window,
+            layer_types=layer_types,
+            rope_local_theta=None if rope_local_theta is None else float(rope_local_theta),
+            query_pre_attn_scalar=opt_float("query_pre_attn_scalar") if gemma else None,
+            attn_logit_softcapping=opt_float("attn_logit_softcapping") if gemma else None,
+            final_logit_softcapping=opt_float("final_logit_softcapping") if gemma else None,
         )
 
 

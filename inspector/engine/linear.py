@@ -57,7 +57,7 @@ def lay_out_weights(model: nn.Module, transposed: bool,
         groups += [(attn, QKV), (attn, ("o_proj",)), (mlp, GATE_UP), (mlp, ("down_proj",))]
     laid: set[int] = set()
     for owner, names in groups:
-        modules = [getattr(owner, n) for n in names]
+        modules = [getattr(owner, n, None) for n in names]  # a fused family (Phi-3) has none of them
         if not all(isinstance(m, nn.Linear) for m in modules):
             continue
         for attr in ("weight", "bias"):

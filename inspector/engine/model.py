@@ -1,5 +1,10 @@
 """A Llama-family decoder in plain PyTorch (Llama, SmolLM, Qwen2), instrumented with trace points.
 
+The other families (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3) are these classes specialised in
+`inspector.engine.arch` (its `build_block` picks a layer's classes from the config); the model itself adds
+only what sits outside the blocks: Gemma's embedding scale, a second RoPE base for sliding layers, each
+layer kind's mask (`attention.windowed`) and the final logit soft-cap.
+
 Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_attn.q_proj`, ...,
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
 no `lm_head` module and unembeds with `model.embed_tokens.weight`.
@@ -43,11 +48,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32
-from inspector.engine.config import ModelConfig
+from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32, windowed
+from inspector.engine.config import FULL, SLIDING, ModelConfig
 from inspector.engine.flash import tiled_attend
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
+from inspector.engine.rope import apply_rope, rope_cos_sin, rope_inv_freq, signed_sin
 from inspector.engine.trace import Recorder, edits, wants
 
 
@@ -99,56 +105,16 @@ class RMSNorm(NoHooks, nn.Module):
         return self.weight * (normed if x.dtype == torch.float32 else normed.to(x.dtype))
 
 
-def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
-    """Inverse frequencies (head_dim/2,), with Llama 3 scaling when `rope_scaling` asks for it."""
-    d = config.head_dim
-    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
-    s = config.rope_scaling
-    if s is None:
-        return inv_freq
-    # Llama 3: keep high frequencies, divide low ones by `factor`, blend smoothly in between.
-    low_wavelen = s["original_max_position_embeddings"] / s["low_freq_factor"]
-    high_wavelen = s["original_max_position_embeddings"] / s["high_freq_factor"]
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_wavelen, inv_freq / s["factor"], inv_freq)
-    smooth = (s["original_max_position_embeddings"] / wavelen - s["low_freq_factor"]) / (
-        s["high_freq_factor"] - s["low_freq_factor"]
-    )
-    smoothed = (1 - smooth) * scaled / s["factor"] + smooth * scaled
-    is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-    return torch.where(is_medium, smoothed, scaled)
-
-
-def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of shape (*positions.shape, head_dim) for the given positions (HF layout: halves repeated)."""
-    freqs = positions.float()[..., None] * inv_freq  # (..., T, head_dim/2)
-    emb = torch.cat((freqs, freqs), dim=-1)  # (..., T, head_dim)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
-
-
-def signed_sin(sin: torch.Tensor) -> torch.Tensor:
-    """sin with its first half negated: what `apply_rope` multiplies the half-rolled x by."""
-    half = sin.shape[-1] // 2
-    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
-    """Rotate (..., head_dim) by position: x*cos + rotate_half(x)*sin, HF's rotate_half RoPE.
-
-    rotate_half(x) = cat(-x2, x1) is x rolled by half a head with its first half negated; the negation
-    is moved onto sin (`signed_sin`, exact in floating point), so the rotation is one roll."""
-    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed
-
-
 class Attention(NoHooks, nn.Module):
     """Grouped-query causal self-attention with RoPE, written out in full (scores, mask, fp32 softmax)."""
+
+    kind = "standard"  # or "tiled", per layer (`set_attention`)
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
         self.n_heads, self.n_kv_heads, self.head_dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
         self.n_rep = config.n_rep
-        self.kind = "standard"  # or "tiled" (`set_attention`)
         D = config.hidden_size
         self.q_proj = Linear(D, self.n_heads * self.head_dim, bias=config.qkv_bias)
         self.k_proj = Linear(D, self.n_kv_heads * self.head_dim, bias=config.qkv_bias)
@@ -164,6 +130,7 @@ class Attention(NoHooks, nn.Module):
         q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
         q2, k2 = record(rec, p + "hook_q", q), record(rec, p + "hook_k", k)
         v = record(rec, p + "hook_v", v)
+        q2, k2 = self.normalize_qk(q2, k2, rec)
         unrotated = qkv[:, :H + KV] if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
         qk = apply_rope(unrotated, cos, sin)  # (B, H + KV, T, d): q and k rotated together
         q, k = record(rec, p + "hook_rot_q", qk[:, :H]), record(rec, p + "hook_rot_k", qk[:, H:])
@@ -175,6 +142,10 @@ class Attention(NoHooks, nn.Module):
         z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
         z = record(rec, p + "hook_z", z)
         return self.o_proj(z)
+
+    def normalize_qk(self, q: torch.Tensor, k: torch.Tensor, rec: Recorder | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys before RoPE: unchanged here; families with q/k norms override it."""
+        return q, k
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
         """q, k, v projections side by side (B, T, (H + 2KV) * d): one product when their weights are stacked."""
@@ -196,12 +167,13 @@ class Attention(NoHooks, nn.Module):
         whole (B, H, T, S) maps, assembled only when the recorder wants them; a recorder that edits them
         (an intervention) gets them before they are used, over one block of every query.
         The tiled kind computes the output tile by tile; a recorder that wants the maps gets them computed
-        in full beside it (for the record only), and one that edits them runs the standard path."""
+        in full beside it (for the record only), and one that edits them, or a sliding-window layer's plan,
+        runs the standard path."""
         B, H, T, d = q.shape
         KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
         want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
         editing = edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern")
-        if self.kind == "tiled" and not editing:
+        if self.kind == "tiled" and not editing and plan.window is None:
             z = tiled_attend(q, k, v, plan.first if plan.first is not None else plan.positions, hidden, self.n_rep)
             if want_scores or want_pattern:
                 future = plan_mask(plan, T, S)
@@ -259,7 +231,9 @@ def set_attention(model: nn.Module, kind: str) -> None:
 
 
 class MLP(NoHooks, nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """SwiGLU: down(silu(gate(x)) * up(x)); a family may set another `activation` (Gemma's GELU-tanh)."""
+
+    activation = staticmethod(F.silu)
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
@@ -275,11 +249,13 @@ class MLP(NoHooks, nn.Module):
         else:
             gate, up = project(x, weight).chunk(2, dim=-1)  # (B, T, I) each, views of one product
         gate = record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
-        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", F.silu(gate) * up)
+        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", self.activation(gate) * up)
         return self.down_proj(act)
 
 
 class Block(NoHooks, nn.Module):
+    kind = FULL  # how its attention masks keys (config.layer_type); set per layer by arch.build_block
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
@@ -304,10 +280,12 @@ class Backbone(nn.Module):
     """HF's `model.*`: embeddings, the blocks, the final norm."""
 
     def __init__(self, config: ModelConfig) -> None:
+        from inspector.engine.arch import build_block, norm_class  # the families subclass this module's classes
+
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.layers = nn.ModuleList(build_block(config, i) for i in range(config.num_hidden_layers))
+        self.norm = norm_class(config)(config.hidden_size, config.rms_norm_eps)
 
 
 class Transformer(nn.Module):
@@ -318,6 +296,11 @@ class Transformer(nn.Module):
         if not config.tie_word_embeddings:
             self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)
+        if config.rope_local_theta is not None:  # sliding layers rotate with their own base
+            self.register_buffer("inv_freq_local", rope_inv_freq(config, config.rope_local_theta), persistent=False)
+        # Gemma multiplies embeddings by sqrt(D), rounded to the weights' dtype as transformers does
+        self.embed_scale = math.sqrt(config.hidden_size) if config.gemma else None
+        self.final_softcap = config.final_logit_softcapping
 
     @property
     def unembed_weight(self) -> torch.Tensor:
@@ -325,8 +308,33 @@ class Transformer(nn.Module):
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
     def unembed(self, resid: torch.Tensor) -> torch.Tensor:
-        """Final norm then LM head: residual (..., D) -> logits (..., V). Also the logit lens."""
-        return project(self.model.norm(resid), self.unembed_weight)
+        """Final norm then LM head (and the soft-cap): residual (..., D) -> logits (..., V). Also the logit lens."""
+        return self.softcap(project(self.model.norm(resid), self.unembed_weight))
+
+    def softcap(self, logits: torch.Tensor) -> torch.Tensor:
+        """cap * tanh(logits / cap) for a family with a final soft-cap (Gemma 2), else the logits."""
+        cap = self.final_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings (B, T, D), times the family's scale."""
+        x = self.model.embed_tokens(input_ids)
+        if self.embed_scale is None:
+            return x
+        return x * torch.tensor(self.embed_scale).to(x.dtype)  # fp32 first, then the weights dtype
+
+    def layer_inputs(self, plan: ForwardPlan, dtype: torch.dtype) -> dict[str, tuple]:
+        """Per layer kind, (cos, sin, plan) of this forward: sliding layers get their RoPE base and window."""
+        out = {}
+        for kind in {block.kind for block in self.model.layers}:
+            inv_freq = self.inv_freq_local if kind == SLIDING and hasattr(self, "inv_freq_local") else self.inv_freq
+            cos, sin = rope_cos_sin(inv_freq, plan.positions, dtype)  # (T, d), or (B, T, d) per row
+            sin = signed_sin(sin)  # see apply_rope
+            if cos.dim() == 3:
+                cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
+            window = self.config.sliding_window if kind == SLIDING else None
+            out[kind] = (cos, sin, plan if window is None else windowed(plan, window))
+        return out
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None, rec: Recorder | None = None,
                 positions: torch.Tensor | None = None, last_only: bool = False,
@@ -337,16 +345,14 @@ class Transformer(nn.Module):
         starts = cache.lengths if cache is not None else [0] * B
         plan = plan_forward(B, T, starts, positions, ATTN_CHUNK, input_ids.device)
         if start is None:
-            first, x = 0, record(rec, "hook_embed", self.model.embed_tokens(input_ids))  # (B, T, D)
+            first, x = 0, record(rec, "hook_embed", self.embed(input_ids))  # (B, T, D)
         else:
             first, x = start
-        cos, sin = rope_cos_sin(self.inv_freq, plan.positions, x.dtype)  # (T, d), or (B, T, d) per row
-        sin = signed_sin(sin)  # see apply_rope
-        if cos.dim() == 3:
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d): broadcast over heads
+        kinds = self.layer_inputs(plan, x.dtype)
         blocks = self.model.layers[first:n_layers]
         for block in blocks:
-            x = block(x, cos, sin, cache, plan, rec)
+            cos, sin, block_plan = kinds[block.kind]
+            x = block(x, cos, sin, cache, block_plan, rec)
         if last_only:
             if plan.counts is None:
                 x = x[:, -1:]  # (B, 1, D): prefill needs only the next token's logits
@@ -354,4 +360,7 @@ class Transformer(nn.Module):
                 last = torch.tensor(plan.counts, device=x.device) - 1  # each row's last real slot
                 x = x[torch.arange(B, device=x.device), last][:, None]  # (B, 1, D)
         x = record(rec, "ln_final.hook_normalized", self.model.norm(x))
-        return record(rec, "unembed.hook_logits", project(x, self.unembed_weight))  # (B, T or 1, V)
+        logits = project(x, self.unembed_weight)  # (B, T or 1, V)
+        if self.final_softcap is not None:
+            logits = self.softcap(record(rec, "unembed.hook_logits_raw", logits))
+        return record(rec, "unembed.hook_logits", logits)  # (B, T or 1, V)

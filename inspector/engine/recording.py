@@ -7,7 +7,8 @@ sequence), and never asks for the (T, S) attention maps:
 - the post-RoPE queries per layer (attention rows are recomputed later from them and the cached keys);
   forwards of `HALF_QUERIES_FROM` positions or more keep them in fp16 (a 2,048-token prompt on a
   30-layer, 9-head model: 71 MB instead of 142; attention weights then agree to ~1e-3);
-- the last position's resid_post per layer (the logit lens input).
+- the last position's resid_post per layer (the logit lens input, kept on the model's device).
+Norms and queries land on the CPU whatever the model's device (the views read them).
 A short forward (a decode step: at most `DEFER_MAX_POSITIONS` positions) only keeps references while it
 runs and reduces every layer at once when the results are first read (a few ops per forward instead of
 a dozen per layer); a long one reduces layer by layer, so it never holds a layer's activations for long.
@@ -58,7 +59,7 @@ class SummaryRecorder:
             self._store_queries(layer, self._rows(value, positions_dim=2))
         else:
             x = self._rows(value, positions_dim=1)  # (n, D)
-            self._held[point][layer] = torch.linalg.vector_norm(x.detach().float(), dim=-1)  # (n,)
+            self._held[point][layer] = torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu()  # (n,)
             if point == "resid_post":
                 self._norms[layer] = torch.stack([self._held[p][layer] for p in NORM_POINTS])  # (5, n)
                 self._last_resid[layer] = value[self.row, -1].detach().clone()
@@ -77,7 +78,7 @@ class SummaryRecorder:
         """Copy one layer's (H, n, d) queries into the (num_layers, H, n, d) buffer (fp16 for long fp32 forwards)."""
         if self._rot_q is None:  # one buffer, filled layer by layer: no stack-time copy of a long prompt
             dtype = torch.float16 if q.shape[1] >= HALF_QUERIES_FROM and q.dtype == torch.float32 else q.dtype
-            self._rot_q = q.new_empty((self.num_layers, *q.shape), dtype=dtype)
+            self._rot_q = q.new_empty((self.num_layers, *q.shape), dtype=dtype, device="cpu")  # views read it
         self._rot_q[layer].copy_(q)
 
     def _finish(self) -> None:
@@ -90,11 +91,11 @@ class SummaryRecorder:
         held = self._held
         x = torch.stack([held[p][i] for i in range(self.num_layers) for p in NORM_POINTS])  # (L*5, B, T, D)
         x = self._rows(x.transpose(0, 1), positions_dim=2)  # (L*5, n, D)
-        norms = torch.linalg.vector_norm(x.detach().float(), dim=-1)  # (L*5, n)
+        norms = torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu()  # (L*5, n)
         self._norms = list(norms.view(self.num_layers, len(NORM_POINTS), -1))  # (5, n) per layer
         self._last_resid = list(x.view(self.num_layers, len(NORM_POINTS), *x.shape[1:])[:, -1, -1].clone())
         q = torch.stack(held["rot_q"])  # (L, B, H, T, d)
-        self._rot_q = self._rows(q.transpose(0, 1), positions_dim=3).contiguous()  # (L, H, n, d)
+        self._rot_q = self._rows(q.transpose(0, 1), positions_dim=3).contiguous().cpu()  # (L, H, n, d)
         self._held = {}
 
     def norm_arrays(self) -> dict[str, np.ndarray]:

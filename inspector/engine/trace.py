@@ -51,12 +51,48 @@ BLOCK_HOOKS = (
 )
 
 
-def hook_names(num_layers: int) -> list[str]:
-    """Every trace key a forward emits, in order of emission."""
+# Points only some families emit (see inspector.engine.families), each after the base point named.
+QK_NORM_HOOKS = (
+    "attn.hook_q_normed",  # (B, H, T, d) queries after the per-head q RMSNorm, before RoPE (Qwen3, Gemma 3)
+    "attn.hook_k_normed",  # (B, KV, T, d) keys after the per-head k RMSNorm, before RoPE
+)  # after attn.hook_v
+POST_NORM_HOOKS = {
+    "hook_attn_out": "hook_attn_out_raw",  # (B, T, D) o_proj's output before the post-attention norm (Gemma)
+    "hook_mlp_out": "hook_mlp_out_raw",  # (B, T, D) down_proj's output before the post-feed-forward norm
+}  # each emitted just before its key, which is then the post-normed tensor the residual adds
+FINAL_SOFTCAP_HOOKS = (
+    "unembed.hook_logits_raw",  # logits before cap * tanh(logits / cap) (Gemma 2); hook_logits after it
+)
+
+
+def block_hooks(qk_norm: bool = False, post_norms: bool = False) -> tuple[str, ...]:
+    """A block's points, in order of emission, for a family with q/k norms and/or post-norms."""
+    out: list[str] = []
+    for h in BLOCK_HOOKS:
+        if post_norms and h in POST_NORM_HOOKS:
+            out.append(POST_NORM_HOOKS[h])
+        out.append(h)
+        if qk_norm and h == "attn.hook_v":
+            out += QK_NORM_HOOKS
+    return tuple(out)
+
+
+def hook_names(num_layers: int, qk_norm: bool = False, post_norms: bool = False,
+               final_softcap: bool = False) -> list[str]:
+    """Every trace key a forward emits, in order of emission (a Llama-style block by default)."""
     names = ["hook_embed"]
     for i in range(num_layers):
-        names += [f"blocks.{i}.{h}" for h in BLOCK_HOOKS]
-    return names + ["ln_final.hook_normalized", "unembed.hook_logits"]
+        names += [f"blocks.{i}.{h}" for h in block_hooks(qk_norm, post_norms)]
+    names.append("ln_final.hook_normalized")
+    if final_softcap:
+        names += FINAL_SOFTCAP_HOOKS
+    return names + ["unembed.hook_logits"]
+
+
+def model_hook_names(config) -> list[str]:
+    """`hook_names` of a model of this `ModelConfig` (what its family emits)."""
+    return hook_names(config.num_hidden_layers, qk_norm=config.qk_norm, post_norms=config.gemma,
+                      final_softcap=config.final_logit_softcapping is not None)
 
 
 # Block points the model computes only for a recorder that asks for them (see the module docstring).

@@ -25,7 +25,7 @@ import torch
 from inspector.engine.processors import LogitsProcessor
 from inspector.generation.cache_policies import (CachePolicy, HeavyHitters, KeepAll, SlidingWindow,  # noqa: F401
                                                 SnapKV, make_policy)
-from inspector.engine.trace import Recorder, hook_names, wants
+from inspector.engine.trace import Recorder, hook_names, model_hook_names, wants
 from inspector.errors import InputError
 
 
@@ -49,9 +49,11 @@ class Levers:
         return not isinstance(self.cache_policy, KeepAll)
 
 
-def check_interventions(interventions: tuple[Intervention, ...], num_layers: int) -> None:
-    """InputError naming the first point the model does not have (and the form points take)."""
-    known = set(hook_names(num_layers)) | {f"blocks.{i}.attn.{h}" for i in range(num_layers)
+def check_interventions(interventions: tuple[Intervention, ...], num_layers: int, config=None) -> None:
+    """InputError naming the first point the model does not have (and the form points take); with the
+    model's `ModelConfig`, its family's own points count too."""
+    names = hook_names(num_layers) if config is None else model_hook_names(config)
+    known = set(names) | {f"blocks.{i}.attn.{h}" for i in range(num_layers)
                                             for h in ("hook_attn_scores", "hook_pattern")}
     for iv in interventions:
         if iv.point not in known:

@@ -4,7 +4,8 @@
 HF tensor names, Q/K rows un-permuted), tokenizer.json (byte-level BPE rebuilt from the GGUF vocab and
 merges) and tokenizer_config.json (chat template, special token strings). Atomicity is the caller's
 job (see `inspector.models.sources`). Only the `llama` architecture with a byte-level BPE (`gpt2`) vocabulary
-is read; anything else raises `ModelLoadError` naming the GGUF key and value.
+is read here, and `gemma3` by `inspector.models.gguf_gemma3`; anything else raises `ModelLoadError`
+naming the GGUF key and value.
 
 Why the permutation: llama.cpp rotates interleaved pairs (x0,x1),(x2,x3)... while HF rotates halves
 (x_i, x_{i+d/2}). The GGUF converter reorders the rows of attn_q/attn_k so llama.cpp's RoPE gives HF's
@@ -112,7 +113,7 @@ def hf_config(reader: Any) -> dict[str, Any]:
     """The HF config.json for a llama GGUF; raises on anything the engine does not implement."""
     arch = _get(reader, "general.architecture")
     if arch != "llama":
-        raise UnsupportedConfigError(f"unsupported GGUF: general.architecture={arch!r} (only 'llama' is read)")
+        raise UnsupportedConfigError(f"unsupported GGUF: general.architecture={arch!r} (supported: llama, gemma3)")
     scaling = _get(reader, f"{arch}.rope.scaling.type")
     if scaling not in (None, "none"):
         raise UnsupportedConfigError(f"unsupported GGUF: {arch}.rope.scaling.type={scaling!r} (not implemented)")
@@ -198,6 +199,9 @@ def _check_tokenizer(reader: Any) -> str:
 def check_gguf(path: Path) -> None:
     """Fail fast (before any conversion starts) on files we cannot read or convert."""
     reader = open_gguf(path)
+    if _get(reader, "general.architecture") == "gemma3":
+        from inspector.models.gguf_gemma3 import check
+        return check(reader)
     hf_config(reader)
     _check_tokenizer(reader)
 
@@ -246,6 +250,9 @@ def convert_gguf(path: Path, out_dir: Path, log: Log | None = None) -> dict[str,
 
     t0 = time.perf_counter()
     reader = open_gguf(path)
+    if _get(reader, "general.architecture") == "gemma3":  # its own names, norms and tokenizer
+        from inspector.models.gguf_gemma3 import convert_gemma3
+        return convert_gemma3(reader, path, out_dir, log, source_format(reader))
     config = hf_config(reader)
     tokenizer, tok_cfg = hf_tokenizer(reader)
     if log:

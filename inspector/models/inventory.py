@@ -15,13 +15,15 @@ from typing import Any
 import torch
 
 
-GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention o",
-          "mlp gate", "mlp up", "mlp down", "norm", "lm_head")
+GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention qkv", "attention o",
+          "mlp gate", "mlp up", "mlp gate+up", "mlp down", "norm", "lm_head")
 _GROUP_OF = {
     "embed_tokens": "embedding",
     "q_proj": "attention q", "k_proj": "attention k", "v_proj": "attention v", "o_proj": "attention o",
+    "qkv_proj": "attention qkv", "gate_up_proj": "mlp gate+up",  # Phi-3's fused matrices
     "gate_proj": "mlp gate", "up_proj": "mlp up", "down_proj": "mlp down",
     "input_layernorm": "norm", "post_attention_layernorm": "norm", "norm": "norm",
+    "q_norm": "norm", "k_norm": "norm", "pre_feedforward_layernorm": "norm", "post_feedforward_layernorm": "norm",
     "lm_head": "lm_head",
 }
 TIED_HEAD = "lm_head.weight"

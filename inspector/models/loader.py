@@ -42,6 +42,7 @@ class LoadedModel:
     source_bytes: int  # size on disk of the original weights file(s)
     dtype: torch.dtype = torch.float32
     layout: str = "decode"  # how the weights are stored (see the module doc)
+    device: str = "cpu"  # where the weights and the KV cache live
 
     @property
     def stop_ids(self) -> frozenset[int]:
@@ -101,8 +102,10 @@ LAYOUTS = ("decode", "batch")
 
 
 def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32,
-               layout: str = "decode") -> LoadedModel:
-    """Load a Llama-family model from any supported source, ready for inference."""
+               layout: str = "decode", device: str | torch.device | None = None) -> LoadedModel:
+    """Load a model of any implemented family from any supported source, ready for inference on `device`
+    (None: cpu; see `inspector.engine.devices`: a device that is not present raises InputError)."""
+    from inspector.engine.devices import resolve_device
     from inspector.engine.linear import lay_out_weights
     from inspector.engine.memory import drop_resident_pages, release_large_frees
     from inspector.engine.model import Transformer  # the engine's model; imported late to keep this module light
@@ -114,6 +117,7 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
         raise ModelLoadError(f"unsupported dtype {dtype} (supported: float32, float16, bfloat16)")
     if layout not in LAYOUTS:
         raise ModelLoadError(f"unknown weight layout {layout!r} (choose from {', '.join(LAYOUTS)})")
+    target = resolve_device(device)  # before any download or conversion
     release_large_frees()  # long prompts' transient buffers go back to the OS instead of pinning the heap
     where = resolve(source)
     config = read_config(where.directory, where.name)
@@ -126,8 +130,11 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
         model = Transformer(config)
     load_weights(model, state, dtype)
     # see the module doc; the mapped file's pages are dropped as each copy is made (state is not read again)
-    lay_out_weights(model, transposed=layout == "decode" and dtype == torch.float32, release=drop_resident_pages)
+    transposed = layout == "decode" and dtype == torch.float32 and target.type == "cpu"  # a CPU BLAS layout
+    lay_out_weights(model, transposed=transposed, release=drop_resident_pages)
     del state
+    if target.type != "cpu":
+        model.to(target)
     model.eval().requires_grad_(False)
     return LoadedModel(
         name=where.name,
@@ -140,4 +147,5 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
         source_bytes=int(source_bytes),
         dtype=dtype,
         layout=layout,
+        device=str(target),
     )

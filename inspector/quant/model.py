@@ -42,6 +42,12 @@ DEFAULT_INT8_PATH = "kernel" if has_int8_kernel() else "dequant"
 DEFAULT_INT4_PATH = "kernel" if has_int4_kernel() else "dequant"
 PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+FUSED = ("self_attn.qkv_proj", "mlp.gate_up_proj")  # Phi-3's stacked matrices, quantized as they are
+
+
+def projections(block: nn.Module) -> list[str]:
+    """The weight matrices of a block that are quantized (its family's own: separate or fused)."""
+    return [p for p in (*PROJECTIONS, *FUSED) if hasattr(getattr(block, p.split(".")[0]), p.split(".")[1])]
 
 
 class QuantHead:
@@ -79,7 +85,7 @@ class QuantTransformer(Transformer):
         for block_src, block in zip(src.layers, dst.layers):
             block.input_layernorm = block_src.input_layernorm  # shared fp32 modules
             block.post_attention_layernorm = block_src.post_attention_layernorm
-            for path in PROJECTIONS:
+            for path in projections(block_src):
                 owner, name = path.split(".")
                 setattr(getattr(block, owner), name, q(getattr(getattr(block_src, owner), name)))
         dst.norm = src.norm
@@ -88,6 +94,14 @@ class QuantTransformer(Transformer):
             self.lm_head = q(fp32.lm_head)
         elif scheme.weights == "int4" and int4_path != "dequant" and int4_kernel_fits(self.config.vocab_size, scheme.group):
             self.tied_head = q(src.embed_tokens)  # the same matrix in the kernel's layout, for the LM head
+        own = dict([*fp32.named_parameters(), *fp32.named_buffers()])
+        for name, t in [*self.named_parameters(), *self.named_buffers()]:
+            if t.is_meta and name in own:  # the family's other fp32 tensors (q/k norms, post-norms, RoPE bases): shared
+                owner, attr = self.get_submodule(name.rpartition(".")[0]), name.rpartition(".")[2]
+                if attr in owner._parameters:
+                    owner._parameters[attr] = own[name]
+                else:
+                    owner._buffers[attr] = own[name]
         left = [n for n, t in [*self.named_parameters(), *self.named_buffers()] if t.is_meta]
         if left:
             raise RuntimeError(f"quantize_model left placeholder tensors: {left[:3]}")
@@ -108,7 +122,7 @@ class QuantTransformer(Transformer):
         """HF tensor name -> the module holding it quantized (a tied head is the embedding's entry)."""
         out = {"model.embed_tokens.weight": self.model.embed_tokens.table}
         for i, block in enumerate(self.model.layers):
-            for path in PROJECTIONS:
+            for path in projections(block):
                 owner, name = path.split(".")
                 out[f"model.layers.{i}.{path}.weight"] = getattr(getattr(block, owner), name)
         if not self.config.tie_word_embeddings:
@@ -127,7 +141,7 @@ class QuantTransformer(Transformer):
             if module.bias is not None:
                 state[name.removesuffix("weight") + "bias"] = module.bias
         for name, p in self.named_parameters():
-            if "layernorm" in name or name == "model.norm.weight":
+            if name.endswith("norm.weight"):  # every norm (q/k norms and Gemma's post-norms too)
                 state[name] = p
         return state
 

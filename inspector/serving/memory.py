@@ -20,11 +20,13 @@ Exact integer counts from a `ModelConfig`; no weights are read.
 
 Configs: `resolve_config(name_or_path)` reads one of the shipped configurations (model_configs.json, each
 with its sources) or a local config.json / HF model directory, and builds the engine's `ModelConfig` with
-`ModelConfig.from_hf` from the keys that set tensor shapes. from_hf refuses keys whose math the engine does
-not implement (a rope scaling type, an activation, a sliding window, model_type mistral); those change what
-is computed, not what is stored, so they are not passed, and families whose tensors are Llama's (mistral)
-are built as the engine's llama (`ResolvedConfig.layout_note` says so). A key that would change the count
-itself (mlp_bias, another architecture) is refused: the engine cannot build that model, so nothing is guessed.
+`ModelConfig.from_hf` from the keys that set tensor shapes (and the layer kinds, which a Gemma config needs
+to be valid). from_hf refuses keys whose math the engine does not implement (a rope scaling type, an
+activation); those change what is computed, not what is stored, so they are not passed. Every family the
+engine implements (Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text) is built as itself, so its
+own tensors are counted (q/k norms, Gemma's post-norms, Phi-3's fused matrices). A key that would change the
+count itself (mlp_bias, another architecture) is refused: the engine cannot build that model, so nothing is
+guessed.
 """
 
 from __future__ import annotations
@@ -41,17 +43,17 @@ from typing import Any
 import torch
 
 from inspector.engine import kv_cache
-from inspector.engine.config import ModelConfig
+from inspector.engine.config import SUPPORTED_MODEL_TYPES, ModelConfig
 from inspector.engine.model import Transformer
 from inspector.errors import InputError, ModelLoadError, UnsupportedConfigError
 from inspector.models.inventory import group_of
 
-# model_type -> the engine family whose tensor layout it has (ModelConfig.qkv_bias/o_bias follow it).
-LAYOUTS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2"}
+# model_type -> the engine family whose tensor layout it has: each implemented family is its own.
+LAYOUTS = {t: t for t in SUPPORTED_MODEL_TYPES}
 # The config.json keys that set tensor shapes: all the calculator passes to from_hf.
 SHAPE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "head_dim", "max_position_embeddings", "tie_word_embeddings",
-              "attention_bias", "mlp_bias")
+              "attention_bias", "mlp_bias", "sliding_window", "layer_types")
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 GROUP_SIZE = 32  # weights per fp16 scale in int8/int4 (GGUF Q8_0/Q4_0 blocks)
 

@@ -3,16 +3,21 @@
 Pure functions over tensors a forward kept (post-RoPE queries, last-position residuals, logits) and the
 keys read from the KV cache; they never run the model's blocks. Attention weights come from
 `inspector.engine.attention.attention_weights`, the function the model's own attention uses, so every
-view shows exactly the scale, causal mask and fp32 softmax of the forward it describes.
+view shows exactly the scale, causal mask and fp32 softmax of the forward it describes; given the model's
+config and the layer, a family's own scale (query_pre_attn_scalar), score soft-cap and a sliding layer's
+window are applied as the model applies them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import math
+
 import torch
 
-from inspector.engine.attention import attention_weights
+from inspector.engine.attention import attention_weights, future_mask, masked_scores, softmax32, window_mask
+from inspector.engine.config import SLIDING, ModelConfig
 from inspector.engine.model import Transformer
 from inspector.session.records import TopToken
 
@@ -20,12 +25,29 @@ LENS_TOP = 5  # tokens shown per layer in the logit lens
 
 
 @torch.inference_mode()
-def attention_probs(queries: torch.Tensor, keys: torch.Tensor, first_pos: int, n_rep: int) -> torch.Tensor:
-    """Weights (B, H, T, S) of queries (B, H, T, d) at positions first_pos.. over keys (B, KV, S, d) at 0..S-1.
+def attention_probs(queries: torch.Tensor, keys: torch.Tensor, first_pos: int, n_rep: int,
+                    config: ModelConfig | None = None, layer: int = 0) -> torch.Tensor:
+    """Weights (B, H, T, S) of queries (B, H, T, d) at positions first_pos.. over keys (B, KV, S, d) at 0..S-1,
+    as layer `layer` of a model of `config` computes them (None: plain scaled dot-product attention).
 
     Inputs are upcast to fp32 first: queries of long forwards are stored in fp16, and a bf16 model's keys
     in bf16; the views want the weights, not the model dtype's rounding of the scores."""
-    return attention_weights(queries.float(), keys.float(), first_pos, n_rep)
+    q, k = queries.float(), keys.float()
+    if config is None:
+        return attention_weights(q, k, first_pos, n_rep)
+    T, S = q.shape[2], k.shape[2]
+    factor = config.attn_scale * math.sqrt(config.head_dim)  # masked_scores divides by sqrt(d)
+    scores = masked_scores(q * factor if factor != 1.0 else q, k, None, n_rep)  # (B, H, T, S)
+    cap = config.attn_logit_softcapping
+    if cap is not None:
+        scores = torch.tanh(scores / cap) * cap  # before the mask, as the model
+    hidden = future_mask(first_pos, T, S, q.device)
+    if config.layer_type(layer) == SLIDING:
+        old = window_mask(first_pos, T, S, config.sliding_window, q.device)
+        hidden = old if hidden is None else (hidden if old is None else hidden | old)
+    if hidden is not None:
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return softmax32(scores)
 
 
 @torch.inference_mode()

@@ -111,3 +111,29 @@ class ForwardRecord:
     @property
     def positions(self) -> range:
         return range(self.start_pos, self.start_pos + self.n_new)
+
+
+@dataclass
+class FamilyCard:
+    """What a model's family adds to a Llama block, for the views: its name, the additions, and its layers'
+    kinds (sliding-window "local" or "global") with the window and RoPE bases."""
+
+    model: str
+    model_type: str
+    features: list[str]
+    layer_kinds: list[str]  # "global" or "local" per layer
+    window: int | None
+    rope_theta: float
+    rope_local_theta: float | None
+    final_softcap: float | None  # the Sampling view shows logits before and after it
+
+
+@dataclass
+class NextTokens:
+    """One model's view of a prompt: its tokenization and its next-token distribution (top entries)."""
+
+    model: str
+    pieces: list[str]
+    ids: list[int]
+    top: list[TopToken]
+    forward_ms: float

@@ -85,7 +85,7 @@ class Session:
         self.context = self.config.max_position_embeddings
         self.eos_ids = loaded.stop_ids
         self.max_new_tokens = 64
-        check_interventions(levers.interventions, self.config.num_hidden_layers)
+        check_interventions(levers.interventions, self.config.num_hidden_layers, self.config)
         self.levers = levers  # processors, KV-cache policy, interventions: applied to every forward and draw
         # penalties, bans, stop strings and a grammar constraint: their processors run before the levers'
         self.decoding = DecodingSettings()
@@ -167,7 +167,7 @@ class Session:
     def set_levers(self, levers: Levers) -> None:
         """Use `levers` from the next forward and draw on (InputError on an intervention point the model
         lacks). A forward already run ahead with the old levers is dropped, so the next step runs anew."""
-        check_interventions(levers.interventions, self.config.num_hidden_layers)
+        check_interventions(levers.interventions, self.config.num_hidden_layers, self.config)
         self.trace.drop_pending()
         self.levers = levers
 
@@ -304,7 +304,7 @@ class Session:
         k = len(self.trace) - 1
         ids = self.prompt_ids + self.generated_ids[:k]
         t0 = time.perf_counter()
-        logits = loop.forward(self.model, self.new_cache(), [ids], self._levers())[0]
+        logits = loop.forward(self.model, self.new_cache(), [ids], self._forward_levers())[0]
         ms = (time.perf_counter() - t0) * 1e3
         return float((logits - self.trace.forwards[k].logits).abs().max()), ms
 
@@ -347,7 +347,7 @@ class Session:
         return self.tokenizer.pieces(self.prompt_ids + self.generated_ids)
 
     # ---- internals
-    def _levers(self) -> Levers:
+    def _forward_levers(self) -> Levers:
         """The levers a forward runs with: the session's, with the overflow window when the session goes on
         past the context and holds no policy of its own."""
         policy = self.levers.cache_policy
@@ -361,7 +361,7 @@ class Session:
 
     def _forward(self, kind: str, token_ids: list[int], cached: bool) -> Forward:
         """Run one forward (cached, or the full sequence when not) and keep what it recorded."""
-        levers = self._levers()
+        levers = self._forward_levers()
         start = self.trace.end
         L = self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
@@ -380,7 +380,7 @@ class Session:
             queries, lens_inputs = None, None
         record = ForwardRecord(
             kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached,
-            **norms, logit_lens=[], logits=logits.numpy().astype(np.float16), kv=self.trace.kv_stats(),
+            **norms, logit_lens=[], logits=logits.cpu().numpy().astype(np.float16), kv=self.trace.kv_stats(),
             forward_ms=forward_ms,
         )
         forward = Forward(record, logits, queries, lens_inputs)

@@ -139,7 +139,7 @@ class TraceStore:
         rec, kv = forward.record, head // self.config.n_rep
         q = forward.queries[layer, head][None, None]  # (1, 1, n_new, d)
         k = self._keys(layer, rec.positions.stop)[kv][None, None]  # (1, 1, n_keys, d)
-        return analysis.attention_probs(q, k, rec.start_pos, n_rep=1)[0, 0].numpy()  # (n_new, n_keys)
+        return analysis.attention_probs(q, k, rec.start_pos, 1, self.config, layer)[0, 0].numpy()  # (n_new, n_keys)
 
     def attention_row(self, step: int, layer: int, head: int, query_index: int = -1) -> np.ndarray:
         """Weights (n_keys,) of one query position of the forward at `step` over all keys it saw."""
@@ -148,7 +148,7 @@ class TraceStore:
         pos, kv = forward.record.start_pos + i, head // self.config.n_rep
         q = forward.queries[layer, head, i][None, None, None]  # (1, 1, 1, d)
         k = self._keys(layer, pos + 1)[kv][None, None]  # (1, 1, n_keys, d)
-        return analysis.attention_probs(q, k, pos, n_rep=1)[0, 0, 0].numpy()  # (n_keys,)
+        return analysis.attention_probs(q, k, pos, 1, self.config, layer)[0, 0, 0].numpy()  # (n_keys,)
 
     def attention_overview(self, step: int, query_index: int = -1) -> np.ndarray:
         """(num_layers, num_heads, n_keys) rows of one query position, every layer and head."""
@@ -159,7 +159,7 @@ class TraceStore:
         for layer in range(self.config.num_hidden_layers):  # one layer at a time: no stacked copy of every key
             q = forward.queries[layer, :, i][None, :, None]  # (1, H, 1, d)
             k = self._keys(layer, pos + 1)[None]  # (1, KV, n_keys, d)
-            rows.append(analysis.attention_probs(q, k, pos, self.config.n_rep)[0, :, 0])  # (H, n_keys)
+            rows.append(analysis.attention_probs(q, k, pos, self.config.n_rep, self.config, layer)[0, :, 0])  # (H, n_keys)
         return torch.stack(rows).numpy()  # (layers, H, n_keys)
 
     def _attended(self, step: int, layer: int, head: int) -> Forward:
@@ -183,4 +183,4 @@ class TraceStore:
     def _keys(self, layer: int, end: int) -> torch.Tensor:
         """Cached keys of positions 0..end-1 of one layer, (KV, end, d)."""
         keys, _ = self.cache.read(layer, end=end)
-        return keys
+        return keys.cpu()  # the views compute on the CPU (a no-op for a CPU cache)

@@ -30,6 +30,7 @@ from inspector.ui.decoding_controls import build_decoding_controls, link_values,
 from inspector.ui.fields import (MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, head_bound,
                                  layer_bound, slider)
 from inspector.ui.kvpolicy_tab import build_kvpolicy_tab
+from inspector.ui.models_tab import build_models_tab
 from inspector.ui.quant_tab import build_quant_tab
 from inspector.ui.serving_tab import build_serving_tab
 from inspector.ui.speculative_tab import build_speculative_tab
@@ -54,7 +55,8 @@ EXAMPLES = [
 ]
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
 # Lab tabs after the views, in order: each module `inspector/ui/<name>_tab.py` has `build_<name>_tab(ctx)`
-LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab, build_interventions_tab)
+LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab, build_interventions_tab,
+            build_models_tab)
 
 
 def launch_kwargs() -> dict[str, Any]:

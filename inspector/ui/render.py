@@ -79,6 +79,11 @@ class Views:
         memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
         return vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
 
+    def window(self, layer: int) -> int | None:
+        """The window of a local (sliding-window) layer, None for a global one."""
+        cfg = self.loaded.config
+        return cfg.sliding_window if cfg.layer_type(layer) == "sliding_attention" else None
+
     def attention_views(self, entry: Entry, layer: int, head: int) -> tuple:
         """Pattern (prefill) or row (decode) of the selected position's forward, overview, info."""
         s = entry.session
@@ -90,14 +95,15 @@ class Views:
         kv_head = head // self.n_rep
         if rec.kind == "prefill" and entry.selected is None:
             pat = s.attention_pattern(rec.step, layer, head)  # (n_new, n_keys)
-            fig = va.pattern_heatmap(pat, pieces, rec.start_pos, layer, head, kv_head)
+            fig = va.pattern_heatmap(pat, pieces, rec.start_pos, layer, head, kv_head, self.window(layer))
             n_keys = pat.shape[1]
         else:
             row = s.attention_row(rec.step, layer, head, col)  # (n_keys,)
-            fig = va.row_bars(row, pieces, len(s.prompt_ids), pos, layer, head, kv_head)
+            fig = va.row_bars(row, pieces, len(s.prompt_ids), pos, layer, head, kv_head, self.window(layer))
             n_keys = row.shape[0]
         rows = s.attention_overview(rec.step, col)  # (L, H, n_keys)
-        over = va.overview_html(rows, pieces, self.n_rep, pos, layer, head)
+        local = [self.window(i) is not None for i in range(cfg.num_hidden_layers)]
+        over = va.overview_html(rows, pieces, self.n_rep, pos, layer, head, local if any(local) else None)
         groups = rec.kv[layer].kv_head_groups if rec.kv else None
         info = (f'<div id="attention-info" data-keys="{n_keys}" data-query="{pos}">Query position {pos}: '
                 f'attends over <b id="attention-keys">{n_keys}</b> keys ({rec.kind} step {rec.step}).</div>'

@@ -13,7 +13,7 @@ from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi
 
-from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece
+from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece, vline
 
 CAPTION = ("Attention: how much each query position looks at each earlier (cached) position. In the prefill "
            "every prompt token attends to itself and all before it (causal triangle); in a decode step the "
@@ -24,19 +24,29 @@ def _labels(pieces: list[str], n: int, start: int = 0) -> list[str]:
     return [f"{p}:{show_piece(pieces[p], 8)}" if p < len(pieces) else str(p) for p in range(start, start + n)]
 
 
+def layer_kind(window: int | None) -> str:
+    """How a layer attends, for titles: a local (sliding-window) layer names its window."""
+    return "global layer" if window is None else f"local layer, window {window:,}"
+
+
 def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, layer: int, head: int,
-                    kv_head: int) -> go.Figure:
-    """Prefill pattern (n_queries, n_keys); future (masked) cells left blank to show causality."""
+                    kv_head: int, window: int | None = None) -> go.Figure:
+    """Prefill pattern (n_queries, n_keys); future (masked) cells left blank to show causality, and on a
+    local layer (`window`: a sliding-window layer's) the keys too old for a query blank as well."""
     n_q, n_k = pattern.shape
     z = pattern.astype(np.float32).copy()
     q_pos = np.arange(start_pos, start_pos + n_q)[:, None]
     z[np.arange(n_k)[None, :] > q_pos] = np.nan  # causal mask: query i never sees key j > i
+    if window is not None:
+        z[np.arange(n_k)[None, :] <= q_pos - window] = np.nan  # outside the window: never seen
     keys = _labels(pieces, n_k)
     queries = _labels(pieces, n_q, start_pos)
     heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)),
                 colorscale=BLUES, zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
                 hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>")
     title = f"Layer {layer} head {head} (KV head {kv_head}): {n_q} queries × {n_k} keys, causal"
+    if window is not None:
+        title += f"; {layer_kind(window)}"
     return figure([heat], title, 420,
                   xaxis={"title": {"text": "key position (attended to)"}, **position_ticks(keys), "tickangle": -60},
                   yaxis={"title": {"text": "query position"}, "autorange": "reversed",
@@ -44,8 +54,9 @@ def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, laye
 
 
 def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, layer: int, head: int,
-             kv_head: int) -> go.Figure:
-    """Decode: the new token's attention over all cached positions, prompt vs generated colored."""
+             kv_head: int, window: int | None = None) -> go.Figure:
+    """Decode: the new token's attention over all cached positions, prompt vs generated colored; on a local
+    layer a dashed line marks where its window starts (keys left of it get weight 0)."""
     n_k = row.shape[0]
     labels = _labels(pieces, n_k)
     colors = [PROMPT if k < n_prompt else GENERATED for k in range(n_k)]
@@ -54,7 +65,12 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
     bars = dict(type="bar", x=list(range(n_k)), y=row.astype(np.float32), marker={"color": colors},
                 customdata=labels, hovertemplate="key %{customdata}<br>weight %{y:.3f}<extra></extra>")
     title = f"Layer {layer} head {head} (KV head {kv_head}): query at position {query_pos} over {n_k} cached keys"
-    return figure([bars], title, 360,
+    shapes = []
+    if window is not None:
+        title += f"; {layer_kind(window)}"
+        if query_pos - window + 1 > 0:
+            shapes.append(vline(query_pos - window + 0.5, CHOSEN, 2, "dash"))
+    return figure([bars], title, 360, shapes=shapes,
                   xaxis={"title": {"text": "key position in the KV cache"}, **position_ticks(labels), "tickangle": -60},
                   yaxis={"title": {"text": "attention weight"},
                          "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
@@ -64,9 +80,10 @@ BLUES_LUT = hi.colormap(sequential.Blues)  # light = 0, dark = 255
 
 
 def overview_html(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: int,
-                  layer: int | None = None, head: int | None = None) -> str:
+                  layer: int | None = None, head: int | None = None, local: list[bool] | None = None) -> str:
     """All heads at once: rows (num_layers, num_heads, n_keys) -> ONE image of (L·H) rows × keys, the
-    weights quantised to uint8; hover names the layer, query head and the KV head it reads."""
+    weights quantised to uint8; hover names the layer, query head and the KV head it reads, and with
+    `local` (per layer: a sliding-window layer) whether the layer is local or global."""
     n_layers, n_heads, n_k = rows.shape
     z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
     keys = _labels(pieces, n_k)
@@ -77,9 +94,11 @@ def overview_html(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: in
         elem_id="attn-overview-map",
         title=f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head",
         codes=z, lut=BLUES_LUT, what="weight×255",
-        row_names=[f"L{l}·H{h}·kv{h // n_rep}" for l in range(n_layers) for h in range(n_heads)],
+        row_names=[f"L{l}·H{h}·kv{h // n_rep}" + ("" if local is None else " local" if local[l] else " global")
+                   for l in range(n_layers) for h in range(n_heads)],
         col_names=[f"key {k}" for k in keys],
-        y_ticks=[(l * n_heads, f"L{l}") for l in range(0, n_layers, every)],
+        y_ticks=[(l * n_heads, f"L{l}" + ("" if local is None else "ᴸ" if local[l] else "ᴳ"))
+                 for l in range(0, n_layers, every)],
         x_ticks=[(k, keys[k]) for k in range(0, n_k, stride)],
         scale=("255", "0", "weight×255"), height=max(240, min(800, n_layers * n_heads * 3)),
         row_band=n_heads, marks=marks, x_title="key position", y_title="layer · head"))

@@ -1,0 +1,12 @@
+"""Llama (also SmolLM and Qwen2): the block of `inspector.engine.model` as it is."""
+
+from __future__ import annotations
+
+from inspector.engine.config import ModelConfig
+from inspector.engine.model import Block
+
+FEATURES: tuple[str, ...] = ()
+
+
+def build_block(config: ModelConfig, layer: int) -> Block:
+    return Block(config, layer)
