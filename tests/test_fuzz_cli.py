@@ -329,13 +329,14 @@ def env(tmp_path_factory, tiny_llama_dir, default_model):  # noqa: F811
     real_load = loader.load_model
     cache: dict = {}
 
-    def load_model(source: Any = None, dtype: Any = torch.float32) -> Any:
+    def load_model(source: Any = None, dtype: Any = torch.float32, **kw: Any) -> Any:
         """The session's default model instead of a reload (seconds) per call; other sources load once."""
-        if source in (None, "", "default") and dtype == torch.float32:
+        device = kw.get("device")
+        if source in (None, "", "default") and dtype == torch.float32 and device in (None, "cpu"):
             return default_model
-        key = (str(source), dtype)
+        key = (str(source), dtype, str(device))
         if key not in cache:
-            cache[key] = real_load(source, dtype)
+            cache[key] = real_load(source, dtype, **kw)
         return cache[key]
 
     with pytest.MonkeyPatch.context() as mp:
