@@ -210,8 +210,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         resample_btn.click(bundled(h.resample, VIEW_KEYS), [sid, *sampling, layer, head], [bundle],
                            api_name="ui_resample", **hidden, **FAST)
         latest = {"trigger_mode": "always_last", **hidden}  # a burst of moves: only the last one is drawn
-        # a sampling control moved: redraw the newest step's distribution from stored logits (no model)
-        gr.on([temperature.release, top_k.release, top_p.release, min_p.release, seed.submit, seed.blur],
+        # a sampling control moved: redraw the newest step's distribution from stored logits (no model). A
+        # slider's `release` on leaving its number box can carry the value from before the typing (Gradio
+        # dispatches it before the box's new value reaches the component's state); its `input` event, sent once
+        # that state changed, comes after it, so the last drawn preview is always the one of the value shown.
+        gr.on([temperature.release, top_k.release, top_p.release, min_p.release, temperature.input, top_k.input,
+               top_p.input, min_p.input, seed.submit, seed.blur],
               bundled(h.preview, ("samp_fig", "samp_info", "status")), [sid, *sampling], [bundle], **latest, **FAST)
         gr.on([position.input, position.submit, layer.release, head.release], bundled(h.select, VIEW_KEYS),
               [sid, position, layer, head], [bundle], **latest, **FAST)
