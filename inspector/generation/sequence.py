@@ -12,6 +12,7 @@ cache handle, its detokenizer and why it finished.
   the context window full.
 - `FinishReason` names every way a generation ends; its values are the strings records and trace files
   keep, so `seq.finish == "eos"` holds.
+- `SequenceOwner`: what a session or a speculative run shows of its `seq` (ids, text, finish reason).
 """
 
 from __future__ import annotations
@@ -116,3 +117,28 @@ class Sequence:
         if len(self.prompt_ids) + len(self.generated_ids) >= self.context:
             return FinishReason.CONTEXT_FULL
         return None
+
+
+class SequenceOwner:
+    """For a class that runs one generation in `self.seq`: its ids, text and finish reason, read through."""
+
+    seq: Sequence
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.seq.prompt_ids
+
+    @property
+    def generated_ids(self) -> list[int]:
+        """Sampled tokens, in order (the newest one is not in the cache yet)."""
+        return self.seq.generated_ids
+
+    @property
+    def text(self) -> str:
+        """The generated text, grown by incremental detokenization."""
+        return self.seq.text
+
+    @property
+    def finished(self) -> FinishReason | None:
+        """Why generation ended (a str enum: "eos", "max_tokens", ...), or None while it goes on."""
+        return self.seq.finish

@@ -45,7 +45,7 @@ from inspector.generation.cache_policies import KeepAll, SlidingWindow
 from inspector.generation.decoding import decoding_processors
 from inspector.generation.levers import Levers, check_interventions
 from inspector.generation.settings import DecodingSettings
-from inspector.generation.sequence import FinishReason, Sequence
+from inspector.generation.sequence import Sequence, SequenceOwner
 from inspector.models.loader import LoadedModel
 from inspector.session.records import ForwardRecord, SampleRecord, TopToken
 from inspector.session.sample_records import sample_record
@@ -63,7 +63,7 @@ def _check(params: SamplingParams) -> None:
         raise InputError(str(exc)) from None
 
 
-class Session:
+class Session(SequenceOwner):
     """Prefill, step, branch and resample one generation; its forwards and KV cache are in `self.trace`."""
 
     def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True,
@@ -134,25 +134,6 @@ class Session:
             return ()
         return decoding_processors(settings, len(self.seq.prompt_ids), self.tokenizer, sorted(self.eos_ids),
                                    self.config.vocab_size)
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        return self.seq.prompt_ids
-
-    @property
-    def generated_ids(self) -> list[int]:
-        """Sampled tokens, in order (the newest one is not in the cache yet)."""
-        return self.seq.generated_ids
-
-    @property
-    def text(self) -> str:
-        """The generated text, grown by incremental detokenization."""
-        return self.seq.text
-
-    @property
-    def finished(self) -> FinishReason | None:
-        """Why generation ended (a str enum: "eos", "max_tokens", ...), or None while it goes on."""
-        return self.seq.finish
 
     @property
     def records(self) -> list[ForwardRecord]:

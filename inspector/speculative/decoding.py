@@ -30,8 +30,8 @@ from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.generation.levers import Levers
 from inspector.generation.loop import NO_LEVERS, choose, forward
-from inspector.generation.sequence import FinishReason
 from inspector.generation.sequence import Sequence as Seq
+from inspector.generation.sequence import SequenceOwner
 from inspector.models.loader import LoadedModel
 from inspector.speculative.drafters import Draft, Drafter
 from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
@@ -50,7 +50,7 @@ def check_draft_len(draft_len: int, prompt_len: int, context: int) -> None:
                          f"room for {max(room, 0)} drafts in the {context}-token context window")
 
 
-class SpeculativeRun:
+class SpeculativeRun(SequenceOwner):
     """One speculative generation over `loaded`'s model with `drafter`; rounds recorded in `self.rounds`."""
 
     def __init__(self, loaded: LoadedModel, drafter: Drafter, draft_len: int, params: SamplingParams, *,
@@ -88,22 +88,6 @@ class SpeculativeRun:
     @eos_ids.setter
     def eos_ids(self, ids: frozenset[int]) -> None:
         self._eos_ids = self.seq.stop_ids = frozenset(ids)
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        return self.seq.prompt_ids
-
-    @property
-    def generated_ids(self) -> list[int]:
-        return self.seq.generated_ids
-
-    @property
-    def finished(self) -> FinishReason | None:
-        return self.seq.finish
-
-    @property
-    def text(self) -> str:
-        return self.seq.text
 
     def prefill(self, ids: Sequence[int]) -> None:
         """The full model over the prompt; token 1 drawn as `Session` draws it."""
