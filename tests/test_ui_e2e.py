@@ -136,9 +136,17 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
 
     # clicking a token chip selects its position
     open_tab(page, "Residual stream")
-    page.locator('.ii-chip[data-pos="3"]').click()
-    expect(page.locator("#position input")).to_have_value("3")
-    expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
+    # A click that lands while the views are still being drawn can have its position event dropped by
+    # Gradio's queue (a burst keeps the last): click again, as a person would, up to 3 times.
+    for attempt in range(3):
+        page.locator('.ii-chip[data-pos="3"]').click()
+        expect(page.locator("#position input")).to_have_value("3")
+        try:
+            expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T // 3)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
     heat = page.locator("#resid-heat-map img")  # an image; hover names layer, position and the norm
     heat.hover(position={"x": 1, "y": 1})
