@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_session
+from tests.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_at_barrier, run_session
 
 LAB_BUTTONS = ("speculative-start", "speculative-round", "quant-run")
 LAB_LAYER = 24  # early-exit layer for SmolLM2-135M's 30 (the tab's default, 0.8 x layers), capped by the slider
@@ -116,16 +116,7 @@ def run_parallel_with_labs(url: str, mode: str, prompts: list[str], steps: int, 
             results[i] = (SessionRun(prompts[i], error="gave up waiting for the other sessions to connect"), [],
                           time.perf_counter())
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    try:
-        start.wait()
-    except threading.BrokenBarrierError:
-        pass  # the workers record it
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    t0 = run_at_barrier(worker, len(prompts), start)
     runs = [r for r, _, _ in results]
     calls = [c for _, cs, _ in results for c in cs]
     return runs, calls, max(end for _, _, end in results) - t0

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import Any
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -410,7 +411,14 @@ def run_parallel(url: str, mode: str, prompts: list[str], steps: int, max_new: i
         except threading.BrokenBarrierError:  # another client did not connect within CALL_TIMEOUT_S
             runs[i] = SessionRun(prompts[i], error="gave up waiting for the other sessions to connect")
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(prompts))]
+    t0 = run_at_barrier(worker, len(prompts), start)
+    return runs, time.perf_counter() - t0
+
+
+def run_at_barrier(worker: Any, n: int, start: threading.Barrier) -> float:
+    """Run worker(0..n-1) on threads that meet at `start` (this thread is its last party) and wait for them
+    all; returns the `time.perf_counter()` of the moment they were released."""
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
     try:
@@ -420,4 +428,4 @@ def run_parallel(url: str, mode: str, prompts: list[str], steps: int, max_new: i
     t0 = time.perf_counter()
     for t in threads:
         t.join()
-    return runs, time.perf_counter() - t0
+    return t0
