@@ -39,6 +39,8 @@ def goto(page: Page, url: str) -> None:
     """Open the app and wait until it is live (the status line is drawn by the page-load event)."""
     page.goto(url, timeout=T)
     expect(page.locator("#status-line")).to_be_visible(timeout=T)
+    # the load chain's last step (inspector/ui/app.py PAGE_READY_JS): no load step writes the controls after it
+    expect(page.locator("body[data-inspector-loaded]")).to_be_attached(timeout=T)
 
 
 def open_settings(page: Page) -> None:

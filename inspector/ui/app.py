@@ -54,6 +54,9 @@ EXAMPLES = [
     ["def fibonacci(n):", False],
 ]
 FAST = {"show_progress": "hidden", "concurrency_limit": None}
+# The last link of the page-load chain marks the page: until then a load step may still write the controls
+# (a run link's values), so browser tests and scripts wait for `body[data-inspector-loaded]`.
+PAGE_READY_JS = "() => { document.body.dataset.inspectorLoaded = '1'; }"
 # Lab tabs after the views, in order: each module `inspector/ui/<name>_tab.py` has `build_<name>_tab(ctx)`
 LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab, build_interventions_tab,
             build_models_tab)
@@ -243,7 +246,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST).then(
             h.link_fill, None, [prompt, chat, system, *sampling, max_new, link], **hidden, **FAST).then(
             link_values, [link], decoding.inputs, **hidden, **FAST).then(
-            bundled(h.link_run, VIEW_KEYS, lead=1), [sid, link, layer, head], [sid, bundle], **hidden, **FAST)
+            bundled(h.link_run, VIEW_KEYS, lead=1), [sid, link, layer, head], [sid, bundle], **hidden, **FAST).then(
+            None, None, None, js=PAGE_READY_JS)
         api.register(h, sid, [prompt, chat, system])
     return demo
 
