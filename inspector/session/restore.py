@@ -88,6 +88,7 @@ class RestoredSession(Session):
         recorded, settings = doc["model"], doc["settings"]
         self.recorded_model = recorded  # name, source, dtype, config, fingerprint of the recording model
         self.settings = settings  # prompt, chat, system, params (the newest step's), max_new_tokens, flags
+        self.saved_tree: Any = None  # the run's SavedTree when the file kept one (`load_trace` sets it)
         self.read_only = read_only
         flags = {k: bool(settings[k]) for k in ("recompute", "record", "lens")}
         eos_ids = frozenset(int(i) for i in doc["eos_ids"])

@@ -13,7 +13,9 @@ header's `__metadata__` (string -> string) holding "format", "version", "trace" 
   written before those existed read as the defaults), prompt and generated ids, the display piece of every vocabulary id and
   the special ids (a reader without the tokenizer shows any token, sampling previews included), text,
   finish reason, EOS ids, timings, and per committed forward its `ForwardRecord` without the arrays
-  (sample, KV stats, timings, logit lens). Saving computes the logit lens of every recorded
+  (sample, KV stats, timings, logit lens); the run's branch tree when the caller gives one
+  (`inspector.session.branches.SavedTree`: every branch's tokens and text; the forwards are the shown
+  branch's, the others are replayed when switched to; files without it read as a single branch). Saving computes the logit lens of every recorded
   forward that has not shown it yet, kept in its record as showing it would, so a reader without the
   model shows it too.
 - Tensors: per forward k `forwards.k.{resid_pre, attn_out, resid_mid, mlp_out, resid_post}` (norms),
@@ -53,6 +55,7 @@ from safetensors.torch import load_file, save_file
 from inspector.engine.config import ModelConfig, SamplingParams
 from inspector.generation.settings import DecodingSettings
 from inspector.errors import InputError, InspectorError, first_line
+from inspector.session.branches import SavedTree, check_saved
 from inspector.session.codec import from_json, to_json
 from inspector.session.records import ForwardRecord
 from inspector.session.restore import DTYPES, RestoredSession
@@ -117,6 +120,7 @@ class TraceDocument:
     eos_ids: list[int]
     timings: Timings
     forwards: list[ForwardRecord]  # their arrays are the tensors `forwards.k.<field>` (TENSOR_NAMES)
+    branches: SavedTree | None = None  # the run's branches (None: one branch, the forwards')
 
 
 def tensor_name(path: str) -> str:
@@ -181,18 +185,21 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # ---- writing
 def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None = None,
-               chat: bool | None = None, system: str | None = None) -> int:
+               chat: bool | None = None, system: str | None = None, branches: SavedTree | None = None) -> int:
     """Write the session's committed forwards, KV cache and state to `path` (replaced atomically); the
     file's size in bytes. `prompt`, `chat`, `system` are saved as settings when given (the session keeps
-    only the token ids). InputError when nothing was generated yet."""
+    only the token ids), and `branches` as the run's tree (its shown branch must be the session's tokens).
+    InputError when nothing was generated yet."""
     trace = session.trace
     if not trace.forwards:
         raise InputError("nothing to save: run prefill first")
     for f in trace.forwards:
         if f.lens_inputs is not None:
             trace.fill_lens(f)  # computed once and kept in the record, as the Residual view would
+    if branches is not None:
+        _check_tree(branches, session.generated_ids)
     arrays: dict[str, np.ndarray] = {}
-    doc = to_json(_document(session, prompt, chat, system), arrays)
+    doc = to_json(_document(session, prompt, chat, system, branches), arrays)
     tensors = {tensor_name(p): torch.from_numpy(a) for p, a in arrays.items()}
     for k, f in enumerate(trace.forwards):  # what each forward kept besides its record
         tensors[f"forwards.{k}.logits"] = f.logits
@@ -217,7 +224,8 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     return path.stat().st_size
 
 
-def _document(session: Any, prompt: str | None, chat: bool | None, system: str | None) -> TraceDocument:
+def _document(session: Any, prompt: str | None, chat: bool | None, system: str | None,
+              branches: SavedTree | None) -> TraceDocument:
     loaded, tok = session.loaded, session.tokenizer
     vocab = range(min(session.config.vocab_size, tok.vocab_size))  # ids past the tokenizer's have no piece
     last = session.records[-1].sample
@@ -235,7 +243,15 @@ def _document(session: Any, prompt: str | None, chat: bool | None, system: str |
         eos_ids=sorted(session.eos_ids),
         timings=Timings(session.ttft_ms, list(session.tpot_ms)),
         forwards=[f.record for f in session.trace.forwards],
+        branches=branches,
     )
+
+
+def _check_tree(tree: SavedTree, generated_ids: list[int]) -> None:
+    """InputError unless `tree` is a possible tree whose shown branch holds `generated_ids`."""
+    check_saved(tree)
+    if list(tree.branches[tree.current].generated_ids) != list(generated_ids):
+        raise InputError(f"branches: the shown branch {tree.current} does not hold the run's tokens")
 
 
 def _fingerprint(session: Any) -> str:
@@ -314,6 +330,8 @@ def parse_document(doc: Any, tensors: dict[str, torch.Tensor]) -> TraceDocument:
         parsed.settings.decoding.validate()
     except InputError as exc:
         raise InputError(f"decoding settings: {exc}") from None
+    if parsed.branches is not None:
+        _check_tree(parsed.branches, parsed.generated_ids)
     return parsed
 
 
@@ -324,7 +342,9 @@ def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSess
     try:
         parsed = parse_document(doc, tensors)
         plain = to_json(parsed, {})  # the same document with every value checked and of its JSON type
-        return RestoredSession(plain, tensors, loaded, _read_only_reason(parsed.model, loaded))
+        session = RestoredSession(plain, tensors, loaded, _read_only_reason(parsed.model, loaded))
+        session.saved_tree = parsed.branches  # the run's branches, for the page to show again
+        return session
     except InputError as exc:
         raise InputError(f"{name} is corrupted: {exc}") from None
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
