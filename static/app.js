@@ -70,25 +70,9 @@
     tip.hidden = false;
   });
 
-  // "Link to this run" (inspector/ui/run_links.py reads it back): the controls' values and the number of
-  // decode steps shown, as query parameters of this page's address.
-  window.inspectorRunLink = () => {
-    const val = (sel) => (document.querySelector(sel) || {}).value || "";
-    const count = document.getElementById("token-count");
-    const steps = count ? Math.max(0, Number(count.dataset.generated || 1) - 1) : 0;
-    const q = new URLSearchParams({
-      prompt: val("#prompt textarea"),
-      chat: (document.querySelector("#chat-toggle input") || {}).checked ? "1" : "0",
-      system: val("#system-prompt textarea"),
-      temperature: val("#temperature input[type=number]"), top_k: val("#top-k input[type=number]"),
-      top_p: val("#top-p input[type=number]"), min_p: val("#min-p input[type=number]"),
-      seed: val("#seed input"), max_new: val("#max-new-tokens input"), steps: String(steps),
-    });
-    const decoding = document.getElementById("decoding-settings"); // the settings panel's applied settings
-    if (decoding) q.set("decoding", decoding.dataset.decoding || "");
-    Array.from(q.keys()).filter((k) => !q.get(k)).forEach((k) => q.delete(k)); // unset: the page default
-    return `${location.origin}${location.pathname}?${q.toString()}`;
-  };
+  // "Link to this run": the server writes the query from the run it holds (inspector/ui/link_handlers.py);
+  // the page's own address goes before it ("" stays "": the server refused and said why).
+  window.inspectorRunLink = (query) => (query ? `${location.origin}${location.pathname}${query}` : "");
 
   // Write a value into a (hidden) Gradio textbox and fire its `input` event, which runs on the server.
   // The value is sent even when it equals the last one (a second click on the same candidate).

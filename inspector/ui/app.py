@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.ui import api, trace_io
+from inspector.ui import api, link_handlers, trace_io
 from inspector.ui.handlers import VIEW_KEYS, Handlers
 from inspector.ui.interventions_tab import build_interventions_tab
 from inspector.ui.bundle import ViewBundle, ViewSlot, bundled
@@ -140,8 +140,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                                                      file_types=[".safetensors"], file_count="single")
                 trace_file = gr.File(label="trace file (safetensors: reopen it with Open trace, or `inspector trace`)",
                                      elem_id="trace-file", visible=False, interactive=False)
-                run_link = gr.Textbox(label="link to this run (opening it runs the same prompt, settings and steps)",
-                                      elem_id="run-link", interactive=False, buttons=["copy"], visible=False)
+                run_link = gr.Textbox(label="link to this run (opening it runs the same prompt, settings, steps and "
+                                            "branches)", elem_id="run-link", interactive=False, buttons=["copy"],
+                                      visible=False)
+                link_query = gr.Textbox(elem_id="link-query", elem_classes="ii-offscreen", container=False)
                 # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
                 branch_request = gr.Textbox(elem_id="branch-request", elem_classes="ii-offscreen", container=False)
                 branch_switch = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
@@ -238,9 +240,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                              [sid, prompt, chat, system], [trace_file, bundle], **hidden, **FAST)
         open_trace_btn.upload(bundled(partial(trace_io.import_trace, h), VIEW_KEYS), [sid, open_trace_btn, layer, head],
                               [bundle], **hidden, **FAST)
-        # "Link to this run": the page's settings and step count as a URL (static/app.js `runLink`)
-        link_btn.click(lambda url: gr.update(value=url, visible=True), [run_link], [run_link], queue=False,
-                       js="(current) => window.inspectorRunLink()", **hidden)
+        # "Link to this run": the server writes the query from the run the session holds (link_handlers), the
+        # page puts its own address before it (static/app.js `inspectorRunLink`)
+        link_btn.click(bundled(partial(link_handlers.link_query_for, h), ("status",), lead=1), [sid],
+                       [link_query, bundle], **hidden, **FAST).then(
+            lambda url: gr.update(value=url, visible=True) if url else gr.skip(), [link_query], [run_link],
+            queue=False, js="(query) => window.inspectorRunLink(query)", **hidden)
         # a link with query parameters (inspector.ui.run_links) fills the controls, then runs prefill + steps
         link = gr.State(None)
         demo.load(bundled(h.page_load, VIEW_KEYS, lead=1), None, [sid, bundle], **hidden, **FAST).then(

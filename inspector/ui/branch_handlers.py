@@ -1,9 +1,11 @@
 """Branching from the page: force another token at a step, keep every branch, switch between them.
 
 `branch(h, ...)` and `switch(h, ...)` are functions of the app's handlers `h` (`inspector.ui.handlers.Handlers`
-binds them as its methods). A click on a "what if" candidate (Sampling
-view) or a logit-lens cell (Residual view) sends "step:token id" to `branch`; a click on a node of the branch
-tree sends its id to `switch`. The tree (`inspector.session.branches.BranchTree`) lives in the browser
+binds them as its methods). A click on a "what if" candidate (Sampling view, or the branch point under the
+text: the step of the generated token chip a person selected, any step of the run) or a logit-lens cell
+(Residual view) sends "step:token id" to `branch`; a click on a node of the branch tree sends its id to
+`switch`. `tree_html(entry)` draws both: the branch point of the selected token and the tree, each branch's
+text with its first diverging token marked. The tree (`inspector.session.branches.BranchTree`) lives in the browser
 session's entry and starts afresh with each prefill. Forcing a token only re-samples (no model run);
 switching replays the target branch's tokens over the shared prefix on the decode thread
 (`Session.follow`), so its records and KV cache are as if it had been generated step by step.
@@ -15,13 +17,15 @@ from typing import Any
 
 from inspector.errors import InputError
 from inspector.generation.levers import Levers
-from inspector.session.branches import BranchTree
+from inspector.session.branches import BranchTree, first_divergence
 from inspector.session.intervene import replay
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.sessions import Entry
 from inspector.validate import whole
-from inspector.viz.branches import BranchRow, branch_tree_html
+from inspector.viz.branches import BranchRow, branch_point_html, branch_tree_html
+
+BRANCH_CHOICES = 10  # candidates offered at the chosen branch point
 
 
 def parse_branch_request(value: Any) -> tuple[int, int]:
@@ -36,15 +40,45 @@ def parse_branch_request(value: Any) -> tuple[int, int]:
 
 
 def tree_html(entry: Entry | None) -> str:
-    """The branch tree of this session's run (a hidden placeholder while it has one branch)."""
+    """The branch point of the selected generated token (a hint when none is) and the tree of this session's
+    run (a hidden placeholder while it has one branch)."""
     tree = entry.branches if entry is not None else None
     s = entry.session if entry is not None else None
-    if tree is None or s is None or not s.records:
+    if s is None or not s.records:
         return branch_tree_html([], 0)
+    point = _branch_point(entry)
+    if tree is None:
+        return point + branch_tree_html([], 0)
     tree.sync(s.generated_ids, s.text)
-    rows = [BranchRow(b.id, tree.depth(b.id), b.at_step, b.forced_piece, len(b.generated_ids), b.text, b.label)
-            for b in tree.branches]
-    return branch_tree_html(rows, tree.current)
+    rows = []
+    for b in tree.branches:
+        d = None if b.parent is None else first_divergence(tree.branches[b.parent].generated_ids, b.generated_ids)
+        parts = _split(s.tokenizer, b.generated_ids, d) if d is not None else ("", "", "")
+        rows.append(BranchRow(b.id, tree.depth(b.id), b.at_step, b.forced_piece, len(b.generated_ids), b.text,
+                              b.label, d, parts))
+    return point + branch_tree_html(rows, tree.current)
+
+
+def _branch_point(entry: Entry) -> str:
+    """The candidates of the step that drew the selected generated token (the chip a person clicked)."""
+    s = entry.session
+    n_prompt = len(s.prompt_ids)
+    step = None if entry.selected is None else entry.selected - n_prompt
+    if step is None or not 0 <= step < len(s.records) or s.records[step].sample is None:
+        return branch_point_html(None)
+    sample = s.records[step].sample
+    top = [(c.id, c.piece, c.prob_raw) for c in sample.candidates[:BRANCH_CHOICES]]
+    return branch_point_html(step, entry.selected, sample.token_piece, top, sample.token_id)
+
+
+def _split(tok: Any, ids: list[int], d: int) -> tuple[str, str, str]:
+    """The text of `ids` before token `d`, token `d`'s own text, and the text after it. From the tokenizer's
+    bytes when it has them (a read-only trace has only display pieces)."""
+    if hasattr(tok, "decode_bytes"):
+        text = lambda xs: tok.decode_bytes(xs).decode("utf-8", "replace")  # noqa: E731
+    else:
+        text = lambda xs: "".join(tok.pieces(xs))  # noqa: E731
+    return text(ids[:d]), text(ids[d:d + 1]), text(ids[d + 1:])
 
 
 def _refused(message: str, h: Any, sid: Any, *_: Any) -> list:

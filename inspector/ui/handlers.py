@@ -108,6 +108,7 @@ class Handlers(Views):
             entry.max_new_tokens = max_new
             run_prefill(entry.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
                         tokenize_ms=admitted.tokenize_ms)
+            link_handlers.remember_run(entry, prompt, chat, system)  # its link and trace: the run's text, not the box's
         return sid, entry
 
     @on_model_thread

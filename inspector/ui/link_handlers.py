@@ -1,25 +1,109 @@
-"""Opening the page from a link that reproduces a run (`inspector.ui.run_links`).
+"""Links that reproduce a run (`inspector.ui.run_links`): written from the session, opened on page load.
 
-`link_fill(h, ...)` and `link_run(h, ...)` are functions of the app's handlers `h`
+`link_fill(h, ...)`, `link_run(h, ...)` and `link_query_for(h, ...)` are functions of the app's handlers `h`
 (`inspector.ui.handlers.Handlers` binds them as its methods). On page load `link_fill` reads the URL's
 query: it fills the controls (prompt, chat, system prompt, sampling, max new tokens) and keeps the run in a
 `gr.State`; `link_run` then prefills and steps exactly as a visitor pressing the buttons would (same caps,
-same session). A bad link leaves the controls as they are and says why in the status line.
+same session), and replays the link's branches (`inspector.session.tree_replay`). A bad link leaves the
+controls as they are and says why in the status line.
+
+"Link to this run" asks the server (`link_query_for`): the link is made from what the session ran — the
+prompt, chat and system prompt given to its prefill (`remember_run`; a trace's saved ones once opened), the
+newest step's sampling settings and seed, the decoding settings, max new tokens, and every token-fork
+branch's tokens with the one shown — never from the controls, which may have been edited since.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import json
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InspectorError
+from inspector.errors import InputError, InspectorError
+from inspector.session.branches import BranchTree, SavedTree
+from inspector.session.tree_replay import grow_tree
 from inspector.ui.fields import sampling_params
+from inspector.ui.model_thread import on_model_thread
 from inspector.ui.refusals import shows_refusals
-from inspector.ui.run_links import KEYS, link_decoding, parse_link
+from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_params
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
+RUN = "run"  # the entry's `labs` key of the run's origin (`RunOrigin`)
+MAX_LINK_CHARS = 16_000  # longer queries are refused: browsers and proxies cut long addresses
+
+
+@dataclass(frozen=True)
+class RunOrigin:
+    """What the session's prefill was given as text (the session itself keeps only token ids)."""
+
+    prompt: str
+    chat: bool
+    system: str
+
+
+def remember_run(entry: Any, prompt: Any, chat: Any, system: Any) -> None:
+    """Keep what the entry's new run was prefilled from, for its link and its trace file."""
+    entry.labs[RUN] = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
+
+
+def run_origin(entry: Any) -> RunOrigin | None:
+    """The prompt, chat and system prompt of the entry's run: its prefill's, or a trace's saved ones."""
+    saved = getattr(entry.session, "settings", None)  # a session opened from a trace file
+    if isinstance(saved, dict):
+        return RunOrigin(saved["prompt"], bool(saved["chat"]), saved["system"] or "") if saved.get("prompt") else None
+    return entry.labs.get(RUN)
+
+
+def link_for(entry: Any) -> tuple[RunLink, int]:
+    """The link that reproduces what the entry's run shows, and how many branches it leaves out (`tree_of`);
+    InputError when there is none to make."""
+    s = entry.session if entry is not None else None
+    if s is None or not s.records:
+        raise InputError("no run to link to yet: press Prefill first")
+    origin = run_origin(entry)
+    if origin is None:
+        raise InputError("this run's prompt text is not known (a trace saved without it): save a trace instead")
+    params = next(r.sample.params for r in reversed(s.records) if r.sample is not None)
+    tree, left_out = tree_of(entry)
+    decoding = s.decoding.to_dict()
+    link = RunLink(prompt=origin.prompt, chat=origin.chat, system=origin.system, temperature=params.temperature,
+                   top_k=params.top_k, top_p=params.top_p, min_p=params.min_p, seed=params.seed,
+                   max_new=entry.max_new_tokens, steps=len(tree.branches[0].generated_ids) - 1,
+                   decoding=json.dumps(decoding) if decoding else "", **_tree_fields(tree))
+    return link, left_out
+
+
+def tree_of(entry: Any) -> tuple[SavedTree, int]:
+    """The entry's branch tree as a `SavedTree` (a single branch when it never branched), and how many
+    branches it leaves out (intervention branches: their levers do not travel)."""
+    s = entry.session
+    tree = entry.branches if entry.branches is not None else BranchTree(s.generated_ids, s.text)
+    tree.sync(s.generated_ids, s.text)
+    return tree.saved()
+
+
+def _tree_fields(tree: SavedTree) -> dict[str, Any]:
+    fields = tree_params(tree)
+    return {"tokens": fields["tokens"], "branches": fields["branches"], "branch": int(fields["branch"])}
+
+
+@shows_refusals(lambda message, h, sid, *_: ["", h.status(h.store.get(sid), message, error=True)])
+def link_query_for(h: Any, sid: Any) -> list:
+    """The button "Link to this run": ["?query" for the page to put its own address before ("" when refused),
+    status line]."""
+    entry = h.store.get(sid)
+    if entry is None:
+        raise InputError("no run to link to yet: press Prefill first")
+    with entry.exclusive("link"):  # not while Play moves the run on
+        link, left_out = link_for(entry)
+    query = link_query(link)
+    if len(query) > MAX_LINK_CHARS:
+        raise InputError(f"this run's link would be {len(query):,} characters, too long for an address: "
+                         f"save a trace instead")
+    note = f" (it leaves out {left_out} intervention branches: their changes do not fit in a link)" if left_out else ""
+    return [f"?{query}", h.status(entry, f"link made from this run's prompt, settings and branches{note}")]
 
 
 def link_fill(h: Any, request: gr.Request) -> list:
@@ -37,20 +121,33 @@ def link_fill(h: Any, request: gr.Request) -> list:
 
 @shows_refusals(lambda message, h, sid, *_: [sid] + h.error_views(h.store.get(sid), message))
 def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> list:
-    """Prefill and step the linked run in this browser session; [sid] + the views."""
+    """Prefill and step the linked run in this browser session, then grow its branches; [sid] + the views."""
     if link is None:
         return [gr.skip()] * (1 + len(h.view_keys))
     if isinstance(link, str):
         return [gr.skip()] + h.error_views(h.store.get(sid), link)
     params = sampling_params(link["temperature"], link["top_k"], link["top_p"], link["min_p"], link["seed"])
+    tree = link_tree(RunLink(**link))
     sid, linked = h.store.get_or_create(sid)
     linked.labs["decoding"] = link_decoding(link.get("decoding", ""))  # the settings panel's, for the prefill
     sid, entry = h.run_prefill(sid, link["prompt"], link["chat"], link["system"], params, link["max_new"])
-    for _ in range(min(link["steps"], entry.max_new_tokens - 1)):
-        if entry.session.finished:
-            break
-        h.run_step(sid, params)
-    note = f"opened from a link: prefill + {len(entry.session.records) - 1} steps"
+    if tree is None:
+        for _ in range(min(link["steps"], entry.max_new_tokens - 1)):
+            if entry.session.finished:
+                break
+            h.run_step(sid, params)
+        note = f"opened from a link: prefill + {len(entry.session.records) - 1} steps"
+    else:
+        with entry.exclusive("link"):
+            _grow(entry, tree)
+        n = len(tree.branches)
+        note = (f"opened from a link: prefill + {len(tree.branches[0].generated_ids) - 1} steps"
+                + (f", {n} branches, showing #{tree.current}" if n > 1 else ""))
     views = h.views(entry, layer, head, note)
     h.queue_forward_ahead(entry)
     return [sid] + views
+
+
+@on_model_thread
+def _grow(entry: Any, tree: SavedTree) -> None:
+    entry.branches = grow_tree(entry.session, tree)

@@ -2,12 +2,15 @@
 
 Two handlers the page wires to its buttons, both taking the app's `Handlers` as `h`:
 - `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, status line).
+  The file keeps the prompt the run was prefilled from (the controls' values only when it is not known) and
+  every token-fork branch of the run (`BranchTree.saved`); opening it shows the same tree.
   Files go to one temporary folder per process, removed at exit; only the newest `EXPORTS_KEPT` are kept
   (Gradio copies a returned file into its own cache when it sends it). `export_trace_shown` is the same
   for a hidden `gr.File`: an update that shows it with the new file.
 - `import_trace(h, sid, file, layer, head)` -> what `Handlers.views` returns, so every view redraws from
   the file without running the model. The restored session replaces this browser's, under the entry's
-  lock; it steps on when the page's model recorded it, else Step says why in the status line.
+  lock; it steps on when the page's model recorded it, else Step says why in the status line (switching
+  branches replays tokens, so it needs the recording model too).
 Caps come first: the file's size against the session memory cap before parsing, the restored session's
 retained bytes against it after (`limits.max_trace_mb`), and a trace of another model shape than the
 page's is refused (the views are laid out for the page's model). Errors go to the status line
@@ -28,7 +31,9 @@ from typing import Any
 import gradio as gr
 
 from inspector.errors import InputError
+from inspector.session.branches import BranchTree
 from inspector.session.trace_file import load_trace, save_trace
+from inspector.ui.link_handlers import run_origin, tree_of
 from inspector.ui.model_thread import run
 from inspector.ui.refusals import REFUSALS, shows_refusals
 from inspector.units import format_bytes
@@ -71,8 +76,18 @@ def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool 
         raise InputError("nothing to export yet: press Prefill first")
     path = _new_export_path(entry.session.loaded.name)
     with entry.exclusive("export"):
-        size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system)
-    return str(path), h.status(entry, f"exported the trace: {path.name} ({format_bytes(size)})")
+        origin = run_origin(entry)
+        if origin is not None:
+            prompt, chat, system = origin.prompt, origin.chat, origin.system
+        tree, left_out = tree_of(entry)
+        note = f"; left out {left_out} intervention branches (their changes are not saved)" if left_out else ""
+        if tree.branches[tree.current].generated_ids != list(entry.session.generated_ids):
+            tree, note = None, "; only the shown intervention branch (an intervention's changes are not saved)"
+        many = tree is not None and len(tree.branches) > 1
+        size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system,
+                   branches=tree if many else None)
+    kept = f", {len(tree.branches)} branches" if many else ""
+    return str(path), h.status(entry, f"exported the trace: {path.name} ({format_bytes(size)}{kept}){note}")
 
 
 @shows_refusals(lambda message, h, sid, *_: h.error_views(h.store.get(sid), message), FILE_REFUSALS)
@@ -92,6 +107,8 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
         _admit(h, session, path.name, cap)
         h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
         entry.session = session
+        if session.saved_tree is not None:  # the run's branches; switching replays them on this session
+            entry.branches = BranchTree.from_saved(session.saved_tree, levers=session.levers)
         entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
     how = session.read_only or f"it steps on with {h.loaded.name}"
     views = h.views(entry, layer, head, f"opened {path.name}: {how}")
