@@ -32,6 +32,17 @@ def upload(page: Page, files) -> None:
     chooser.value.set_files(files)
 
 
+def save_trace_as(page: Page, path, status: str = "exported the trace"):
+    """Press Save trace, wait for `status` in the status line, and download the file to `path`."""
+    page.locator("#trace-save-btn").click()
+    expect(page.locator("#status-message")).to_contain_text(status, timeout=T)
+    link = page.locator("#trace-file a").first
+    expect(link).to_be_visible(timeout=T)
+    with urllib.request.urlopen(link.get_attribute("href")) as response:
+        path.write_bytes(response.read())
+    return path
+
+
 def chip_ids(page: Page) -> list[str]:
     return page.locator(".ii-chip").evaluate_all("cs => cs.map(c => c.dataset.id)")
 
@@ -111,13 +122,7 @@ def test_save_a_trace_and_open_it_in_another_browser(browser, app_url, tmp_path)
     prefill(pa, "Write a haiku about the sea.", max_new=8)
     step(pa, 1, max_new=8)
     step(pa, 2, max_new=8)
-    pa.locator("#trace-save-btn").click()
-    expect(pa.locator("#status-message")).to_contain_text("exported the trace", timeout=T)
-    link = pa.locator("#trace-file a").first
-    expect(link).to_be_visible(timeout=T)
-    path = tmp_path / "run.safetensors"
-    with urllib.request.urlopen(link.get_attribute("href")) as response:
-        path.write_bytes(response.read())
+    path = save_trace_as(pa, tmp_path / "run.safetensors")
 
     goto(pb, app_url)
     upload(pb, str(path))
