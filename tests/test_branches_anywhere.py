@@ -244,3 +244,13 @@ def test_a_tree_that_does_not_fit_the_run_is_refused(tiny_loaded, tmp_path):  # 
                      SavedBranch(0, 5, 3, "", [3], "")])
     with pytest.raises(InputError, match="branch 1: its fork step must be 0 to 1, got 5"):
         save_trace(s, tmp_path / "t.safetensors", branches=bad)
+
+
+def test_the_link_button_refuses_in_one_line(tiny_loaded, monkeypatch):  # noqa: F811
+    h, store = make(tiny_loaded)
+    query, line = link_query_for(h, store.new_id())
+    assert query == "" and "press Prefill first" in line and "ii-error" in line
+    sid, *_ = h.prefill(None, PROMPT, False, "", *SAMPLING, 8, 0, 0)
+    monkeypatch.setattr("inspector.ui.link_handlers.MAX_LINK_CHARS", 40)
+    query, line = link_query_for(h, sid)
+    assert query == "" and "too long for an address: save a trace instead" in line

@@ -129,7 +129,8 @@ def switch(h: Any, sid: Any, branch_id: Any, layer: Any, head: Any) -> list:
 def _follow(entry: Entry, target: int) -> None:
     tree, s = entry.branches, entry.session
     if tree is None:
-        raise InputError("this run has one branch: click a candidate in the Sampling view to make another")
+        raise InputError("this run has one branch: click a generated token, then another candidate, to make "
+                         "another")
     chosen = tree.get(target)
     tree.sync(s.generated_ids, s.text)
     entry.preview = None

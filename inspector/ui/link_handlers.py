@@ -1,7 +1,7 @@
 """Links that reproduce a run (`inspector.ui.run_links`): written from the session, opened on page load.
 
 `link_fill(h, ...)`, `link_run(h, ...)` and `link_query_for(h, ...)` are functions of the app's handlers `h`
-(`inspector.ui.handlers.Handlers` binds them as its methods). On page load `link_fill` reads the URL's
+(`inspector.ui.handlers.Handlers` binds the first two as its methods; the page wires the third). On page load `link_fill` reads the URL's
 query: it fills the controls (prompt, chat, system prompt, sampling, max new tokens) and keeps the run in a
 `gr.State`; `link_run` then prefills and steps exactly as a visitor pressing the buttons would (same caps,
 same session), and replays the link's branches (`inspector.session.tree_replay`). A bad link leaves the
@@ -25,9 +25,10 @@ from inspector.errors import InputError, InspectorError
 from inspector.session.branches import BranchTree, SavedTree
 from inspector.session.tree_replay import grow_tree
 from inspector.ui.fields import sampling_params
-from inspector.ui.model_thread import on_model_thread
+from inspector.ui.model_thread import on_model_thread, run
 from inspector.ui.refusals import shows_refusals
-from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_params
+from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_fields
+from inspector.ui.sessions import Entry
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
 RUN = "run"  # the entry's `labs` key of the run's origin (`RunOrigin`)
@@ -43,12 +44,12 @@ class RunOrigin:
     system: str
 
 
-def remember_run(entry: Any, prompt: Any, chat: Any, system: Any) -> None:
+def remember_run(entry: Entry, prompt: Any, chat: Any, system: Any) -> None:
     """Keep what the entry's new run was prefilled from, for its link and its trace file."""
     entry.labs[RUN] = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
 
 
-def run_origin(entry: Any) -> RunOrigin | None:
+def run_origin(entry: Entry) -> RunOrigin | None:
     """The prompt, chat and system prompt of the entry's run: its prefill's, or a trace's saved ones."""
     saved = getattr(entry.session, "settings", None)  # a session opened from a trace file
     if isinstance(saved, dict):
@@ -56,7 +57,7 @@ def run_origin(entry: Any) -> RunOrigin | None:
     return entry.labs.get(RUN)
 
 
-def link_for(entry: Any) -> tuple[RunLink, int]:
+def link_for(entry: Entry) -> tuple[RunLink, int]:
     """The link that reproduces what the entry's run shows, and how many branches it leaves out (`tree_of`);
     InputError when there is none to make."""
     s = entry.session if entry is not None else None
@@ -71,22 +72,17 @@ def link_for(entry: Any) -> tuple[RunLink, int]:
     link = RunLink(prompt=origin.prompt, chat=origin.chat, system=origin.system, temperature=params.temperature,
                    top_k=params.top_k, top_p=params.top_p, min_p=params.min_p, seed=params.seed,
                    max_new=entry.max_new_tokens, steps=len(tree.branches[0].generated_ids) - 1,
-                   decoding=json.dumps(decoding) if decoding else "", **_tree_fields(tree))
+                   decoding=json.dumps(decoding) if decoding else "", **tree_fields(tree))
     return link, left_out
 
 
-def tree_of(entry: Any) -> tuple[SavedTree, int]:
+def tree_of(entry: Entry) -> tuple[SavedTree, int]:
     """The entry's branch tree as a `SavedTree` (a single branch when it never branched), and how many
     branches it leaves out (intervention branches: their levers do not travel)."""
     s = entry.session
     tree = entry.branches if entry.branches is not None else BranchTree(s.generated_ids, s.text)
     tree.sync(s.generated_ids, s.text)
     return tree.saved()
-
-
-def _tree_fields(tree: SavedTree) -> dict[str, Any]:
-    fields = tree_params(tree)
-    return {"tokens": fields["tokens"], "branches": fields["branches"], "branch": int(fields["branch"])}
 
 
 @shows_refusals(lambda message, h, sid, *_: ["", h.status(h.store.get(sid), message, error=True)])
@@ -97,7 +93,7 @@ def link_query_for(h: Any, sid: Any) -> list:
     if entry is None:
         raise InputError("no run to link to yet: press Prefill first")
     with entry.exclusive("link"):  # not while Play moves the run on
-        link, left_out = link_for(entry)
+        link, left_out = run(link_for, entry)  # on the model thread, which owns the session's state
     query = link_query(link)
     if len(query) > MAX_LINK_CHARS:
         raise InputError(f"this run's link would be {len(query):,} characters, too long for an address: "
@@ -149,5 +145,5 @@ def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> list:
 
 
 @on_model_thread
-def _grow(entry: Any, tree: SavedTree) -> None:
+def _grow(entry: Entry, tree: SavedTree) -> None:
     entry.branches = grow_tree(entry.session, tree)

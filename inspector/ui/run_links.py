@@ -137,12 +137,11 @@ def link_tree(link: RunLink) -> SavedTree | None:
     return tree
 
 
-def tree_params(tree: SavedTree) -> dict[str, str]:
-    """The `tokens`, `branches` and `branch` parameters of a tree (what `link_tree` reads back)."""
+def tree_fields(tree: SavedTree) -> dict[str, str | int]:
+    """The `RunLink` fields `tokens`, `branches` and `branch` of a tree (what `link_tree` reads back)."""
     dotted = lambda xs: ".".join(str(int(x)) for x in xs)  # noqa: E731
     rest = [f"{b.parent}-{b.at_step}-{dotted(b.generated_ids[b.at_step:])}" for b in tree.branches[1:]]
-    return {"tokens": dotted(tree.branches[0].generated_ids), "branches": "_".join(rest),
-            "branch": str(tree.current)}
+    return {"tokens": dotted(tree.branches[0].generated_ids), "branches": "_".join(rest), "branch": tree.current}
 
 
 def link_decoding(text: str) -> DecodingSettings:
