@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from inspector.serving.records import Peaks
 from inspector.session.records import OpTiming
 from inspector.viz.common import CHOSEN, PROMPT, esc, figure
+from inspector.viz.serving import roof_trace
 
 CAPTION = ("Per operation: press Time operations to run a step's forward again with a timer at every trace "
            "point (median of a few runs; the step's own records are not changed). Each operation reads its "
@@ -78,11 +79,7 @@ def op_roofline(t: OpTiming, peaks: Peaks | None) -> go.Figure:
     lo, hi = min(xs) / 3, max(xs) * 3
     title = f"Operations on the roofline ({t.kind} step {t.step})"
     if peaks is not None and peaks.gb_per_s > 0:
-        lo, hi = min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 3)
-        grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-        traces.insert(0, dict(type="scatter", mode="lines", name="roof (measured)", x=grid,
-                              y=[min(peaks.gflops_per_s, peaks.gb_per_s * g) for g in grid],
-                              line={"color": "#111827", "width": 2}, hoverinfo="skip"))
+        traces.insert(0, roof_trace(peaks, min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 3), "roof (measured)"))
         title += f": peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s"
     return figure(traces, title, 380, xaxis={"type": "log", "title": {"text": "FLOPs per byte read"}},
                   yaxis={"type": "log", "title": {"text": "achieved GFLOP/s"}}, legend={"orientation": "h", "y": -0.3})
