@@ -186,3 +186,27 @@ def test_a_gemma2_trace_file_keeps_the_new_fields(sessions, tmp_path):
     for a, b in zip(back.records, s.records):
         np.testing.assert_array_equal(a.attn_out_raw, b.attn_out_raw)
         np.testing.assert_array_equal(a.mlp_out_raw, b.mlp_out_raw)
+
+
+def test_the_device_switch_resets_every_session_and_refuses_while_one_runs(sessions, monkeypatch):
+    """The Models tab's Load: one line for an absent device or a busy session; a real switch (the reload
+    stubbed: this machine may have no second device) gives every session a fresh one on the new weights."""
+    import html
+
+    from inspector.engine.config import SamplingParams as SP
+    from inspector.ui import models_tab
+    from lab_context import make_ctx
+
+    loaded = sessions["llama"].loaded
+    ctx = make_ctx(loaded)
+    sid, entry = ctx.store.get_or_create(None)
+    entry.session.prefill(PROMPT, SP(), max_new_tokens=4)
+    say = lambda device: html.unescape(models_tab.switch_device(ctx, device))  # noqa: E731
+    assert "device must be one of cpu, cuda, mps" in say("tpu")
+    assert "the model is already on cpu" in say("cpu")
+    with entry.exclusive("step"):
+        assert "a session is running a model call" in say("cpu")
+    old = entry.session
+    monkeypatch.setattr(models_tab, "reload_on_device", lambda loaded, device: True)  # as if moved
+    assert "every session starts afresh" in say("cuda")
+    assert entry.session is not old and not entry.session.records and not entry.lock.locked()
