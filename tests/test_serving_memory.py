@@ -40,6 +40,16 @@ EXACT = {
     "meta-llama/Llama-3.1-70B": 70_553_706_496,
     # the HF API safetensors count for Qwen2.5-7B-Instruct, same architecture as the base (MODEL_CONFIGS.md §2)
     "Qwen/Qwen2.5-7B": 7_615_616_512,
+    # keras-hub's presets (keras_hub/src/models/gemma3/gemma3_presets.py, gemma/gemma_presets.py) list each
+    # Gemma checkpoint's parameter count
+    "google/gemma-3-270m": 268_098_176,
+    "google/gemma-3-1b-pt": 999_885_952,
+    "google/gemma-2-2b": 2_614_341_888,
+    "google/gemma-2-9b": 9_241_705_984,
+    # a third-party test asserting transformers' num_parameters() of Qwen/Qwen3-0.6B (model_configs.json)
+    "Qwen/Qwen3-0.6B": 596_049_920,
+    # a third-party script's count of Phi-3.5-mini, the same architecture as Phi-3-mini-4k (model_configs.json)
+    "microsoft/Phi-3-mini-4k-instruct": 3_821_079_552,
 }
 # Published sizes and their sources. The test allows 1%.
 PUBLISHED = {
@@ -56,6 +66,14 @@ PUBLISHED = {
     # Mistral's announcement, "7.3B" (https://mistral.ai/news/announcing-mistral-7b/, seen only as quoted:
     # unconfirmed). The model card's "7 billion parameters" is a rounded name, 3.5% below the count.
     "mistralai/Mistral-7B-v0.1": 7.3e9,
+    # the Gemma and Qwen3 entries publish the counts above (sources in model_configs.json)
+    "google/gemma-3-270m": 268_098_176,
+    "google/gemma-3-1b-pt": 999_885_952,
+    "google/gemma-2-2b": 2_614_341_888,
+    "google/gemma-2-9b": 9_241_705_984,
+    "Qwen/Qwen3-0.6B": 596_049_920,
+    # "a 3.8 billion-parameter ... open model" (xorbitsai/inference's model page for it)
+    "microsoft/Phi-3-mini-4k-instruct": 3.8e9,
 }
 
 
@@ -277,6 +295,21 @@ def test_counts_equal_hugging_face_modules_for_every_shipped_config():
 def test_names_are_case_insensitive_and_the_short_name_works():
     for name in ("meta-llama/Llama-3.1-70B", "META-LLAMA/llama-3.1-70b", "Llama-3.1-70B"):
         assert mem.resolve_config(name).name == "meta-llama/Llama-3.1-70B"
+
+
+def test_windowed_kv_counts_each_sliding_layer_at_its_window():
+    """Gemma 3 270M: 15 of 18 layers slide (window 512); a cache keeping only their window, by hand."""
+    c = cfg("google/gemma-3-270m")
+    per_layer_token = 2 * 1 * 256 * 2  # K and V, 1 KV head, head_dim 256, bf16
+    assert mem.kv_bytes_per_token(c) == 18 * per_layer_token
+    assert [c.layer_type(i) for i in range(18)].count("sliding_attention") == 15
+    assert mem.windowed_kv_bytes(c, 8192, 2) == per_layer_token * (15 * 512 + 3 * 8192) * 2
+    assert mem.windowed_kv_bytes(c, 300, 1) == mem.kv_bytes(c, 300, 1)  # shorter than the window: the same
+    g2 = cfg("google/gemma-2-2b")  # alternating: 13 local, 13 global
+    assert mem.windowed_kv_bytes(g2, 8192, 1) == mem.kv_bytes_per_token(g2) // 26 * (13 * 4096 + 13 * 8192)
+    assert mem.windowed_kv_bytes(cfg("Qwen/Qwen3-0.6B"), 8192, 1) is None  # no sliding layer
+    phi = cfg("microsoft/Phi-3-mini-4k-instruct")  # every layer slides
+    assert mem.windowed_kv_bytes(phi, 4096, 1) == mem.kv_bytes_per_token(phi) * 2047
 
 
 def test_mistral_reads_as_mistral_and_keeps_its_sliding_window():

@@ -307,7 +307,8 @@ def test_saving_needs_a_run_and_a_writable_place(tiny_loaded, tmp_path):  # noqa
 FIXTURE = Path(__file__).parent / "data" / "trace_v1_tiny.safetensors"  # written by the first version's code
 
 
-ADDED_SINCE_V1 = {"stages", "stage_probs", "position_bytes", "stage_stats", "decoding", "branches"}  # record fields a first-version file does not have
+ADDED_SINCE_V1 = {"stages", "stage_probs", "position_bytes", "stage_stats", "decoding", "branches", "attn_out_raw",
+                  "mlp_out_raw", "prob_precap", "softcap", "softcap_stat"}  # record fields a first-version file does not have
 
 
 def without(value, keys: set[str]):

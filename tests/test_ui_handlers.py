@@ -183,13 +183,16 @@ def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
     assert "INSPECTOR_MAX_TRACE_MB" in status(views) and "shorter prompt" in status(views)
 
 
-def test_logit_lens_is_computed_when_the_residual_tab_shows_it(tiny_loaded):
+def test_logit_lens_is_computed_for_every_drawn_step_whatever_the_tab(tiny_loaded, monkeypatch):
+    """The chips show each generated token's commitment layer (from its step's lens) on every tab."""
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "0")  # the draw itself computes it, not a forward run ahead
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     store.get(sid).tab = "timing"
-    h.step(sid, *SAMPLING, 0, 0)
+    out = h.step(sid, *SAMPLING, 0, 0)
     records = store.get(sid).session.records
-    assert records[-1].logit_lens == []  # not paid for on a step whose lens nobody looks at
+    assert all(len(r.logit_lens) == tiny_loaded.config.num_hidden_layers for r in records)
+    assert out[VIEW_KEYS.index("chips")].count('class="ii-decided') == 2  # both generated tokens badged
     views = h.show_tab("residual")(sid, 0, 0)
     assert len(records[-1].logit_lens) == tiny_loaded.config.num_hidden_layers
     assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers  # header + layers
@@ -300,9 +303,9 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
             decode_threads()
 
 
-def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loaded, monkeypatch):
-    """On the Residual tab the lens (an LM-head matmul per layer) runs ahead with the next forward, also
-    for a forward already pending when the tab is opened; Step shows it either way."""
+def test_the_logit_lens_runs_ahead_with_the_forward_on_every_tab(tiny_loaded, monkeypatch):
+    """The lens (an LM-head matmul per layer) runs ahead with the next forward on every tab (the chips show
+    each token's commitment layer from it); Step shows it on the Residual tab either way."""
     from inspector.session.session import Session
     from inspector.ui import model_thread
 
@@ -322,16 +325,16 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
         sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]  # Residual tab
         model_thread.run(lambda: None)
         h.show_tab("attention")(sid, 0, 0)
-        h.step(sid, *SAMPLING, 0, 0)  # step 1; step 2's forward runs ahead without the lens
+        h.step(sid, *SAMPLING, 0, 0)  # step 1; step 2's forward runs ahead with its lens
         model_thread.run(lambda: None)
-        h.show_tab("residual")(sid, 0, 0)  # ... and gets its lens now
+        h.show_tab("residual")(sid, 0, 0)  # ... which the Residual tab now shows
         model_thread.run(lambda: None)
         for k in (2, 3):
             out = h.step(sid, *SAMPLING, 0, 0)
             model_thread.run(lambda: None)
             assert out[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
             assert f'data-step="{k}" data-tab="residual"' in out[-1]
-        assert asked == ([True, False, False, True, True, True] if run_ahead == "1" else [])
+        assert asked == ([True] * 6 if run_ahead == "1" else [])
 
 
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):

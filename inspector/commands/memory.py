@@ -7,7 +7,8 @@ weight_bytes, kv_bytes_per_token, kv_bytes, total_bytes (weights + KV for contex
 them config, source, dtype, kv_dtype, context, batch, params_by_group, mha (the same five keys for the
 model with full multi-head KV, and fits_requests), attention_heads, kv_heads, tied_embeddings,
 memory_bytes and fits_requests (requests of this context that fit after the weights; null without
---memory), max_position_embeddings, sliding_window, layout_note (the engine family the model is counted as,
+--memory), max_position_embeddings, sliding_window, kv_bytes_windowed (a cache keeping only the window in
+the sliding layers, exact; null without sliding layers), layout_note (the engine family the model is counted as,
 when not its own; else null) and published_params (null unless shipped).
 """
 
@@ -91,6 +92,7 @@ def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv
         "memory_bytes": memory_bytes,
         "max_position_embeddings": cfg.max_position_embeddings,
         "sliding_window": rc.sliding_window,
+        "kv_bytes_windowed": mem.windowed_kv_bytes(cfg, context, batch, kv_dtype),
         "layout_note": rc.layout_note,
         "published_params": rc.shipped.published_params if rc.shipped else None,
     }
@@ -137,10 +139,12 @@ def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
                      f"{c.max_position_embeddings:,}")
     if out["layout_note"]:
         lines.append(f"  note: {out['layout_note']}")
-    if out["sliding_window"]:
-        w = out["sliding_window"]
-        lines.append(f"  note: sliding_window {w:,}: a rolling-buffer cache would hold at most {w:,} tokens per "
-                     f"request ({fb(out['kv_bytes_per_token'] * w)}); counted here is a full cache, as the engine's")
+    if out["kv_bytes_windowed"] is not None:
+        w, kinds = out["sliding_window"], [c.layer_type(i) for i in range(c.num_hidden_layers)]
+        n_local = kinds.count("sliding_attention")
+        lines.append(f"  note: sliding_window {w:,} in {n_local} of {len(kinds)} layers: a cache keeping only the window "
+                     f"there holds {fb(out['kv_bytes_windowed'])} for {out['context']:,} × {out['batch']}; counted "
+                     f"above is a full cache, as the engine's")
     return "\n".join(lines)
 
 

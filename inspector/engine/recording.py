@@ -7,12 +7,16 @@ sequence), and never asks for the (T, S) attention maps:
 - the post-RoPE queries per layer (attention rows are recomputed later from them and the cached keys);
   forwards of `HALF_QUERIES_FROM` positions or more keep them in fp16 (a 2,048-token prompt on a
   30-layer, 9-head model: 71 MB instead of 142; attention weights then agree to ~1e-3);
-- the last position's resid_post per layer (the logit lens input, kept on the model's device).
+- the last position's resid_post per layer (the logit lens input, kept on the model's device);
+- families with post-norms (Gemma's sandwich block) also emit what attention and the MLP made before their
+  post-norm (`hook_attn_out_raw`, `hook_mlp_out_raw`): their L2 norms are kept beside the others
+  (`post_norm_arrays()`, empty for other families); a family with a final logit soft-cap emits the logits
+  before it (`unembed.hook_logits_raw`): the last position's row is kept in fp32 (`raw_logits()`, else None).
 Norms and queries land on the CPU whatever the model's device (the views read them).
 A short forward (a decode step: at most `DEFER_MAX_POSITIONS` positions) only keeps references while it
 runs and reduces every layer at once when the results are first read (a few ops per forward instead of
 a dozen per layer); a long one reduces layer by layer, so it never holds a layer's activations for long.
-Results: `norm_arrays()`, `queries()`, `lens_inputs()`.
+Results: `norm_arrays()`, `queries()`, `lens_inputs()`, `post_norm_arrays()`, `raw_logits()`.
 
 `FullRecorder` keeps a copy of every trace point's full tensor, the attention maps included (tests and
 debugging: memory grows with T x S).
@@ -24,6 +28,8 @@ import numpy as np
 import torch
 
 NORM_POINTS = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")
+POST_NORM_POINTS = ("attn_out_raw", "mlp_out_raw")  # before the post-norms, in families that have them
+RAW_LOGITS = "unembed.hook_logits_raw"  # logits before the final soft-cap, in families that have one
 HALF_QUERIES_FROM = 512  # positions in one forward from which queries are stored in fp16
 DEFER_MAX_POSITIONS = 16  # forwards up to this many positions are reduced once, after the forward
 
@@ -34,7 +40,10 @@ class SummaryRecorder:
         self.keep = keep  # None: every position of the forward; n: only the last n
         self.row = row
         self._defer: bool | None = None  # decided by the forward's length at its first trace point
-        self._held: dict[str, list[torch.Tensor | None]] = {p: [None] * num_layers for p in (*NORM_POINTS, "rot_q")}
+        self._held: dict[str, list[torch.Tensor | None]] = {
+            p: [None] * num_layers for p in (*NORM_POINTS, *POST_NORM_POINTS, "rot_q")}
+        self._post: dict[str, list[torch.Tensor]] = {}  # post-norm point -> (n,) norms per layer, when emitted
+        self._raw_logits: torch.Tensor | None = None  # (V,) fp32 on the CPU
         self._norms: list[torch.Tensor | None] = [None] * num_layers  # (5, n) per layer, NORM_POINTS order
         self._rot_q: torch.Tensor | None = None  # (num_layers, H, n, d)
         self._last_resid: list[torch.Tensor | None] = [None] * num_layers  # (D,) each
@@ -42,6 +51,8 @@ class SummaryRecorder:
         # trace name -> (layer, point) for the points kept; every other name is ignored by one dict miss.
         self._wanted = {f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in NORM_POINTS}
         self._wanted.update({f"blocks.{i}.attn.hook_rot_q": (i, "rot_q") for i in range(num_layers)})
+        self._wanted.update({f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in POST_NORM_POINTS})
+        self._wanted[RAW_LOGITS] = (-1, "logits_raw")
 
     def wants(self, name: str) -> bool:
         return name in self._wanted
@@ -50,6 +61,9 @@ class SummaryRecorder:
         hit = self._wanted.get(name)
         if hit is None:
             return
+        if name == RAW_LOGITS:  # (B, T or 1, V): this row's last position
+            self._raw_logits = value[self.row, -1].detach().float().cpu()
+            return
         layer, point = hit
         if self._defer is None:
             self._defer = value.shape[-2 if point == "rot_q" else 1] <= DEFER_MAX_POSITIONS
@@ -57,6 +71,10 @@ class SummaryRecorder:
             self._held[point][layer] = value  # a reference: the model never modifies a recorded tensor
         elif point == "rot_q":
             self._store_queries(layer, self._rows(value, positions_dim=2))
+        elif point in POST_NORM_POINTS:
+            x = self._rows(value, positions_dim=1)  # (n, D)
+            self._post.setdefault(point, [None] * self.num_layers)[layer] = (
+                torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu())  # (n,)
         else:
             x = self._rows(value, positions_dim=1)  # (n, D)
             self._held[point][layer] = torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu()  # (n,)
@@ -96,6 +114,11 @@ class SummaryRecorder:
         self._last_resid = list(x.view(self.num_layers, len(NORM_POINTS), *x.shape[1:])[:, -1, -1].clone())
         q = torch.stack(held["rot_q"])  # (L, B, H, T, d)
         self._rot_q = self._rows(q.transpose(0, 1), positions_dim=3).contiguous().cpu()  # (L, H, n, d)
+        if held["attn_out_raw"][0] is not None:  # a family with post-norms emitted them
+            x = torch.stack([held[p][i] for i in range(self.num_layers) for p in POST_NORM_POINTS])  # (L*2, B, T, D)
+            x = self._rows(x.transpose(0, 1), positions_dim=2)  # (L*2, n, D)
+            post = torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu().view(self.num_layers, 2, -1)  # (L, 2, n)
+            self._post = {p: list(post[:, j]) for j, p in enumerate(POST_NORM_POINTS)}
         self._held = {}
 
     def norm_arrays(self) -> dict[str, np.ndarray]:
@@ -108,6 +131,15 @@ class SummaryRecorder:
         """(num_layers, H, n, d) post-RoPE queries in the model's dtype (fp16 for long fp32 forwards)."""
         self._finish()
         return self._rot_q
+
+    def post_norm_arrays(self) -> dict[str, np.ndarray]:
+        """{point: (num_layers, n) float32} for `POST_NORM_POINTS` when the family has post-norms, else {}."""
+        self._finish()
+        return {p: torch.stack(v).numpy().astype(np.float32) for p, v in self._post.items()}  # (L, n) each
+
+    def raw_logits(self) -> torch.Tensor | None:
+        """(V,) fp32 logits of the last position before the final soft-cap; None without a soft-cap."""
+        return self._raw_logits
 
     def lens_inputs(self) -> torch.Tensor:
         """(num_layers, D): the last position's residual after each layer."""

@@ -12,7 +12,11 @@ Exact integer counts from a `ModelConfig`; no weights are read.
 - `kv_bytes_per_token(cfg, kv_dtype)`: the engine's formula (`inspector.engine.kv_cache.kv_bytes`),
   2 (K and V) × layers × kv_heads × head_dim × bytes per element. `kv_bytes(...)` multiplies by
   context × batch: a full cache, every position of every request kept (no sliding window, no rounding up
-  to whole pages). Scales of an 8-bit KV cache are not counted.
+  to whole pages). Scales of an 8-bit KV cache are not counted. `windowed_kv_bytes(...)` is the exact size
+  of a cache that keeps, in each sliding-window layer, only the last `sliding_window` positions (Mistral's
+  rolling buffer; Gemma 2/3's local layers, 1 in 2 and 5 in 6): per layer min(context, window) positions
+  there, the whole context in the global layers; None for a model without sliding layers. The engine
+  itself keeps a full cache, so `kv_bytes` is what it holds.
 - `with_full_mha(cfg)`: the same model with kv_heads = attention heads (larger k/v projections too), the
   baseline that grouped-query attention saves against.
 - `requests_that_fit(...)`: ⌊(memory − weights) / (kv_bytes_per_token × context)⌋. Weights and KV only:
@@ -162,6 +166,17 @@ def positive(value: Any, what: str) -> int:
 def kv_bytes(cfg: ModelConfig, context: int, batch: int, kv_dtype: str = "bf16") -> int:
     """A full cache of `batch` requests of `context` tokens each."""
     return kv_bytes_per_token(cfg, kv_dtype) * positive(context, "context") * positive(batch, "batch")
+
+
+def windowed_kv_bytes(cfg: ModelConfig, context: int, batch: int, kv_dtype: str = "bf16") -> int | None:
+    """A cache of `batch` requests of `context` tokens keeping only the window in sliding layers (None: none)."""
+    kinds = [cfg.layer_type(i) for i in range(cfg.num_hidden_layers)]
+    if cfg.sliding_window is None or all(k == "full_attention" for k in kinds):
+        return None
+    per_layer_token = kv_bytes_per_token(cfg, kv_dtype) // cfg.num_hidden_layers  # K and V of one layer
+    context, batch = positive(context, "context"), positive(batch, "batch")
+    kept = sum(context if k == "full_attention" else min(context, cfg.sliding_window) for k in kinds)
+    return per_layer_token * kept * batch
 
 
 def with_full_mha(cfg: ModelConfig) -> ModelConfig:

@@ -39,6 +39,7 @@ class Candidate:
     kept_min_p: bool
     prob_final: float  # renormalised over the survivors (0 when removed)
     stage_probs: list[float] = field(default_factory=list)  # after each stage of SampleRecord.stages, in order
+    prob_precap: float | None = None  # softmax of the logits before the final soft-cap (SampleRecord.softcap)
 
 
 @dataclass
@@ -66,6 +67,11 @@ class SampleRecord:
     vocab_size: int
     stages: list[str] = field(default_factory=list)  # the logits processors the draw ran, in order
     stage_stats: list[StageStat] = field(default_factory=list)  # one per stage, in order
+    # The model's own last stage before the chain, in a family with a final logit soft-cap (Gemma 2): its
+    # cap, and what cap * tanh(x / cap) did to the distribution (top before: of the logits before the cap).
+    # `prob_raw` and `logit` stay those of the capped logits, the ones the chain reads.
+    softcap: float | None = None
+    softcap_stat: StageStat | None = None
 
 
 @dataclass
@@ -103,6 +109,10 @@ class ForwardRecord:
     sample_ms: float = 0.0
     tokenize_ms: float = 0.0  # prefill only
     extra: dict = field(default_factory=dict)
+    # Families with post-norms (Gemma): the L2 norms of what attention and the MLP made before their post-norm,
+    # (num_layers, n_new) like attn_out / mlp_out (which are after it); None for other families.
+    attn_out_raw: np.ndarray | None = None
+    mlp_out_raw: np.ndarray | None = None
 
     @property
     def n_new(self) -> int:
@@ -137,3 +147,46 @@ class NextTokens:
     ids: list[int]
     top: list[TopToken]
     forward_ms: float
+
+
+@dataclass
+class OpRow:
+    """One operation of a timed forward: where (a layer, or None outside the blocks), what, and its cost."""
+
+    layer: int | None
+    op: str  # qkv, attention, o (post-norm), gate/up, down (post-norm), norms, LM head, sampling, ...
+    seconds: float
+    bytes_read: int  # weights, K/V and activations it reads (`inspector.engine.optiming`)
+    flops: int
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes_read / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gflops_per_s(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte read: where the operation sits on a roofline."""
+        return self.flops / self.bytes_read if self.bytes_read else 0.0
+
+
+@dataclass
+class OpTiming:
+    """A step's forward run again with a timer at every trace point (median per operation over `repeats`)."""
+
+    step: int
+    kind: str  # "prefill" | "decode"
+    tokens: int  # positions the forward added
+    context: int  # cached positions before it
+    device: str
+    dtype: str
+    repeats: int
+    rows: list[OpRow]  # per layer and operation, in the order the forward ran them
+    totals: list[OpRow]  # per operation, summed over the layers
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.totals)

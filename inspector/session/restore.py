@@ -23,7 +23,7 @@ import torch
 from inspector.engine import steps
 from inspector.engine.config import ModelConfig, SamplingParams
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.recording import NORM_POINTS
+from inspector.engine.recording import NORM_POINTS, POST_NORM_POINTS
 from inspector.errors import InputError
 from inspector.generation.sequence import Sequence
 from inspector.generation.settings import DecodingSettings
@@ -153,8 +153,11 @@ def _forward(d: dict[str, Any], k: int, tensors: dict[str, torch.Tensor]) -> For
     name = f"forwards.{k}."
     arrays = {p: tensors[name + p].numpy() for p in NORM_POINTS}
     arrays["logits"] = tensors[name + "logits_fp16"].numpy()
-    return Forward(from_json(ForwardRecord, d, arrays=arrays), tensors[name + "logits"],
-                   tensors.get(name + "queries"), tensors.get(name + "lens_inputs"))
+    record = from_json(ForwardRecord, d, arrays=arrays)
+    for p in POST_NORM_POINTS:  # optional arrays (families with post-norms): the reader fills only required ones
+        if name + p in tensors:
+            setattr(record, p, tensors[name + p].numpy())
+    return Forward(record, tensors[name + "logits"], tensors.get(name + "queries"), tensors.get(name + "lens_inputs"))
 
 
 def _check_shapes(cfg: ModelConfig, forwards: list[Forward], keys: torch.Tensor, values: torch.Tensor,

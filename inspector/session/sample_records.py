@@ -2,7 +2,9 @@
 
 The engine's `sample()` returns tensors over the whole vocabulary; a session keeps, per step, only the
 top candidates by raw logit followed through every stage of the processor chain, named in order (the
-chosen token always included).
+chosen token always included). In a family with a final logit soft-cap (Gemma 2) the caller also passes
+the logits before the cap (`precap`): the record then names the cap and what it did, as the stage before
+the chain (`SampleRecord.softcap_stat`, each candidate's `prob_precap`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from inspector.session.records import Candidate, SampleRecord, StageStat, TopTok
 
 
 def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingParams,
-                  piece: Callable[[int], str], n: int = 20) -> SampleRecord:
-    """The numpy/plain record of a draw: top-n by raw logit (chosen token always included)."""
+                  piece: Callable[[int], str], n: int = 20,
+                  precap: tuple[float, torch.Tensor] | None = None) -> SampleRecord:
+    """The numpy/plain record of a draw: top-n by raw logit (chosen token always included); `precap`:
+    (cap, the (V,) logits before the final soft-cap) in a family that has one."""
     logits = logits.detach().float().reshape(-1)
     top = torch.topk(logits, min(n, logits.shape[0])).indices.tolist()
     if result.token not in top:
@@ -32,11 +36,34 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
         )
         for i in top
     ]
-    return SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
-                        entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,
-                        survivors=result.survivors, vocab_size=int(logits.shape[0]),
-                        stages=[name for name, _ in result.stages],
-                        stage_stats=stage_stats(result, logits, piece))
+    out = SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
+                       entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,
+                       survivors=result.survivors, vocab_size=int(logits.shape[0]),
+                       stages=[name for name, _ in result.stages],
+                       stage_stats=stage_stats(result, logits, piece))
+    if precap is not None:
+        add_softcap(out, precap[0], precap[1], logits, result.probs_raw, piece)
+    return out
+
+
+def softcap_name(cap: float) -> str:
+    """The soft-cap stage's name, its formula: "soft-cap 30·tanh(x/30)"."""
+    return f"soft-cap {cap:g}·tanh(x/{cap:g})"
+
+
+def add_softcap(record: SampleRecord, cap: float, before: torch.Tensor, after: torch.Tensor,
+                probs_after: torch.Tensor, piece: Callable[[int], str], n: int = 5) -> None:
+    """Fill `record`'s soft-cap stage: the distribution of the (V,) logits `before` the cap and `after` it
+    (`probs_after` = softmax(after)). The cap is monotone, so it removes nothing and reorders nothing: it only
+    flattens the top, and "moved" counts the tokens whose logit it changed."""
+    before = before.detach().float().reshape(-1)  # (V,)
+    probs_before = torch.softmax(before, dim=-1)
+    moved = int((before != after).sum())
+    record.softcap = float(cap)
+    record.softcap_stat = StageStat(softcap_name(cap), int(after.shape[0]), 0, moved, 0.0,
+                                    _top(probs_before, before, piece, n), _top(probs_after, after, piece, n))
+    for c in record.candidates:
+        c.prob_precap = float(probs_before[c.id])
 
 
 def _top(probs: torch.Tensor, logits: torch.Tensor, piece: Callable[[int], str], n: int) -> list[TopToken]:

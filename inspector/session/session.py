@@ -265,7 +265,7 @@ class Session(SequenceOwner):
         context = self.seq.ids[:rec.positions.stop]
         result = sample(logits, params, generator_for(params.seed, len(context)), ids=context,
                         processors=self.levers.processors)
-        return sample_record(result, logits, params, self.tokenizer.piece)
+        return sample_record(result, logits, params, self.tokenizer.piece, precap=self._precap(forward))
 
     def resample(self, params: SamplingParams) -> ForwardRecord:
         """Re-draw the newest step's token from its stored logits with `params` (no model rerun)."""
@@ -355,7 +355,7 @@ class Session(SequenceOwner):
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:
-            norms, queries, lens_inputs = rec.norm_arrays(), rec.queries(), rec.lens_inputs()
+            norms, queries, lens_inputs = {**rec.norm_arrays(), **rec.post_norm_arrays()}, rec.queries(), rec.lens_inputs()
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
             queries, lens_inputs = None, None
@@ -364,7 +364,7 @@ class Session(SequenceOwner):
             **norms, logit_lens=[], logits=logits.cpu().numpy().astype(np.float16), kv=self.trace.kv_stats(),
             forward_ms=forward_ms,
         )
-        forward = Forward(record, logits, queries, lens_inputs)
+        forward = Forward(record, logits, queries, lens_inputs, rec.raw_logits() if rec is not None else None)
         if self.lens and lens_inputs is not None:
             self.trace.fill_lens(forward)
         record.extra["record_ms"] = (time.perf_counter() - t1) * 1e3
@@ -378,4 +378,8 @@ class Session(SequenceOwner):
         t0 = time.perf_counter()
         result = loop.choose(self.seq, logits, params, self.levers, force, index)
         rec.sample_ms = (time.perf_counter() - t0) * 1e3
-        rec.sample = sample_record(result, logits, params, self.tokenizer.piece)
+        rec.sample = sample_record(result, logits, params, self.tokenizer.piece, precap=self._precap(forward))
+
+    def _precap(self, forward: Forward) -> tuple[float, "torch.Tensor"] | None:
+        """(cap, logits before it) of a forward in a family with a final logit soft-cap (the Sampling view)."""
+        return None if forward.logits_raw is None else (self.config.final_logit_softcapping, forward.logits_raw)

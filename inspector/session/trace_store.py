@@ -36,11 +36,12 @@ class Forward:
     logits: torch.Tensor  # (V,) fp32, the last position's
     queries: torch.Tensor | None  # (layers, H, n_new, d) post-RoPE; None when nothing was recorded
     lens_inputs: torch.Tensor | None  # (layers, D) the last position's resid_post; None when nothing was recorded
+    logits_raw: torch.Tensor | None = None  # (V,) fp32 before the final soft-cap, in a family that has one
 
     @property
     def nbytes(self) -> int:
         """Bytes of the tensors kept and of the record's arrays (fp16 logits, norms)."""
-        tensors = [t for t in (self.logits, self.queries, self.lens_inputs) if t is not None]
+        tensors = [t for t in (self.logits, self.queries, self.lens_inputs, self.logits_raw) if t is not None]
         arrays = [self.record.logits] + [getattr(self.record, p) for p in NORM_POINTS]
         return sum(t.numel() * t.element_size() for t in tensors) + sum(a.nbytes for a in arrays)
 

@@ -31,6 +31,7 @@ from inspector.ui.fields import (MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI,
                                  layer_bound, slider)
 from inspector.ui.kvpolicy_tab import build_kvpolicy_tab
 from inspector.ui.models_tab import build_models_tab
+from inspector.ui.optiming_view import build_op_timing
 from inspector.ui.quant_tab import build_quant_tab
 from inspector.ui.serving_tab import build_serving_tab
 from inspector.ui.speculative_tab import build_speculative_tab
@@ -187,6 +188,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
                         gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
                         ViewSlot("timing_fig", "timing-chart", plot=True)
+                        build_op_timing(h, sid)  # per operation: time a chosen step again, on the roofline
                     ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
                                      (temperature, top_k, top_p, min_p, seed), max_new)
                     build_beams_tab(ctx, decoding)

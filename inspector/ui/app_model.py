@@ -11,6 +11,10 @@
 `INSPECTOR_DEVICE` (cpu, cuda, mps) puts the model on that device; one that is not present stops the app
 with a one-line message. `INSPECTOR_MODEL` also takes a model's name (`gemma3-270m`).
 
+`reload_on_device(loaded, device)` is the device picker's switch: the same weights (the converted directory
+in use) loaded again on another device, put in place of the page model's weights in the shared
+`LoadedModel` (its name, source and tokenizer stay); the caller resets the sessions built on the old ones.
+
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
 and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
 `Session.retained_nbytes` with what the browser's labs hold) as well as through the prompt and step caps.
@@ -64,6 +68,19 @@ def load_app_model() -> LoadedModel:
         return load_model(None, device=device)
     log.info("loaded %s from the Hub", HUB_MODEL_ID)
     return loaded
+
+
+def reload_on_device(loaded: LoadedModel, device: str) -> bool:
+    """Load `loaded`'s weights again on `device` and swap them in (see the module docstring). False when the
+    model is already there; InputError in one line when the device is unknown or not present."""
+    from inspector.engine.devices import resolve_device
+
+    target = str(resolve_device(device))
+    if target == loaded.device:
+        return False
+    fresh = load_model(str(loaded.weights_path), dtype=loaded.dtype, layout=loaded.layout, device=target)
+    loaded.model, loaded.device = fresh.model, fresh.device
+    return True
 
 
 @dataclass(frozen=True)

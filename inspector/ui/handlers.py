@@ -77,7 +77,7 @@ class Handlers(Views):
         s = entry.session
         if s is None or entry.lock.locked() or self._over_memory_cap(entry):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
-        s.forward_ahead(lens=entry.tab == "residual")  # the Residual tab shows the step's logit lens
+        s.forward_ahead(lens=True)  # every tab's chips show the token's commitment layer (from the lens)
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -163,8 +163,8 @@ class Handlers(Views):
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> list:
         """The Step button: one decode step (feed the last sampled token, sample the next) -> one update of
         VIEW_KEYS + the drawn marker: status, tokens, text and the open tab's views. Usually the forward
-        (and, on the Residual tab, its logit lens) already ran ahead (`queue_forward_ahead`), so this only
-        samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
+        (and its logit lens, which the chips and the Residual tab show) already ran ahead
+        (`queue_forward_ahead`), so this only samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
         script paints the token before it draws the plots; bench/ui.py compares)."""
         entry = self.run_step(sid, sampling_params(temperature, top_k, top_p, min_p, seed))
         views = self.views(entry, layer, head) + [self.drawn_marker(entry)]

@@ -8,6 +8,12 @@ the page's prompt through both: their tokenizations and next-token distributions
 (`inspector.session.compare.next_tokens`, one prefill each on a fresh cache; nothing is kept). A model
 without a chat template (Gemma 3 270M is a base model) gets the plain prompt, and the status says so.
 
+A device picker offers the devices this machine has (`inspector.engine.devices.available_devices`: cpu,
+and cuda / mps where present); picking one and pressing Load reloads the page's model there
+(`app_model.reload_on_device`) and starts every browser's session afresh on it (their caches and records
+were made by the old weights); it waits for no one: while any session runs a model call it is refused in
+one line. The views' data stays on the CPU whatever the device (the recorders copy it there).
+
 Caps are checked before any model work (`admit_prompt` on the page's model); loading runs on the prefill
 thread, the forwards on the model threads, under this browser's lock (`entry.exclusive`). Bad input or a
 failed download is one line in the tab's status (`shows_refusals`).
@@ -21,12 +27,14 @@ from typing import Any
 
 import gradio as gr
 
+from inspector.engine.devices import available_devices
 from inspector.errors import InputError
 from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, describe
 from inspector.models.sources import DEFAULT_NAME
 from inspector.session.compare import family_card, next_tokens
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_prompt
+from inspector.ui.app_model import reload_on_device
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz.common import status_line_html
@@ -70,6 +78,33 @@ def compare(ctx: TabContext, sid: str | None, key: Any, prompt: Any, chat: Any, 
             side_by_side_html(left, right))
 
 
+def device_status_html(message: str, error: bool = False) -> str:
+    return status_line_html(message, error, "device-status-line")
+
+
+@shows_refusals(lambda message, *_: device_status_html(message, error=True))
+def switch_device(ctx: TabContext, device: Any) -> str:
+    """Reload the page's model on `device` and reset every session on it (one line when refused)."""
+    device = str(device or "").strip()
+    held = []
+    try:
+        for entry in ctx.store.entries():
+            if not entry.lock.acquire(blocking=False):
+                raise InputError("a session is running a model call (a step, Play or a lab): try again when it ends")
+            held.append(entry)
+        if not model_thread.run_prefill(reload_on_device, ctx.loaded, device):
+            return device_status_html(f"the model is already on {ctx.loaded.device}")
+        for entry in held:  # their caches and records belong to the old weights
+            ctx.store.reset_locked(entry)
+            entry.labs.clear()
+        with _loading:
+            _loaded.clear()  # second models load again beside the page model, on its new device
+    finally:
+        for entry in held:
+            entry.lock.release()
+    return device_status_html(f"{ctx.loaded.name} now runs on {ctx.loaded.device}; every session starts afresh: press Prefill")
+
+
 def build_models_tab(ctx: TabContext) -> None:
     with gr.Tab("Models", elem_id="tab-models"):
         gr.HTML(family_html(family_card(ctx.loaded)))
@@ -79,5 +114,12 @@ def build_models_tab(ctx: TabContext) -> None:
             go_btn = gr.Button("Compare the prompt", elem_id="models-compare")
         status = gr.HTML(status_html("Compare runs the page's prompt through both models"))
         out = gr.HTML('<div id="side-by-side"></div>')
+        with gr.Row():
+            device = gr.Dropdown(available_devices(), value=ctx.loaded.device, allow_custom_value=True,
+                                 label="device (the devices this machine has)", elem_id="device-pick")
+            load_btn = gr.Button("Load the model on this device", elem_id="device-load")
+        device_status = gr.HTML(device_status_html(f"the model runs on {ctx.loaded.device}"))
+        load_btn.click(partial(switch_device, ctx), [device], [device_status], show_progress="minimal",
+                       api_visibility="undocumented")
         go_btn.click(partial(compare, ctx), [ctx.sid, pick, ctx.prompt, ctx.chat, ctx.system], [status, out],
                      show_progress="minimal", api_visibility="undocumented")

@@ -146,10 +146,12 @@ class Views:
         ids = list(s.prompt_ids) + list(s.generated_ids)
         pieces = s.token_pieces()
         rec = s.records[-1]
+        if plots and s.record and rec.sample is not None:
+            s.logit_lens(rec.step)  # the newest token's commitment layer on its chip (kept once computed)
         v: dict[str, Any] = {
             "status": self.status(entry, message, error),
             "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
-                                           entry.selected),
+                                           entry.selected, vtok.decided_layers(s.records)),
             "text": vtok.generated_text_html(s.text, s.finished),
             "pipeline": vp.pipeline_html(rec, self.facts, tok.decode([rec.sample.token_id]) if rec.sample else ""),
             "branches": tree_html(entry),

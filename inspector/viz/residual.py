@@ -1,7 +1,9 @@
 """Residual stream view: how big the hidden state is at every layer and position, and the logit lens.
 
 Input is the session's `ForwardRecord`s; each holds (num_layers, n_new) norms for the positions it
-added, so the full picture is their concatenation along positions.
+added, so the full picture is their concatenation along positions. In a family with post-norms (Gemma's
+sandwich block: attention and MLP outputs each pass an RMSNorm before the residual adds them) the position
+chart also shows what each made before its post-norm, so the norm's rescaling is visible layer by layer.
 """
 
 from __future__ import annotations
@@ -64,17 +66,30 @@ def residual_heatmap(records: list[ForwardRecord], pieces: list[str], selected: 
 
 
 def position_chart(records: list[ForwardRecord], position: int, piece: str = "") -> go.Figure:
-    """For one position: ‖resid‖ after each layer (line) and ‖attention out‖, ‖MLP out‖ added (bars)."""
+    """For one position: ‖resid‖ after each layer (line) and ‖attention out‖, ‖MLP out‖ added (bars); with
+    post-norms, also those outputs before their post-norm (hollow markers)."""
     rec, col = locate(records, position)
     layers = list(range(rec.resid_post.shape[0]))
+    post = rec.attn_out_raw is not None and rec.mlp_out_raw is not None
+    after = " (after its post-norm)" if post else ""
     traces = [
-        dict(type="bar", x=layers, y=rec.attn_out[:, col], name="attention added ‖attn_out‖", marker={"color": ATTN}),
-        dict(type="bar", x=layers, y=rec.mlp_out[:, col], name="MLP added ‖mlp_out‖", marker={"color": MLP}),
+        dict(type="bar", x=layers, y=rec.attn_out[:, col], name=f"attention added ‖attn_out‖{after}",
+             marker={"color": ATTN}),
+        dict(type="bar", x=layers, y=rec.mlp_out[:, col], name=f"MLP added ‖mlp_out‖{after}", marker={"color": MLP}),
         dict(type="scatter", x=layers, y=rec.resid_post[:, col], name="residual after layer ‖resid_post‖",
              mode="lines+markers", line={"color": PROMPT, "width": 2}),
     ]
-    title = f"Position {position} {show_piece(piece, 12)!s}: residual and what each layer adds"
-    return figure(traces, title, 320, barmode="group", legend={"orientation": "h", "y": -0.25},
+    if post:
+        hollow = {"symbol": "circle-open", "size": 9, "line": {"width": 2}}
+        traces += [
+            dict(type="scatter", x=layers, y=rec.attn_out_raw[:, col], mode="markers", marker={**hollow, "color": ATTN},
+                 name="attention before post_attention_layernorm (hook_attn_out_raw)"),
+            dict(type="scatter", x=layers, y=rec.mlp_out_raw[:, col], mode="markers", marker={**hollow, "color": MLP},
+                 name="MLP before post_feedforward_layernorm (hook_mlp_out_raw)"),
+        ]
+    what = "residual, what each layer adds, and the post-norms" if post else "residual and what each layer adds"
+    title = f"Position {position} {show_piece(piece, 12)!s}: {what}"
+    return figure(traces, title, 380 if post else 320, barmode="group", legend={"orientation": "h", "y": -0.25},
                   xaxis={"title": {"text": "layer"}}, yaxis={"title": {"text": "L2 norm"}})
 
 

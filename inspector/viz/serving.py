@@ -112,6 +112,14 @@ def tokens_figure(steps: list[StepRecord]) -> go.Figure:
                   legend={"orientation": "h", "y": -0.3})
 
 
+def roof_trace(peaks: Peaks, lo: float, hi: float, name: str) -> dict:
+    """The roof from FLOPs per byte `lo` to `hi` (log-spaced): min(compute peak, bandwidth x intensity)."""
+    grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    return dict(type="scatter", mode="lines", name=name, x=grid,
+                y=[min(peaks.gflops_per_s, peaks.gb_per_s * g) for g in grid],
+                line={"color": "#111827", "width": 2}, hoverinfo="skip")
+
+
 def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
     """This run's forwards on the roofline: x = FLOPs per byte moved, y = achieved GFLOP/s (log-log)."""
     done = [r for r in steps if r.flops and r.forward_ms > 0]
@@ -128,11 +136,7 @@ def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
     lo, hi = min(xs) / 3, max(xs) * 3
     title = "Roofline: this run's forwards"
     if peaks is not None:
-        lo, hi = min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 10)
-        grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-        traces.insert(0, dict(type="scatter", mode="lines", name="roof", x=grid,
-                              y=[min(peaks.gflops_per_s, peaks.gb_per_s * g) for g in grid],
-                              line={"color": "#111827", "width": 2}, hoverinfo="skip"))
+        traces.insert(0, roof_trace(peaks, min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 10), "roof"))
         title += f" (peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s)"
     return figure(traces, title, 340, xaxis={"type": "log", "title": {"text": "FLOPs per byte moved"}},
                   yaxis={"type": "log", "title": {"text": "achieved GFLOP/s"}}, legend={"orientation": "h", "y": -0.3})

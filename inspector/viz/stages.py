@@ -6,7 +6,10 @@ grammar, temperature, top-k, top-p, min-p, then the final distribution drawn fro
 removes drops to 0 there (grey); the chosen token is the thick orange line. Above each stage: how many
 tokens it removed or moved and the probability mass it removed. `chain_table_html(sample)` lists the same
 per stage with the top tokens before and after it, and the most likely tokens it masked (for a grammar:
-what the model wanted most that the grammar forbade). Pure functions of a `SampleRecord`.
+what the model wanted most that the grammar forbade). In a family with a final logit soft-cap (Gemma 2)
+the model's own cap comes first, as a stage of its own: the first column is then the distribution of the
+logits before the cap, the second after it (the "raw" logits the chain reads). Pure functions of a
+`SampleRecord`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ CAPTION = ("Every stage between the logits and the token, in the order it runs: 
 
 
 def _columns(sample: SampleRecord) -> list[str]:
+    if _capped(sample):
+        return ["before soft-cap", sample.softcap_stat.name, *sample.stages, "final"]
     return ["raw", *sample.stages, "final"]
+
+
+def _capped(sample: SampleRecord) -> bool:
+    """Whether the record carries the model's soft-cap stage (with every candidate's probability before it)."""
+    return sample.softcap_stat is not None and all(c.prob_precap is not None for c in sample.candidates)
 
 
 def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False) -> go.Figure:
@@ -37,6 +47,8 @@ def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False)
     for c in cands:
         stage = c.stage_probs if len(c.stage_probs) == len(sample.stages) else [c.prob_raw] * len(sample.stages)
         ys = [c.prob_raw, *stage, c.prob_final]
+        if _capped(sample):
+            ys = [c.prob_precap, *ys]
         chosen = c.id == sample.token_id
         alive = ys[-1] > 0 or chosen
         traces.append(dict(
@@ -45,7 +57,12 @@ def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False)
             marker={"size": [9 if y == 0 else 6 for y in ys], "symbol": ["x" if y == 0 else "circle" for y in ys]},
             hovertemplate=f"{esc(show_piece(c.piece, 20))} (id {c.id})<br>%{{y:.4f}}<extra></extra>"))
     notes = []
-    for i, st in enumerate(sample.stage_stats, start=1):
+    first = 1
+    if _capped(sample):
+        notes.append({"x": 1, "y": 1.02, "yref": "paper", "text": f"{sample.softcap_stat.moved:,} moved<br>none removed",
+                      "showarrow": False, "font": {"size": 10, "color": "#4b5563"}, "yanchor": "bottom"})
+        first = 2
+    for i, st in enumerate(sample.stage_stats, start=first):
         bits = [f"{st.allowed:,} left"]
         if st.removed:
             bits.append(f"−{st.removed:,} removed ({st.mass_removed:.0%} mass)")
@@ -75,12 +92,22 @@ def masked_wanted(sample: SampleRecord, stage: int, n: int = 5) -> list[str]:
     return out[:n]
 
 
+def _softcap_row(sample: SampleRecord) -> str:
+    """The model's soft-cap as the first row of the chain table ("" without one)."""
+    st = sample.softcap_stat
+    if st is None:
+        return ""
+    return (f'<tr data-stage="softcap" class="ii-model-stage"><td><b>{esc(st.name)}</b> <small>(in the model)</small>'
+            f'</td><td>{st.allowed:,} / {sample.vocab_size:,}</td><td>0</td><td>{st.moved:,}</td><td>0.0%</td><td>—</td>'
+            f'<td>{_tokens(st.top_before)}</td><td>{_tokens(st.top_after)}</td></tr>')
+
+
 def chain_table_html(sample: SampleRecord) -> str:
     """One row per stage: tokens left of the vocabulary, removed, moved, mass removed, masked, top before/after."""
-    if not sample.stage_stats:
+    if not sample.stage_stats and sample.softcap_stat is None:
         return ('<div id="chain-table" class="ii-kv">Greedy with no processors: the most likely token '
                 f'is taken (seed {sample.params.seed} is not used).</div>')
-    rows = []
+    rows = [_softcap_row(sample)]
     for i, st in enumerate(sample.stage_stats):
         masked = masked_wanted(sample, i) if len(sample.candidates[0].stage_probs) == len(sample.stages) else []
         rows.append(

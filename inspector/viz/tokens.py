@@ -2,19 +2,48 @@
 
 Chips carry `data-pos` / `data-id` so static/app.js can turn a click into "select this position".
 Prompt chips are blue, generated green, special (control) tokens purple with a dashed border.
+A generated chip whose step's logit lens is known carries its commitment layer (`decided_layers`): a small
+"L21" badge and "decided at layer 21" in its tooltip, the first layer from which the lens's top-1 stays the
+token the model ranked first (`inspector.analysis.records.commitment_layer`).
 """
 
 from __future__ import annotations
 
+from inspector.analysis.records import commitment_layer
+from inspector.session.records import ForwardRecord
 from inspector.viz.common import esc, show_piece
 
 CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed together in the prefill); "
            "each decode step appends one generated token (green). Click a token to select its position.")
 
 
+def decided_layers(records: list[ForwardRecord]) -> dict[int, tuple[int, bool]]:
+    """Per generated position whose step's lens is recorded: (commitment layer, whether the token there is the
+    lens's final top-1). Step k's forward ends at the position before token k, which its draw produced."""
+    out = {}
+    for rec in records:
+        if rec.sample is None or not rec.logit_lens or not all(rec.logit_lens):
+            continue
+        top1 = [tops[0].id for tops in rec.logit_lens]
+        out[rec.start_pos + rec.n_new] = (commitment_layer(top1), top1[-1] == rec.sample.token_id)
+    return out
+
+
+def _badge(decided: tuple[int, bool] | None) -> tuple[str, str]:
+    """(tooltip text, badge html) of a generated chip's commitment layer."""
+    if decided is None:
+        return "", ""
+    layer, top1 = decided
+    if not top1:  # sampled below the top: the lens decided on another token
+        return (f" · the model's top-1 (decided at layer {layer}) was another token: this one was sampled",
+                f'<span class="ii-decided ii-decided-other" data-layer="{layer}">~</span>')
+    return f" · decided at layer {layer}", f'<span class="ii-decided" data-layer="{layer}">L{layer}</span>'
+
+
 def token_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,
-                     selected: int | None = None) -> str:
-    """One chip per position; hovering shows id and position, the selected position is outlined."""
+                     selected: int | None = None, decided: dict[int, tuple[int, bool]] | None = None) -> str:
+    """One chip per position; hovering shows id and position, the selected position is outlined; `decided`
+    (from `decided_layers`) badges the generated tokens with their commitment layer."""
     if not ids:
         return '<div id="token-chips" class="ii-chips ii-empty">No tokens yet: type a prompt and press Prefill.</div>'
     chips = []
@@ -25,11 +54,12 @@ def token_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_p
         if pos == selected:
             classes.append("ii-selected")
         role = "prompt" if pos < n_prompt else f"generated #{pos - n_prompt + 1}"
-        title = f"position {pos} · id {tid} · {role}" + (" · special token" if is_special else "")
+        note, badge = _badge((decided or {}).get(pos)) if pos >= n_prompt else ("", "")
+        title = f"position {pos} · id {tid} · {role}" + (" · special token" if is_special else "") + note
         chips.append(
             f'<span class="{" ".join(classes)}" data-pos="{pos}" data-id="{tid}" title="{esc(title)}">'
             f'<span class="ii-piece">{esc(show_piece(piece, 24))}</span>'
-            f'<span class="ii-id">{tid}</span></span>'
+            f'<span class="ii-id">{tid}</span>{badge}</span>'
         )
     n_gen = len(ids) - n_prompt
     head = (f'<div class="ii-chip-count" id="token-count" data-prompt="{n_prompt}" data-generated="{n_gen}">'
