@@ -40,7 +40,7 @@ LABS = [  # (tab label, its panel, file name, [(button pressed, then the element
      [("#serving-load", ("#serving-status", "queued")), ("#serving-play", ("#serving-status", "all done"))]),
     ("Training", "#tab-training", "lab_training.png",
      [("#training-use-run", ("#training-text textarea", None)),
-      ("#training-run", ("#training-status", "one backward pass"))]),
+      ("#training-run", ("#training-status", "tokens teacher-forced"))]),
 ]
 T = 300_000  # ms
 
