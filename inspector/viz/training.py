@@ -118,8 +118,8 @@ def memory_html(step: TrainingStep) -> str:
             f'<table class="ii-table" style="flex:1;min-width:280px;width:auto">{inf}</table>'
             f'<table class="ii-table" style="flex:1;min-width:280px;width:auto">{train}</table></div>'
             f'<div class="ii-caption">A training step needs {ratio:.1f}x the memory of inference on this text. '
-            f"measured: counted from the tensors (activations: what autograd keeps for the backward, each "
-            f"storage once); formula: Adam keeps two fp32 moments per parameter.</div></div>")
+            f"Measured: counted from the tensors (activations: what autograd keeps for the backward, each "
+            f"storage once). Formula: Adam keeps two fp32 moments per parameter.</div></div>")
 
 
 def memory_figure(step: TrainingStep) -> go.Figure:
