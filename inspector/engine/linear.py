@@ -92,7 +92,7 @@ def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight"
     """The named submodules' `attr` tensors as one stacked tensor (rows in order), or None when they are
     not adjacent rows of one buffer (then run them one by one)."""
     parts = [getattr(getattr(module, n), attr, None) for n in names]
-    if any(getattr(p, "requires_grad", False) for p in parts):
+    if torch.is_grad_enabled() and any(getattr(p, "requires_grad", False) for p in parts):
         return None  # autograd: each weight its own product, so each gets its own gradient
     cache = module.__dict__.setdefault("_stacked", {})
     hit = cache.get((tuple(names), attr))
