@@ -69,5 +69,6 @@ def test_training_tab_on_a_phone(page: Page, app_url):  # noqa: F811
     page.set_viewport_size({"width": 390, "height": 844})
     goto(page, app_url)
     open_view(page, "Training")
+    expect(page.locator("#training-text textarea")).to_be_visible(timeout=T)
     page.locator("#training-text textarea").fill("Paris is the capital of France. Rome is the capital of Italy.")
     run_and_check(page, 390)

@@ -45,6 +45,7 @@ def test_the_text_defaults_to_the_current_run_else_the_prompt(tiny_loaded):  # n
     sid = ctx.store.new_id()
     assert tab.current_text(ctx, sid, "page prompt") == "page prompt"
     assert tab.fill_if_empty(ctx, sid, "", "page prompt") == "page prompt"
+    assert tab.fill_if_empty(ctx, sid, "", "") != ""  # nothing to fill: the box is left as it is (skip)
     entry = ctx.store.get_or_create(sid)[1]
     entry.session.prefill("Hello world", SamplingParams(temperature=0.0), max_new_tokens=4)
     entry.session.step(SamplingParams(temperature=0.0))

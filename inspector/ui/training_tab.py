@@ -47,10 +47,12 @@ def current_text(ctx: TabContext, sid: str | None, prompt: Any) -> str:
 
 
 def fill_if_empty(ctx: TabContext, sid: str | None, text: Any, prompt: Any) -> Any:
-    """Opening the tab: the current run's text in an empty box; a typed text stays."""
+    """Opening the tab: the current run's text (else the page's prompt) in an empty box; a typed text stays,
+    and nothing is written when there is nothing to fill (a reply to an earlier open must not blank the box)."""
     if isinstance(text, str) and text.strip():
         return gr.skip()
-    return current_text(ctx, sid, prompt)
+    default = current_text(ctx, sid, prompt)
+    return default if default.strip() else gr.skip()
 
 
 def admit_text(ctx: TabContext, text: Any) -> list[int]:
