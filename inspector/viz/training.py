@@ -68,7 +68,7 @@ def layer_norms_figure(step: TrainingStep) -> go.Figure:
     return figure([{"type": "bar", "x": list(range(n)), "y": step.layer_norms, "marker": {"color": PROMPT},
                     "name": "gradient norm", "hovertemplate": "layer %{x}: %{y:.4g}<extra></extra>"}],
                   "Gradient norm per layer", height=300,
-                  xaxis={"title": {"text": "layer"}, "dtick": 1 if n <= 32 else None},
+                  xaxis={"title": {"text": "layer"}, "dtick": 1 if n <= 12 else None},
                   yaxis={"title": {"text": "‖∂loss/∂W‖ (L2, loss in nats)"}})
 
 
