@@ -2,9 +2,10 @@
 
 `build_training_tab(ctx)` lays out a text box (filled, when the tab opens and the box is empty, with the
 current run's text, prompt + generated with the chat template's tokens, or else the page's prompt; the
-"Use the current run's text" button refills it; Run with the box empty uses that text), Run, and the views of `inspector.viz.training`: the
-per-token loss coloured on the tokens, mean loss and perplexity; the gradient norm per layer and per
-layer and weight; the weights outside the layers; memory of inference beside one training step.
+"Use the current run's text" button refills it; Run with the box empty uses that text), Run, and the
+views of `inspector.viz.training`: the per-token loss coloured on the tokens, mean loss and perplexity;
+the gradient norm per layer and per layer and weight; the weights outside the layers; memory of
+inference beside one training step.
 
 Run checks the text's length first (characters, then tokens: at most `MAX_TOKENS`, the backward keeps
 every position's activations), then runs `inspector.analysis.training.training_step` on the prefill thread
