@@ -38,6 +38,9 @@ LABS = [  # (tab label, its panel, file name, [(button pressed, then the element
      [("#quant-run", ("#quant-status", "compared with fp32")), ("#quant-hist-btn", ("#quant-status", "error max"))]),
     ("Serving", "#tab-serving", "lab_serving.png",
      [("#serving-load", ("#serving-status", "queued")), ("#serving-play", ("#serving-status", "all done"))]),
+    ("Training", "#tab-training", "lab_training.png",
+     [("#training-use-run", ("#training-text textarea", None)),
+      ("#training-run", ("#training-status", "tokens teacher-forced"))]),
 ]
 T = 300_000  # ms
 

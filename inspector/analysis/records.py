@@ -5,6 +5,9 @@ per layer and position, LD = logit(answer) - logit(wrong) at the last position.
 `Attribution`: the parts of one token's logit (embedding, every head, every MLP, and what interventions
 added) through the final norm with its scale frozen; they sum to `logit` up to fp32 rounding.
 `Comparison`: two branches of one prompt step by step.
+`TokenLosses`, `TrainingStep`: a text teacher-forced (per-token cross-entropy, perplexity) and one backward
+pass over it (gradient norms per weight and per layer, memory of inference beside a training step, each
+part `MemoryPart` labelled measured or formula).
 `commitment_layer(top1)`: the first layer from which the logit lens's top-1 stays the final top-1.
 """
 
@@ -90,3 +93,54 @@ def commitment_layer(top1: list[int]) -> int:
     while L > 0 and top1[L - 1] == top1[-1]:
         L -= 1
     return L
+
+
+@dataclass
+class MemoryPart:
+    label: str  # "weights", "KV cache", "activations kept for backward", "gradients", "Adam moments"
+    bytes: int
+    how: str  # "measured" (counted from the tensors) or "formula"
+    note: str = ""
+
+
+@dataclass
+class TokenLosses:
+    """A text teacher-forced: losses[t] is the cross-entropy (nats) of predicting token_ids[t + 1] from
+    positions <= t; mean_loss their mean, perplexity exp(mean_loss)."""
+    token_ids: list[int]
+    pieces: list[str]
+    losses: list[float]  # len(token_ids) - 1
+    mean_loss: float
+    perplexity: float
+
+    def to_json(self) -> dict:
+        return {"token_ids": self.token_ids, "losses": self.losses, "mean_loss": self.mean_loss,
+                "perplexity": self.perplexity}
+
+
+@dataclass
+class TrainingStep:
+    """One training step's forward and backward over a text (no weight is updated): the losses, the
+    gradient's L2 norm per weight (HF parameter names) and per layer, and memory beside inference's."""
+    losses: TokenLosses
+    grad_norms: dict[str, float]  # parameter name -> L2 norm of d(mean loss)/d(weight)
+    layer_norms: list[float]  # per block: the L2 norm of all its weights' gradients together
+    inference_memory: list[MemoryPart]
+    training_memory: list[MemoryPart]
+    seconds_forward: float
+    seconds_backward: float
+
+    def weight_types(self) -> list[str]:
+        """The per-layer weight names without their layer prefix, in model order ("self_attn.q_proj.weight", ...)."""
+        seen: dict[str, None] = {}
+        for name in self.grad_norms:
+            parts = name.split(".")
+            if "layers" in parts:
+                seen.setdefault(".".join(parts[parts.index("layers") + 2:]), None)
+        return list(seen)
+
+    def to_json(self) -> dict:
+        return {**self.losses.to_json(), "grad_norms": self.grad_norms, "layer_grad_norms": self.layer_norms,
+                "memory": {side: [{"label": m.label, "bytes": m.bytes, "how": m.how} for m in parts]
+                           for side, parts in (("inference", self.inference_memory),
+                                               ("training_step", self.training_memory))}}

@@ -14,7 +14,8 @@
 - `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
   they lie stacked in one buffer, else None. Cached on the module and rechecked by identity, so a weight
   replaced later (a state dict loaded with assign=True, quantized modules) falls back to separate
-  products instead of reading stale memory.
+  products instead of reading stale memory. None too while any of them requires grad: a stacked view
+  would send the whole product's gradient to the first weight only (a backward pass runs them one by one).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight"
     """The named submodules' `attr` tensors as one stacked tensor (rows in order), or None when they are
     not adjacent rows of one buffer (then run them one by one)."""
     parts = [getattr(getattr(module, n), attr, None) for n in names]
+    if torch.is_grad_enabled() and any(getattr(p, "requires_grad", False) for p in parts):
+        return None  # autograd: each weight its own product, so each gets its own gradient
     cache = module.__dict__.setdefault("_stacked", {})
     hit = cache.get((tuple(names), attr))
     if hit is not None and all(a is b for a, b in zip(hit[0], parts)):

@@ -35,6 +35,7 @@ from inspector.ui.optiming_view import build_op_timing
 from inspector.ui.quant_tab import build_quant_tab
 from inspector.ui.serving_tab import build_serving_tab
 from inspector.ui.speculative_tab import build_speculative_tab
+from inspector.ui.training_tab import build_training_tab
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
@@ -60,7 +61,7 @@ FAST = {"show_progress": "hidden", "concurrency_limit": None}
 PAGE_READY_JS = "() => { document.body.dataset.inspectorLoaded = '1'; }"
 # Lab tabs after the views, in order: each module `inspector/ui/<name>_tab.py` has `build_<name>_tab(ctx)`
 LAB_TABS = (build_speculative_tab, build_serving_tab, build_quant_tab, build_kvpolicy_tab, build_interventions_tab,
-            build_models_tab)
+            build_models_tab, build_training_tab)
 
 
 def launch_kwargs() -> dict[str, Any]:
