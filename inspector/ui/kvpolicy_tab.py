@@ -146,7 +146,9 @@ def build_kvpolicy_tab(ctx: TabContext) -> None:
     fast = {"show_progress": "hidden", "concurrency_limit": None, "api_visibility": "undocumented"}
     cfg = ctx.loaded.config
     with gr.Tab("KV policies", elem_id="tab-kvpolicy"):
-        gr.Markdown(vk.CAPTION + " Uses the page's prompt, chat toggle and max new tokens; greedy.",
+        gr.Markdown(vk.CAPTION + " Uses the page's prompt, chat toggle and max new tokens; greedy, in a run of its "
+                    "own (the KV cache view runs the page's own generation under an eviction policy; here the int8 "
+                    "and int4 caches and the context-overflow choice too).",
                     elem_classes="ii-caption")
         with gr.Row():
             policy = gr.Dropdown(list(ALL_POLICIES), value="h2o", label="policy", elem_id="kvpolicy-policy")
