@@ -18,8 +18,8 @@ the comparison is computed when the button is pressed, for the tokens generated 
 so. Pressing it again after more steps, with the same policy, only compares again.
 
 The quantized caches (int8, int4) and the context-overflow choice of a greedy run stay in the KV policies
-tab (`inspector.ui.kvpolicy_tab`), whose checks (`spec_of`, `kv_head_bound`) and figure builders this
-panel reuses.
+tab (`inspector.ui.kvpolicy_tab`), whose checks (`spec_of`, `kv_head_bound`), component layout
+(`policy_controls`, `run_views`) and figure builders this panel reuses.
 Bad input is one line in the panel's status; handlers never raise.
 """
 
@@ -36,8 +36,8 @@ from inspector.quant.kv_eval import CacheSpec
 from inspector.quant.kv_watch import watch_policy
 from inspector.session.intervene import rerun
 from inspector.ui import model_thread
-from inspector.ui.fields import FreeNumber, layer_bound, slider
-from inspector.ui.kvpolicy_tab import kv_head_bound, spec_of
+from inspector.ui.fields import layer_bound
+from inspector.ui.kvpolicy_tab import kv_head_bound, policy_controls, run_views, spec_of
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.viz import kv_policies as vk
@@ -151,19 +151,10 @@ def build_kv_policy_panel(ctx: TabContext) -> None:
         gr.Markdown(vk.CAPTION.replace("the model generates", "the page's generation runs"),
                     elem_classes="ii-caption")
         with gr.Row():
-            policy = gr.Dropdown(list(POLICIES), value="h2o", label="policy", elem_id="kv-policy")
-            budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head)",
-                                elem_id="kv-policy-budget")
-            sinks = FreeNumber(4, precision=0, label="sinks (policy sinks)", elem_id="kv-policy-sinks")
+            policy, budget, sinks = policy_controls(POLICIES, "kv-policy")
             apply_btn = gr.Button("Generate under this policy", variant="primary", elem_id="kv-policy-apply")
         blank = views({}, "the page generates with the full cache; choose a policy, then Generate under this policy")
-        status = gr.HTML(blank[0], elem_id="kv-policy-status")
-        summary = gr.HTML(blank[1], elem_id="kv-policy-summary")
-        with gr.Row():
-            layer = slider(layer_bound(cfg), 0, 1, "layer", "kv-policy-layer")
-            head = slider(kv_head_bound(cfg), 0, 1, "KV head", "kv-policy-head")
-        kept = gr.Plot(blank[2], elem_id="kv-policy-map", show_label=False)
-        metrics = gr.Plot(blank[3], elem_id="kv-policy-metrics", show_label=False)
+        status, summary, layer, head, kept, metrics = run_views(blank, "kv-policy", cfg)
     apply_btn.click(lambda sid, *a: apply(ctx, sid, *a), [ctx.sid, policy, budget, sinks, layer, head],
                     [status, summary, kept, metrics], **fast)
     for selector in (layer, head):
