@@ -1,10 +1,12 @@
 """Tiled attention with the online softmax equals the standard path: the kernel on random tensors (grouped
 heads, shared and per-row positions, evicted keys, tiles that do not divide the keys), the model's logits
-within 1e-5 in fp32 with the same greedy ids, the trace points still firing, the step-through's last state
+within 1e-5 in fp32 with the same greedy ids (the default model: within 1e-5 in float64, and in fp32 no
+further from the float64 logits than twice the standard path), the trace points still firing, the step-through's last state
 being the attention output, and `inspector run --attention tiled`."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -146,23 +148,71 @@ def test_cli_tiled_generates_the_same_ids(capsys, tiny_llama_dir):  # noqa: F811
     assert outs[0] == outs[1]
 
 
-@pytest.mark.slow
-def test_default_model_prefill_and_decode_agree(default_model):
-    """On the default model (30 layers, logits up to about 30) the two paths round differently in fp32: the
-    logits agree to 1e-4 (measured 3e-5 to 6e-5, a relative 2e-6) and the greedy ids are the same."""
-    model = default_model.model
-    ids = [int(i) for i in torch.randint(100, 40000, (300,), generator=torch.Generator().manual_seed(5))]
-    runs = []
+def float64_copy(model):
+    """The model with every weight in float64 (its stacked-weight views dropped: they would still be fp32)."""
+    m = copy.deepcopy(model).double()
+    for module in m.modules():
+        module.__dict__.pop("_stacked", None)
+    return m
+
+
+def greedy(model, ids, kind, tile, n=4):
+    """Greedy ids and the logits (float64) of a prefill of `ids` and n decode steps under attention `kind`."""
+    set_attention(model, kind, tile)
     try:
-        for kind in ("standard", "tiled"):
-            set_attention(model, kind)
-            cache = new_cache(model)
-            logits, out = [loop.forward(model, cache, [ids])[0]], []
-            for _ in range(8):
-                out.append(int(logits[-1].argmax()))
-                logits.append(loop.forward(model, cache, [[out[-1]]])[0])
-            runs.append((out, torch.stack(logits)))
+        cache = new_cache(model)
+        logits, out = [loop.forward(model, cache, [ids])[0]], []
+        for _ in range(n):
+            out.append(int(logits[-1].argmax()))
+            logits.append(loop.forward(model, cache, [[out[-1]]])[0])
     finally:
         set_attention(model, "standard")
-    assert runs[0][0] == runs[1][0]
-    assert (runs[0][1] - runs[1][1]).abs().max() <= 1e-4
+    return out, torch.stack(logits).double()
+
+
+def test_kernel_in_float64_is_the_standard_path_to_rounding():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 6, 45, 16, generator=g, dtype=torch.float64)
+    k, v = torch.randn(1, 2, 45, 16, generator=g, dtype=torch.float64), torch.randn(1, 2, 45, 16, generator=g, dtype=torch.float64)
+    got = tiled_attend(q, k, v, 0, None, 3, 7)
+    assert got.dtype == torch.float64
+    assert (got - standard(q, k, v, 0, None, 3)).abs().max() <= 1e-12
+
+
+# prompt length -> tiles: tiles that divide the prompt's keys and tiles that do not; a one-token prompt
+LENGTHS_TILES = {1: (64,), 37: (37, 8), 130: (65, 48)}
+
+
+@pytest.mark.slow
+def test_default_model_tiled_equals_standard_to_1e5_in_float64(default_model):
+    """The algorithm, free of fp32 rounding: the default model in float64 gives the same logits (to 1e-5;
+    measured 0 to 4e-6, one fp32 step of the logits the model returns) and the same greedy ids."""
+    m64 = float64_copy(default_model.model)
+    for length, tiles in LENGTHS_TILES.items():
+        ids = [int(i) for i in torch.randint(100, 40000, (length,), generator=torch.Generator().manual_seed(length))]
+        ref_ids, ref = greedy(m64, ids, "standard", 64)
+        for tile in tiles:
+            got_ids, got = greedy(m64, ids, "tiled", tile)
+            assert got_ids == ref_ids, (length, tile)
+            assert (got - ref).abs().max() <= 1e-5, (length, tile)
+
+
+@pytest.mark.slow
+def test_default_model_fp32_tiled_is_as_accurate_as_standard(default_model):
+    """In fp32 the two paths round differently, and 30 layers carry the difference to the logits (up to
+    about 30): they agree to 1e-4 (measured 4e-5 to 6e-5), which is the fp32 noise floor of this model, not
+    a property of the tiles: the standard path itself moves by 4e-5 to 6e-5 when only its query blocks
+    change size, and lies 7e-5 to 9e-5 from the float64 logits. So the honest fp32 check is against float64:
+    the tiled path is no further from it than twice the standard path's distance (measured 0.9x to 1.2x),
+    with the same greedy ids."""
+    model = default_model.model
+    m64 = float64_copy(model)
+    for length, tiles in [(37, (8,)), (300, (64, 48))]:
+        ids = [int(i) for i in torch.randint(100, 40000, (length,), generator=torch.Generator().manual_seed(5))]
+        ref_ids, ref = greedy(m64, ids, "standard", 64)
+        std_ids, std = greedy(model, ids, "standard", 64)
+        for tile in tiles:
+            tiled_ids, tiled = greedy(model, ids, "tiled", tile)
+            assert tiled_ids == std_ids == ref_ids
+            assert (tiled - std).abs().max() <= 1e-4
+            assert (tiled - ref).abs().max() <= 2 * (std - ref).abs().max(), (length, tile)

@@ -2,7 +2,7 @@
 
 Open the tab, queue two requests (one arriving later), Step, Play to the end, read the summary and the
 request table; a bad request box gives one line in the status; the memory calculator redraws when a
-slider moves. Screenshots go to test-artifacts/.
+slider moves; the prefix-caching comparison serves one workload four ways. Screenshots go to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -74,3 +74,32 @@ def test_serving_tab_fits_a_phone_sized_screen(page: Page, app_url):
     width = page.evaluate("document.documentElement.scrollWidth")
     page.screenshot(path=str(ARTIFACTS / "ui_serving_390.png"), full_page=True)
     assert width <= 390, f"the Serving tab is {width} px wide at 390 px"
+
+
+def test_serving_tab_compares_prefix_caching_and_chunked_prefill(page: Page, app_url):
+    """The comparison panel: 3 requests sharing the library system prompt, 2 new tokens each, served four
+    ways; the table has the four configurations, the same outputs, and hits only with prefix caching; a
+    request count of 1 gives one line."""
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    goto(page, app_url)
+    open_view(page, "Serving")
+    page.get_by_text("Prefix caching and chunked prefill: one workload served four ways").click()
+    status = page.locator("#serving-prefix-status")
+    expect(status).to_contain_text("press Compare", timeout=T)
+    page.locator("#serving-prefix-requests input").fill("3")
+    page.locator("#serving-prefix-new input").fill("2")
+    page.locator("#serving-prefix-run").click()
+    expect(status).to_contain_text("3 requests of", timeout=4 * T)
+    expect(status).to_contain_text("served 4 ways")
+    rows = page.locator("#serving-prefix-table tr[data-config]")
+    expect(rows).to_have_count(4)
+    expect(page.locator("#serving-prefix-table")).not_to_contain_text("differ")
+    expect(page.locator("#serving-prefix-table tr[data-config='plain'] td").nth(4)).to_have_text("0%")
+    expect(page.locator("#serving-prefix-table tr[data-config='prefix caching'] td").nth(4)).not_to_have_text("0%")
+    expect(page.locator("#serving-prefix-fig .js-plotly-plot")).to_be_visible(timeout=T)
+    page.screenshot(path=str(ARTIFACTS / "ui_serving_prefix.png"), full_page=True)
+
+    page.locator("#serving-prefix-requests input").fill("1")
+    page.locator("#serving-prefix-run").click()
+    expect(status).to_contain_text("requests must be a whole number from 2 to 12", timeout=T)
+    expect(status.locator("[data-error='1']")).to_have_count(1)

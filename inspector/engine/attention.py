@@ -68,8 +68,8 @@ def masked_scores(q: torch.Tensor, k: torch.Tensor, future: torch.Tensor | None,
 
 
 def softmax32(scores: torch.Tensor) -> torch.Tensor:
-    """Softmax over the keys, computed and returned in fp32."""
-    return F.softmax(scores, dim=-1, dtype=torch.float32)
+    """Softmax over the keys, computed and returned in fp32 (float64 scores stay float64)."""
+    return F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32))
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor | int, n_rep: int = 1) -> torch.Tensor:

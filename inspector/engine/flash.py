@@ -53,15 +53,16 @@ def tiled_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch
     """Attention output (B, H, T, d) by tiles of keys with the online softmax (see the module docstring)."""
     B, H, T, d = q.shape
     KV, S = k.shape[1], k.shape[2]
-    qg = q.float().reshape(B * KV, n_rep * T, d)  # (B*KV, n_rep*T, d): a KV head's query heads stacked
-    m = q.new_full((B * KV, n_rep * T), float("-inf"), dtype=torch.float32)
+    acc_dtype = torch.promote_types(q.dtype, torch.float32)  # fp32 as the standard softmax; float64 stays float64
+    qg = q.to(acc_dtype).reshape(B * KV, n_rep * T, d)  # (B*KV, n_rep*T, d): a KV head's query heads stacked
+    m = q.new_full((B * KV, n_rep * T), float("-inf"), dtype=acc_dtype)
     l = torch.zeros_like(m)
-    acc = torch.zeros((B * KV, n_rep * T, d), dtype=torch.float32, device=q.device)
+    acc = torch.zeros((B * KV, n_rep * T, d), dtype=acc_dtype, device=q.device)
     scale = 1 / math.sqrt(d)
     for s0 in range(0, S, tile):
         s1 = min(s0 + tile, S)
-        kt = k[:, :, s0:s1].float().reshape(B * KV, s1 - s0, d)  # (B*KV, tile, d)
-        vt = v[:, :, s0:s1].float().reshape(B * KV, s1 - s0, d)
+        kt = k[:, :, s0:s1].to(acc_dtype).reshape(B * KV, s1 - s0, d)  # (B*KV, tile, d)
+        vt = v[:, :, s0:s1].to(acc_dtype).reshape(B * KV, s1 - s0, d)
         # scaled inside the product, as the standard path's `masked_scores` does (the same rounding)
         s = torch.baddbmm(qg.new_empty(()).expand(B * KV, n_rep * T, s1 - s0), qg, kt.transpose(1, 2), beta=0,
                           alpha=scale)  # (B*KV, n_rep*T, tile)

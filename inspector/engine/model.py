@@ -50,7 +50,7 @@ from torch import nn
 
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_forward, plan_mask, softmax32, windowed
 from inspector.engine.config import FULL, SLIDING, ModelConfig
-from inspector.engine.flash import tiled_attend
+from inspector.engine.flash import TILE, tiled_attend
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.linear import GATE_UP, QKV, project, stacked_weight
 from inspector.engine.rope import apply_rope, rope_cos_sin, rope_inv_freq, signed_sin
@@ -109,6 +109,7 @@ class Attention(NoHooks, nn.Module):
     """Grouped-query causal self-attention with RoPE, written out in full (scores, mask, fp32 softmax)."""
 
     kind = "standard"  # or "tiled", per layer (`set_attention`)
+    tile = TILE  # key positions per tile of the tiled kind
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
@@ -174,7 +175,8 @@ class Attention(NoHooks, nn.Module):
         want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
         editing = edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern")
         if self.kind == "tiled" and not editing and plan.window is None:
-            z = tiled_attend(q, k, v, plan.first if plan.first is not None else plan.positions, hidden, self.n_rep)
+            z = tiled_attend(q, k, v, plan.first if plan.first is not None else plan.positions, hidden, self.n_rep,
+                             self.tile)
             if want_scores or want_pattern:
                 future = plan_mask(plan, T, S)
                 future = hidden if future is None else (future if hidden is None else future | hidden)
@@ -221,13 +223,16 @@ class Attention(NoHooks, nn.Module):
         return out[0] if one else torch.cat(out, dim=2)  # (B, H, T, d)
 
 
-def set_attention(model: nn.Module, kind: str) -> None:
-    """Make every attention layer run `kind`: "standard" or "tiled" (ValueError otherwise)."""
+def set_attention(model: nn.Module, kind: str, tile: int = TILE) -> None:
+    """Make every attention layer run `kind`: "standard" or "tiled" (ValueError otherwise), the tiled kind
+    reading `tile` key positions at a time."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
+    if tile < 1:
+        raise ValueError(f"tile must be at least 1 key position, got {tile}")
     for module in model.modules():
         if isinstance(module, Attention):
-            module.kind = kind
+            module.kind, module.tile = kind, tile
 
 
 class MLP(NoHooks, nn.Module):

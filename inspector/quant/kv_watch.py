@@ -8,6 +8,10 @@ not written yet, kept (and why: sink, recent, heavy hitter, SnapKV vote) or evic
 of each kept position. The full cache's own greedy continuation is generated too (the text without the
 policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.records`).
 
+`forced`: the tokens to feed instead of the greedy ones (a session's generated ids, however they were
+sampled); then the run replays that generation, and each step's KL and top-1 agreement compare the two
+caches' next-token distributions on exactly the session's tokens.
+
 Context overflow (`on_context_full`): "stop" ends the generation when prompt + generated tokens fill the
 model's context window (`KVPolicyRun.finish` "context_full"); "window" goes on past it, the policy run
 under a sliding window of 4 sinks and the newest positions when its own policy keeps everything (the full
@@ -70,9 +74,11 @@ def _codes(policy: object, cache: KVCache, layer: int, head: int, width: int,
 @torch.inference_mode()
 def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheSpec, piece: Callable[[int], str],
                  decode: Callable[[list[int]], str], stop_ids: Iterable[int] = (),
-                 on_context_full: str = "stop") -> KVPolicyRun:
-    """Greedy generation under `spec` with the full cache alongside (see the module docstring)."""
+                 on_context_full: str = "stop", forced: list[int] | None = None) -> KVPolicyRun:
+    """Greedy (or `forced`) generation under `spec` with the full cache alongside (see the module docstring)."""
     spec.check()
+    if forced is not None:
+        n = len(forced)
     if spec.rerotate:
         raise InputError("the kept-positions map shows original positions: choose positions original")
     if n < 1 or not prompt_ids:
@@ -102,9 +108,9 @@ def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheS
     ids, out = list(prompt_ids), []
     while True:
         kl = float(kl_per_step(full_logits[None], logits[None])[0])
-        token = int(logits.argmax())
-        full_top = int(full_logits.argmax())
-        out.append(KVPolicyStep(token, piece(token), kl, token == full_top, piece(full_top), cache.kept_nbytes,
+        top, full_top = int(logits.argmax()), int(full_logits.argmax())
+        token = top if forced is None else forced[len(out)]
+        out.append(KVPolicyStep(token, piece(token), kl, top == full_top, piece(full_top), cache.kept_nbytes,
                                 full.kept_nbytes))
         ids.append(token)
         if token in stop:

@@ -125,3 +125,21 @@ class ServingView:
     timelines: list[RequestTimeline]
     peaks: Peaks | None = None
     notes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    """One serving configuration of a prefix-caching comparison (`inspector.serving.prefix_compare`): the
+    same requests served with or without prefix caching and chunked prefill."""
+
+    label: str
+    prefix_caching: bool
+    chunk: int | None  # prefill chunk in tokens; None: whole prompts
+    ttft_ms: list[float]  # per request
+    tpot_ms: list[float]  # per request that generated two tokens or more
+    hit_rate: float  # full prompt blocks found cached / looked up
+    blocks_shared: int  # most blocks referenced by two requests or more at once
+    prompt_tokens_computed: int  # prompt positions the forwards computed (the rest came from the cache)
+    steps: int
+    wall_s: float
+    same_outputs: bool  # every request's tokens equal the first configuration's

@@ -118,6 +118,11 @@ class Session(SequenceOwner):
     def levers(self, levers: Levers) -> None:
         self._levers = levers
 
+    @property
+    def own_levers(self) -> Levers:
+        """The levers set on the session (`set_levers`), without the decoding settings' processors."""
+        return self._levers
+
     def set_decoding(self, settings: DecodingSettings) -> None:
         """Use these decoding settings from the next draw on (a prefill keeps them for its generation)."""
         procs = self._build_decoding(settings)

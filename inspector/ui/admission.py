@@ -71,6 +71,11 @@ def estimated_retained_nbytes(config: Any, elem_bytes: int, n_prompt: int, n_ste
     return kv + queries + norms + forwards * per_forward
 
 
+def token_cap(limits: AppLimits) -> int:
+    """Tokens one visitor's Serving lab run may hold in all: prompts + continuations x max new tokens, summed."""
+    return limits.max_prompt_tokens + limits.max_steps
+
+
 def admit_max_new(value: Any, limits: AppLimits) -> int:
     """The max-new-tokens control as a positive int within `max_steps`; InputError otherwise."""
     try:

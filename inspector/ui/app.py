@@ -29,6 +29,7 @@ from inspector.ui.beams_tab import build_beams_tab
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
 from inspector.ui.fields import (MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, head_bound,
                                  layer_bound, slider)
+from inspector.ui.kv_view_policy import build_kv_policy_panel
 from inspector.ui.kvpolicy_tab import build_kvpolicy_tab
 from inspector.ui.models_tab import build_models_tab
 from inspector.ui.optiming_view import build_op_timing
@@ -153,6 +154,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                                       elem_id="position")
             with gr.Column(scale=5, min_width=320, elem_id="view-column"):
                 ViewSlot("pipeline", "pipeline")  # the stages of the newest step, along the top of the views
+                ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
+                                 (temperature, top_k, top_p, min_p, seed), max_new)
                 with gr.Tabs():
                     with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
                         gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
@@ -176,6 +179,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                         recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
                                               elem_id="kv-recompute-btn")
                         ViewSlot("kv_recompute", "kv-recompute-view")
+                        build_kv_policy_panel(ctx)
                     with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
                         gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
                         ViewSlot("samp_fig", "sampling-bars", plot=True)
@@ -190,8 +194,6 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                         gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
                         ViewSlot("timing_fig", "timing-chart", plot=True)
                         build_op_timing(h, sid)  # per operation: time a chosen step again, on the roofline
-                    ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
-                                     (temperature, top_k, top_p, min_p, seed), max_new)
                     build_beams_tab(ctx, decoding)
                     for build_tab in LAB_TABS:
                         build_tab(ctx)

@@ -24,6 +24,7 @@ from inspector.errors import InputError, InspectorError
 from inspector.ui import admission, branch_handlers, link_handlers
 from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import MAX_NEW, head_bound, layer_bound, position_bound, sampling_params
+from inspector.ui.kv_view_policy import use_policy
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
@@ -105,6 +106,7 @@ class Handlers(Views):
         with entry.exclusive("prefill"):
             self.store.reset_locked(entry)
             entry.session.set_decoding(step_settings(entry))  # the settings panel's penalties, bans, constraint
+            use_policy(entry)  # the KV cache view's policy, if one was chosen
             entry.max_new_tokens = max_new
             run_prefill(entry.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
                         tokenize_ms=admitted.tokenize_ms)

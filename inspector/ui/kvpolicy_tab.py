@@ -142,28 +142,42 @@ def select_tile(ctx: TabContext, sid: str | None, tile: Any) -> tuple:
         return status_html(str(exc), error=True), gr.skip(), gr.skip()
 
 
+def policy_controls(policies: tuple[str, ...], prefix: str) -> tuple:
+    """(policy, budget, sinks) components, laid out where called; element ids `<prefix>-policy` and so on."""
+    policy = gr.Dropdown(list(policies), value="h2o", label="policy", elem_id=f"{prefix}-policy")
+    budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head)",
+                        elem_id=f"{prefix}-budget")
+    sinks = FreeNumber(4, precision=0, label="sinks (policy sinks)", elem_id=f"{prefix}-sinks")
+    return policy, budget, sinks
+
+
+def run_views(blank: tuple, prefix: str, cfg: Any) -> tuple:
+    """(status, summary, layer, head, map, metrics) components of a policy run, filled with `blank`."""
+    status = gr.HTML(blank[0], elem_id=f"{prefix}-status")
+    summary = gr.HTML(blank[1], elem_id=f"{prefix}-summary")
+    with gr.Row():
+        layer = slider(layer_bound(cfg), 0, 1, "layer", f"{prefix}-layer")
+        head = slider(kv_head_bound(cfg), 0, 1, "KV head", f"{prefix}-head")
+    kept = gr.Plot(blank[2], elem_id=f"{prefix}-map", show_label=False)
+    metrics = gr.Plot(blank[3], elem_id=f"{prefix}-metrics", show_label=False)
+    return status, summary, layer, head, kept, metrics
+
+
 def build_kvpolicy_tab(ctx: TabContext) -> None:
     fast = {"show_progress": "hidden", "concurrency_limit": None, "api_visibility": "undocumented"}
     cfg = ctx.loaded.config
     with gr.Tab("KV policies", elem_id="tab-kvpolicy"):
-        gr.Markdown(vk.CAPTION + " Uses the page's prompt, chat toggle and max new tokens; greedy.",
+        gr.Markdown(vk.CAPTION + " Uses the page's prompt, chat toggle and max new tokens; greedy, in a run of its "
+                    "own (the KV cache view runs the page's own generation under an eviction policy; here the int8 "
+                    "and int4 caches and the context-overflow choice too).",
                     elem_classes="ii-caption")
         with gr.Row():
-            policy = gr.Dropdown(list(ALL_POLICIES), value="h2o", label="policy", elem_id="kvpolicy-policy")
-            budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head)",
-                                elem_id="kvpolicy-budget")
-            sinks = FreeNumber(4, precision=0, label="sinks (policy sinks)", elem_id="kvpolicy-sinks")
+            policy, budget, sinks = policy_controls(ALL_POLICIES, "kvpolicy")
             overflow = gr.Radio(list(OVERFLOW), value="stop (context full)", label="when the context is full",
                                 elem_id="kvpolicy-overflow")
             run_btn = gr.Button("Run", variant="primary", elem_id="kvpolicy-run")
         blank = views({}, "choose a policy and a budget, then Run")
-        status = gr.HTML(blank[0], elem_id="kvpolicy-status")
-        summary = gr.HTML(blank[1], elem_id="kvpolicy-summary")
-        with gr.Row():
-            layer = slider(layer_bound(cfg), 0, 1, "layer", "kvpolicy-layer")
-            head = slider(kv_head_bound(cfg), 0, 1, "KV head", "kvpolicy-head")
-        kept = gr.Plot(blank[2], elem_id="kvpolicy-map", show_label=False)
-        metrics = gr.Plot(blank[3], elem_id="kvpolicy-metrics", show_label=False)
+        status, summary, layer, head, kept, metrics = run_views(blank, "kvpolicy", cfg)
         with gr.Accordion("FlashAttention tiles: one head of the prompt's prefill", open=False):
             with gr.Row():
                 f_layer = slider(layer_bound(cfg), 0, 1, "layer", "kvpolicy-flash-layer")

@@ -33,11 +33,11 @@ from inspector.serving.roofline import cached_peaks, peaks_directory
 from inspector.serving.scheduler import Scheduler, Status
 from inspector.serving.view import memory_bars, serving_view, throughput
 from inspector.ui import model_thread
-from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt
-from inspector.ui.app_model import AppLimits
+from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt, token_cap
 from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, MAX_NEW, MEM_BATCH, MEM_CONTEXT, MEM_GIB,
                                  POOL_BLOCKS, PREFILL_CHUNK, FreeNumber, report_on_release, sampling_params, slider)
 from inspector.ui.refusals import shows_refusals
+from inspector.ui.serving_prefix import build_prefix_compare
 from inspector.ui.tab_context import TabContext, lab_state
 from inspector.units import format_bytes
 from inspector.viz import serving as vs
@@ -57,11 +57,6 @@ DEFAULT_REQUESTS = "\n".join([
 LINE = re.compile(r"^\s*(\d+)\s*\|\s*(\d+)\s*\|(.*)$")
 MEMORY_DTYPES = ["bf16", "fp16", "fp32", "int8", "int4"]
 ARRIVAL = Bound("arrival step", True, 0, PLAY_MAX_STEPS)  # a request arriving later would never be served
-
-
-def token_cap(limits: AppLimits) -> int:
-    """Tokens one visitor's run may hold in all: prompts + continuations x max new tokens, summed."""
-    return limits.max_prompt_tokens + limits.max_steps
 
 
 def parse_requests(text: Any, default_max_new: int) -> list[tuple[str, int, int]]:
@@ -282,6 +277,7 @@ def build_serving_tab(ctx: TabContext) -> None:
         fig0, line0 = memory_view(configs[0], 4096, 8, "bf16", 80)
         mem_fig = gr.Plot(fig0, elem_id="serving-mem-fig", show_label=False)
         mem_line = gr.HTML(line0, elem_id="serving-mem-info")
+        build_prefix_compare(ctx)
 
     outs = [status, summary, grid, timeline, tokens, roof, table]
     report_on_release(max_batch, MAX_BATCH, status, status_line_html)

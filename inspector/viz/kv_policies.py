@@ -85,11 +85,11 @@ def step_metrics_figure(run: KVPolicyRun) -> go.Figure:
                   xaxis={"title": {"text": "generated token"}}, yaxis={"title": {"text": "KL (nats)"}})
 
 
-def summary_html(run: KVPolicyRun) -> str:
+def summary_html(run: KVPolicyRun, elem_id: str = "kvpolicy-summary-text") -> str:
     """The texts side by side, mean KL, top-1 agreement and the bytes kept against the full cache."""
     last = run.steps[-1]
     saved = 1 - last.kept_bytes / last.full_bytes if last.full_bytes else 0.0
-    return (f'<div class="ii-caption" id="kvpolicy-summary-text">{esc(run.label)}: mean KL {run.kl_mean:.4f} nats, '
+    return (f'<div class="ii-caption" id="{elem_id}">{esc(run.label)}: mean KL {run.kl_mean:.4f} nats, '
             f"top-1 agreement {run.top1_agreement:.0%} over {len(run.steps)} tokens; KV cache kept "
             f"{esc(format_bytes(last.kept_bytes))} of {esc(format_bytes(last.full_bytes))} ({saved:.0%} saved).</div>"
             f'<div class="ii-caption"><b>with the policy:</b> {esc(run.text)}</div>'
