@@ -57,7 +57,8 @@ def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False)
     title = f"{what} {show_piece(sample.token_piece, 14)} (id {sample.token_id}) · seed {sample.params.seed}"
     return figure(traces, title, 380, annotations=notes, showlegend=True,
                   legend={"orientation": "h", "y": -0.25}, margin={"l": 60, "r": 20, "t": 90, "b": 60},
-                  xaxis={"tickmode": "array", "tickvals": x, "ticktext": cols, "range": [-0.3, len(cols) - 0.7]},
+                  xaxis={"tickmode": "array", "tickvals": x, "ticktext": cols, "range": [-0.3, len(cols) - 0.7],
+                         "title": {"text": "stage of the sampling chain, in order"}},
                   yaxis={"title": {"text": "probability"}, "rangemode": "tozero"})
 
 
