@@ -182,3 +182,22 @@ def test_the_int8_histogram_is_on_the_weights_scale(drawn, tiny_loaded):  # noqa
     centers = list(fig.data[1].x)  # the int8 matrix, dequantized: its values, never codes × 255
     assert fig.data[1].name == "int8" and float(weight.min()) <= min(centers) < max(centers) <= float(weight.max())
     assert fig.layout.xaxis.title.text == "weight value"
+
+
+def test_the_kv_chart_says_why_its_bars_are_alike(drawn):
+    from dataclasses import replace
+
+    from inspector.viz.kvcache import layer_bars
+
+    fig = drawn["kvcache.layer_bars"][-1]
+    notes = [a.text for a in fig.layout.annotations]
+    assert any("Every bar is the same" in t and "KV heads" in t for t in notes), notes
+    stat = _kv_stat()  # two layers that hold different amounts (a sliding-window layer holds less)
+    uneven = layer_bars([stat, replace(stat, layer=1, length=stat.length // 2, nbytes=stat.nbytes // 2)])
+    assert not uneven.layout.annotations
+
+
+def _kv_stat():
+    from inspector.session.records import KVLayerStat
+
+    return KVLayerStat(0, 8, 16, 2 * 2 * 8 * 4 * 4, (1, 2, 8, 4), (1, 2, 8, 4), [[0, 1], [2, 3]])
