@@ -46,7 +46,7 @@ T = 300_000  # ms
 
 
 def open_tab(page, label: str) -> None:
-    """Open a view or lab tab by its label, also from Gradio's "More tabs" menu (static/app.js)."""
+    """Open a view or lab tab by its label, opening its group (Views or Labs) first (static/app.js)."""
     if not page.evaluate("(label) => window.inspectorOpenTab(label)", label):
         sys.exit(f"error: the page has no tab named {label!r}")
 

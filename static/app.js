@@ -85,11 +85,26 @@
     box.dispatchEvent(new KeyboardEvent("keypress", { key: "0", bubbles: true }));
   };
 
-  // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab.
-  const openTab = (label) => {
-    // a tab that does not fit the row sits in Gradio's "More tabs" menu, as a plain button
-    const named = (sel) => Array.from(document.querySelectorAll(sel)).find((b) => b.textContent.trim() === label);
-    const tab = named("button[role=tab]") || named(".overflow-dropdown button");
+  // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab. The tabs sit
+  // in two groups, Views and Labs (inspector/ui/app.py); Gradio mounts only the open group's tabs, so a label
+  // not on the page is looked for in the other group, opened first. Resolves to whether the tab was found.
+  const openTab = async (label) => {
+    // the closed group's buttons stay in the page, hidden (no layout box): only a shown one counts
+    const named = () => Array.from(document.querySelectorAll("button[role=tab]"))
+      .find((b) => b.textContent.trim() === label && b.getClientRects().length > 0);
+    const mounted = () => new Promise((resolve) => {
+      const t0 = performance.now();
+      const look = () => (named() || performance.now() - t0 > 3000 ? resolve(named()) : requestAnimationFrame(look));
+      look();
+    });
+    let tab = named();
+    for (const id of ["tab-views-button", "tab-labs-button"]) {
+      if (tab) break;
+      const group = document.getElementById(id);
+      if (!group || group.getAttribute("aria-selected") === "true") continue;
+      group.click();
+      tab = await mounted();
+    }
     if (tab) tab.click();
     return Boolean(tab);
   };

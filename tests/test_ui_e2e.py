@@ -26,13 +26,13 @@ def prompt_len(page: Page) -> int:
     return int(page.locator("#token-count").get_attribute("data-prompt"))
 
 
-def open_tab(page: Page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
-
-
 def open_view(page: Page, label: str) -> None:
-    """Open a view or lab tab by its label, also when it sits in Gradio's "More tabs" menu (static/app.js)."""
+    """Open a view or lab tab by its label, opening its group (Views or Labs) first (static/app.js)."""
     assert page.evaluate("(label) => window.inspectorOpenTab(label)", label), f"no tab named {label!r}"
+    expect(page.get_by_role("tab", name=label, exact=True)).to_have_attribute("aria-selected", "true", timeout=T)
+
+
+open_tab = open_view  # the views' tests' name for it
 
 
 def goto(page: Page, url: str) -> None:

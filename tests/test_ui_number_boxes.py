@@ -5,8 +5,10 @@ The app runs as `python app.py` in a subprocess (`tests.server_proc.Server`), so
 where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
 preprocessing, or an exception from a handler), is in one log file the tests read.
 
-Each box gets: empty, `abc`, `nan`, `inf`, `1e309` (Chromium leaves all five empty in a number input: the
-server gets None), `-5`, and a value past the end. A slider's number box sends the typed value in a
+Each number box gets: empty, `abc`, `nan`, `inf`, `1e309` (Chromium leaves all five empty in a number input:
+the server gets None), `-5`, and a value past the end. A text box that takes a number (the settings panel's
+decoding boxes, the Interventions lab) gets empty, `-5`, `abc` and `1e309` as typed; `-5` is skipped where
+it is a good value (a scale factor, a steering strength). A slider's number box sends the typed value in a
 `release` event when left, so sliders are checked on leaving the box; Gradio then clamps the box, and the
 page's script puts the typed value back, so the tab's action (Prefill, Start, Load) is sent what was typed
 (checked on the request). A number box is checked by the tab's action. The values are ordered so that no two in a row
@@ -28,7 +30,8 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.server_proc import Server
-from tests.test_ui_e2e import T, goto, open_settings, open_view
+from tests.test_quant_e2e import choose
+from tests.test_ui_e2e import T, goto, open_settings, open_view, prefill
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -47,6 +50,28 @@ def expected(name: str, value: str, past_end_message: str | None = None) -> re.P
     if past_end_message is not None and value not in ("-5",):
         return re.compile(re.escape(past_end_message))
     return re.compile(rf"{re.escape(name)} must be .*, got {re.escape(value)}")
+
+
+TEXT = ("", "-5", "abc", "1e309")  # typed into a text box as they are
+
+
+def named(name: str, value: str) -> re.Pattern:
+    """What the page must say about `value` typed into the text box of field `name`."""
+    if not value.strip():
+        return re.compile(re.escape(f"{name} is empty"))
+    return re.compile(rf"{re.escape(name)} must be .*, got '?{re.escape(value)}'?")
+
+
+def type_and_leave(page: Page, selector: str, value: str) -> Callable[[], None]:
+    """Type `value` into a text box and leave it (Tab)."""
+    def action() -> None:
+        page.locator(selector).fill(value)
+        page.locator(selector).press("Tab")
+    return action
+
+
+def text_box(elem_id: str) -> str:
+    return f"#{elem_id} :is(input, textarea)"
 
 
 def enter(page: Page, selector: str, value: str) -> None:
@@ -210,4 +235,109 @@ def test_lab_tab_boxes(page: Page, server: Server):
     until(page, click(page, "#quant-run"), status, "compared with fp32", retry_ms=T)
     check_slider(page, "#quant-step input[type=number]", "step", status, "99999")
     until(page, leave(page, "#quant-step input[type=number]", "1"), status, "step 1")
+    assert_no_traceback(server)
+
+
+def test_settings_panel_decoding_boxes(page: Page, server: Server):
+    goto(page, server.url)
+    open_settings(page)
+    status = "#decoding-status"
+    for elem_id, name, good in [("repetition-penalty", "repetition-penalty", "1"),
+                                ("presence-penalty", "presence-penalty", "0"),
+                                ("frequency-penalty", "frequency-penalty", "0"),
+                                ("no-repeat-ngram", "no-repeat-ngram-size", "0"),
+                                ("min-new-tokens", "min-new-tokens", "0"), ("num-beams", "num-beams", "4"),
+                                ("length-penalty", "length-penalty", "1")]:
+        for v in TEXT:  # each box is applied when left
+            until(page, type_and_leave(page, text_box(elem_id), v), status, named(name, v))
+        type_and_leave(page, text_box(elem_id), good)()
+        expect(page.locator(f"{status} .ii-error")).to_have_count(0, timeout=T)
+    prefill(page, "Hi", max_new=2)  # the session goes on
+    assert_no_traceback(server)
+
+
+def test_kv_policies_boxes(page: Page, server: Server):
+    goto(page, server.url)
+    page.locator("#prompt textarea").fill("The capital of France is")
+    enter(page, "#max-new-tokens input", "3")
+    open_view(page, "KV policies")
+    status = "#kvpolicy-status"
+    choose(page, "kvpolicy-policy", "sinks")
+    for v in ["", "-5", "abc", "0", "1e309"]:
+        enter(page, "#kvpolicy-budget input", v)
+        until(page, click(page, "#kvpolicy-run"), status, expected("budget", v, "budget must be a whole number >= 1"))
+    enter(page, "#kvpolicy-budget input", "8")
+    for v in ["", "-5", "abc", "8", "1e309"]:
+        enter(page, "#kvpolicy-sinks input", v)
+        until(page, click(page, "#kvpolicy-run"), status, expected("sinks", v, "sinks must be from 1 to budget - 1 (7)"))
+    enter(page, "#kvpolicy-sinks input", "2")
+    until(page, click(page, "#kvpolicy-run"), status, "tokens generated", retry_ms=T)
+    for selector, name in [("#kvpolicy-layer", "layer"), ("#kvpolicy-head", "KV head")]:
+        check_slider(page, f"{selector} input[type=number]", name, status, "99999")
+        leave(page, f"{selector} input[type=number]", "0")()
+    expect(page.locator(f"{status} .ii-error")).to_have_count(0, timeout=T)
+
+    page.get_by_text("FlashAttention tiles: one head of the prompt's prefill").click()
+    for selector, name in [("#kvpolicy-flash-layer", "layer"), ("#kvpolicy-flash-head", "query head")]:
+        box = f"{selector} input[type=number]"
+        for v in values("99999"):  # no release handler: the button names the value
+            enter(page, box, v)
+            until(page, click(page, "#kvpolicy-flash-run"), status, expected(name, v))
+        enter(page, box, "0")
+        until(page, click(page, "#kvpolicy-flash-run"), status, "tile", retry_ms=T)
+    check_slider(page, "#kvpolicy-flash-tile input[type=number]", "tile", status, "99999")
+    assert_no_traceback(server)
+
+
+def test_interventions_boxes(page: Page, server: Server):
+    goto(page, server.url)
+    prefill(page, "The capital of France is", max_new=3)
+    open_view(page, "Interventions")
+    status = "#iv-status"
+    # each box with the point and operation that use it; a scale factor or a steering strength may be -5
+    for point, op, elem_id, name, good in [
+        ("head output (attn.hook_z)", "zero", "iv-layer", "layer", "0"),
+        ("head output (attn.hook_z)", "zero", "iv-head", "head", "0"),
+        ("head output (attn.hook_z)", "scale", "iv-factor", "factor", "0.5"),
+        ("block attention query → key", "zero", "iv-query", "query position", "1"),
+        ("block attention query → key", "zero", "iv-key", "key position", "0"),
+        ("steer at resid_pre", "zero", "iv-alpha", "steering alpha", "4.0"),
+    ]:
+        choose(page, "iv-point", point)
+        choose(page, "iv-op", op)
+        for v in TEXT:
+            if v == "-5" and elem_id in ("iv-factor", "iv-alpha"):
+                continue
+            page.locator(text_box(elem_id)).fill(v)
+            until(page, click(page, "#iv-apply"), status, named(name, v))
+        page.locator(text_box(elem_id)).fill(good)
+    for elem_id, name, button in [("iv-branch", "branch", "#iv-switch"), ("iv-cmp-a", "branch A", "#iv-compare"),
+                                  ("iv-cmp-b", "branch B", "#iv-compare"), ("iv-step", "step", "#iv-attribute")]:
+        good = page.locator(text_box(elem_id)).input_value()
+        for v in TEXT:
+            page.locator(text_box(elem_id)).fill(v)
+            until(page, click(page, button), status, named(name, v))
+        page.locator(text_box(elem_id)).fill(good)
+    until(page, click(page, "#iv-attribute"), status, "attribution of step", retry_ms=T)  # the lab goes on
+    assert_no_traceback(server)
+
+
+def test_beams_and_serving_chunk_boxes(page: Page, server: Server):
+    goto(page, server.url)
+    page.locator("#prompt textarea").fill("Hi")
+    enter(page, "#max-new-tokens input", "3")
+    open_settings(page)
+    type_and_leave(page, text_box("num-beams"), "2")()
+    expect(page.locator("#decoding-status")).to_contain_text("2 beams", timeout=T)
+    open_view(page, "Beams")
+    until(page, click(page, "#beams-run"), "#beams-status", "2 beams,", retry_ms=T)
+    check_slider(page, "#beams-step input[type=number]", "tree after step", "#beams-status", "99999")
+    until(page, leave(page, "#beams-step input[type=number]", "1"), "#beams-status", "the tree after step 1")
+
+    open_view(page, "Serving")
+    for v in values("999999"):
+        enter(page, "#serving-chunk input", v)
+        until(page, click(page, "#serving-load"), "#serving-status", expected("prefill chunk", v))
+    enter(page, "#serving-chunk input", "0")
+    until(page, click(page, "#serving-load"), "#serving-status", "queued")
     assert_no_traceback(server)

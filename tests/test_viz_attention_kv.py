@@ -53,8 +53,9 @@ def test_overview_is_one_uint8_image(tiny_run):
     image = Image.open(io.BytesIO(base64.b64decode(pngs[0])))
     assert image.size == (n_keys, n_rows)  # one pixel per (layer·head, key) cell
     z = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), "<f4").reshape(n_rows, n_keys)
-    expected = np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8)  # weights quantised to uint8
-    np.testing.assert_array_equal(z, expected)
+    np.testing.assert_array_equal(z, rows.reshape(n_rows, n_keys).astype("<f4"))  # hover: the weights, 0 to 1
+    assert 'data-what="attention weight"' in out and "weight×255" not in out
+    expected = np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8)  # colors: weights quantised to uint8
     pixels = np.asarray(image)  # (rows, keys, 3)
     np.testing.assert_array_equal(pixels, va.BLUES_LUT[expected])
     assert tuple(va.BLUES_LUT[0]) == (247, 251, 255) and tuple(va.BLUES_LUT[255]) == (8, 48, 107)  # light = 0

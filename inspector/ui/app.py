@@ -156,47 +156,53 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 ViewSlot("pipeline", "pipeline")  # the stages of the newest step, along the top of the views
                 ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
                                  (temperature, top_k, top_p, min_p, seed), max_new)
-                with gr.Tabs():
-                    with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
-                        gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
-                        ViewSlot("resid_heat", "resid-heatmap")  # an image (inspector.viz.heatimage)
-                        ViewSlot("resid_pos", "resid-position", plot=True)
-                        ViewSlot("lens", "logit-lens-view")
-                    with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
-                        gr.Markdown(va.CAPTION, elem_classes="ii-caption")
-                        with gr.Row():
-                            layer = slider(layer_bound(cfg), 0, 1, "layer", "attn-layer")
-                            head = slider(head_bound(cfg), 0, 1, "query head", "attn-head")
-                        ViewSlot("attn_info", "attn-info")
-                        ViewSlot("attn_fig", "attn-pattern", plot=True)
-                        ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
-                    with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
-                        gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
-                        ViewSlot("kv_summary", "kv-summary-view")
-                        with gr.Row():
-                            ViewSlot("kv_bars", "kv-bars", plot=True)
-                            ViewSlot("kv_growth", "kv-growth", plot=True)
-                        recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
-                                              elem_id="kv-recompute-btn")
-                        ViewSlot("kv_recompute", "kv-recompute-view")
-                        build_kv_policy_panel(ctx)
-                    with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
-                        gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
-                        ViewSlot("samp_fig", "sampling-bars", plot=True)
-                        ViewSlot("samp_info", "sampling-view")
-                        resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
-                    with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
-                        gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
-                        inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
-                                                label="highlight layer", elem_id="inv-layer")
-                        inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
-                    with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
-                        gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
-                        ViewSlot("timing_fig", "timing-chart", plot=True)
-                        build_op_timing(h, sid)  # per operation: time a chosen step again, on the roofline
-                    build_beams_tab(ctx, decoding)
-                    for build_tab in LAB_TABS:
-                        build_tab(ctx)
+                # Two groups, each a tab row that wraps (never Gradio's overflow menu): every label is in sight
+                # at 1280 px and on a 390 px phone. static/app.js `openTab` opens a label's group first.
+                with gr.Tabs(elem_id="tab-groups"):
+                    with gr.Tab("Views", elem_id="tab-views"):
+                        with gr.Tabs(overflow_behavior="wrap", elem_id="view-tabs"):
+                            with gr.Tab("Residual stream", elem_id="tab-residual") as tab_residual:
+                                gr.Markdown(vr.CAPTION, elem_classes="ii-caption")
+                                ViewSlot("resid_heat", "resid-heatmap")  # an image (inspector.viz.heatimage)
+                                ViewSlot("resid_pos", "resid-position", plot=True)
+                                ViewSlot("lens", "logit-lens-view")
+                            with gr.Tab("Attention", elem_id="tab-attention") as tab_attention:
+                                gr.Markdown(va.CAPTION, elem_classes="ii-caption")
+                                with gr.Row():
+                                    layer = slider(layer_bound(cfg), 0, 1, "layer", "attn-layer")
+                                    head = slider(head_bound(cfg), 0, 1, "query head", "attn-head")
+                                ViewSlot("attn_info", "attn-info")
+                                ViewSlot("attn_fig", "attn-pattern", plot=True)
+                                ViewSlot("attn_overview", "attn-overview")  # an image (inspector.viz.heatimage)
+                            with gr.Tab("KV cache", elem_id="tab-kv") as tab_kv:
+                                gr.Markdown(vk.CAPTION, elem_classes="ii-caption")
+                                ViewSlot("kv_summary", "kv-summary-view")
+                                with gr.Row():
+                                    ViewSlot("kv_bars", "kv-bars", plot=True)
+                                    ViewSlot("kv_growth", "kv-growth", plot=True)
+                                recompute = gr.Button("Time this step without the cache (recompute the whole sequence)",
+                                                      elem_id="kv-recompute-btn")
+                                ViewSlot("kv_recompute", "kv-recompute-view")
+                                build_kv_policy_panel(ctx)
+                            with gr.Tab("Sampling", elem_id="tab-sampling") as tab_sampling:
+                                gr.Markdown(vs.CAPTION, elem_classes="ii-caption")
+                                ViewSlot("samp_fig", "sampling-bars", plot=True)
+                                ViewSlot("samp_info", "sampling-view")
+                                resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
+                            with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
+                                gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
+                                inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
+                                                        label="highlight layer", elem_id="inv-layer")
+                                inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
+                            with gr.Tab("Timing", elem_id="tab-timing") as tab_timing:
+                                gr.Markdown(vt.CAPTION, elem_classes="ii-caption")
+                                ViewSlot("timing_fig", "timing-chart", plot=True)
+                                build_op_timing(h, sid)  # per operation: time a chosen step again, on the roofline
+                            build_beams_tab(ctx, decoding)
+                    with gr.Tab("Labs", elem_id="tab-labs"):
+                        with gr.Tabs(overflow_behavior="wrap", elem_id="lab-tabs"):
+                            for build_tab in LAB_TABS:
+                                build_tab(ctx)
         ViewSlot("drawn", "views-drawn")  # hidden (app.css): which step the plots show (tests and bench wait on it)
         # Every view event has ONE output, the bundle of the views it changed (inspector.ui.bundle: Gradio's
         # cost per update grows with the number of outputs, skipped ones too).

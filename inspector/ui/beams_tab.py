@@ -23,8 +23,10 @@ from inspector.generation.levers import Levers
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.decoding_controls import DecodingControls, settings_from_controls
+from inspector.ui.fields import slider
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.tab_context import TabContext, lab_state
+from inspector.validate import Bound
 from inspector.viz import beams as vbm
 from inspector.viz.common import empty_figure, status_line_html
 
@@ -68,17 +70,21 @@ def run(ctx: TabContext, sid: str | None, prompt: Any, chat: Any, system: Any, m
             vbm.beam_tree(rec), gr.update(maximum=max(1, n), value=n, interactive=True), vbm.beam_table_html(rec))
 
 
-def show_step(ctx: TabContext, sid: str | None, step: Any) -> Any:
-    """The slider: the tree as it stood after that step (the last step: the whole tree, chosen output lit)."""
+def step_bound(n_steps: int) -> Bound:
+    return Bound("tree after step", True, 1, max(1, n_steps))
+
+
+@shows_refusals(lambda message, *_: (status_html(message, error=True), gr.skip()))
+def show_step(ctx: TabContext, sid: str | None, step: Any) -> tuple:
+    """The slider: the tree as it stood after that step (the last step: the whole tree, chosen output lit);
+    a value outside the steps is refused by name (status, tree)."""
     entry = ctx.store.get(sid)
     rec = entry.labs.get(LAB, {}).get("record") if entry is not None else None
     if rec is None:
-        return gr.skip()
-    try:
-        k = int(float(step))
-    except (TypeError, ValueError, OverflowError):
-        return gr.skip()
-    return vbm.beam_tree(rec) if k >= len(rec.steps) else vbm.beam_tree(rec, upto=max(0, k - 1))
+        raise InputError("nothing to show yet: press Run beam search first")
+    k = step_bound(len(rec.steps)).parse(step)
+    tree = vbm.beam_tree(rec) if k >= len(rec.steps) else vbm.beam_tree(rec, upto=max(0, k - 1))
+    return status_html(f"the tree after step {k} of {len(rec.steps)}"), tree
 
 
 def build_beams_tab(ctx: TabContext, controls: DecodingControls) -> None:
@@ -87,10 +93,11 @@ def build_beams_tab(ctx: TabContext, controls: DecodingControls) -> None:
         gr.Markdown(CAPTION, elem_classes="ii-caption")
         run_btn = gr.Button("Run beam search", variant="primary", elem_id="beams-run")
         status = gr.HTML(status_html("press Run beam search (uses the page's prompt)"), elem_id="beams-status")
-        step = gr.Slider(1, 2, 2, step=1, label="tree after step", elem_id="beams-step", interactive=False)
+        step = slider(step_bound(2), 2, 1, "tree after step", "beams-step", interactive=False)
         tree = gr.Plot(empty_figure("The beam tree appears here"), elem_id="beams-tree", show_label=False)
         table = gr.HTML("", elem_id="beams-table")
     run_btn.click(lambda sid, *a: run(ctx, sid, *a),
                   [ctx.sid, ctx.prompt, ctx.chat, ctx.system, ctx.max_new, *controls.inputs],
                   [status, tree, step, table], **fast)
-    step.release(lambda sid, k: show_step(ctx, sid, k), [ctx.sid, step], [tree], trigger_mode="always_last", **fast)
+    step.release(lambda sid, k: show_step(ctx, sid, k), [ctx.sid, step], [status, tree], trigger_mode="always_last",
+                 **fast)

@@ -82,7 +82,7 @@ BLUES_LUT = hi.colormap(sequential.Blues)  # light = 0, dark = 255
 def overview_html(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: int,
                   layer: int | None = None, head: int | None = None, local: list[bool] | None = None) -> str:
     """All heads at once: rows (num_layers, num_heads, n_keys) -> ONE image of (L·H) rows × keys, the
-    weights quantised to uint8; hover names the layer, query head and the KV head it reads, and with
+    colors quantised to uint8 and the weights themselves (0 to 1) in hover; hover names the layer, query head and the KV head it reads, and with
     `local` (per layer: a sliding-window layer) whether the layer is local or global."""
     n_layers, n_heads, n_k = rows.shape
     z = np.clip(np.round(rows.reshape(n_layers * n_heads, n_k) * 255), 0, 255).astype(np.uint8)  # (L*H, n_k)
@@ -93,14 +93,14 @@ def overview_html(rows: np.ndarray, pieces: list[str], n_rep: int, query_pos: in
     return hi.heat_html(hi.HeatImage(
         elem_id="attn-overview-map",
         title=f"All {n_layers}×{n_heads} heads: query at position {query_pos}, one row per head",
-        codes=z, lut=BLUES_LUT, what="weight×255",
+        codes=z, lut=BLUES_LUT, values=rows.reshape(n_layers * n_heads, n_k), what="attention weight", digits=3,
         row_names=[f"L{l}·H{h}·kv{h // n_rep}" + ("" if local is None else " local" if local[l] else " global")
                    for l in range(n_layers) for h in range(n_heads)],
         col_names=[f"key {k}" for k in keys],
         y_ticks=[(l * n_heads, f"L{l}" + ("" if local is None else "ᴸ" if local[l] else "ᴳ"))
                  for l in range(0, n_layers, every)],
         x_ticks=[(k, keys[k]) for k in range(0, n_k, stride)],
-        scale=("255", "0", "weight×255"), height=max(240, min(800, n_layers * n_heads * 3)),
+        scale=("1", "0", "attention weight"), height=max(240, min(800, n_layers * n_heads * 3)),
         row_band=n_heads, marks=marks, x_title="key position", y_title="layer · head"))
 
 

@@ -7,6 +7,7 @@ return plotly figures or HTML strings.
 from __future__ import annotations
 
 import html
+import textwrap
 
 import plotly.graph_objects as go
 from plotly.colors import make_colorscale, sequential
@@ -52,6 +53,18 @@ def status_line_html(message: str, error: bool = False, elem_id: str | None = No
 GRID = {"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db", "automargin": True, "ticklabeloverflow": "allow"}
 
 
+# Characters per title line: plotly.js never wraps a title and the SVG cuts it at the figure's edge; at 14 px
+# about 42 characters fit the narrowest plot (a 390 px phone), so longer titles wrap onto more lines.
+TITLE_LINE = 42
+TITLE_LINE_PX = 18  # the height one more title line takes from the plot (top margin)
+
+
+def wrap_title(title: str, width: int = TITLE_LINE) -> str:
+    """The title with <br> between lines of at most `width` characters (its own <br>s kept)."""
+    return "<br>".join(line for part in title.split("<br>")
+                       for line in (textwrap.wrap(part, width, break_on_hyphens=False) or [part]))
+
+
 def figure(traces: list[dict], title: str, height: int = 320, *, xaxis: dict | None = None,
            yaxis: dict | None = None, **layout: object) -> go.Figure:
     """A figure built in one go from plain dicts (plotly.js names: nested dicts, no magic underscores).
@@ -59,9 +72,20 @@ def figure(traces: list[dict], title: str, height: int = 320, *, xaxis: dict | N
     No plotly validation and no `update_*`/`add_*` calls: those walk plotly's property tree and cost
     3-15 ms each, while every decode step redraws a view; built this way a figure costs about 1 ms.
     The compact common look (title readable as the figure's SVG title, white background, light grid)
-    comes from here; `layout` adds or overrides top-level keys (shapes, annotations, barmode, ...)."""
+    comes from here; `layout` adds or overrides top-level keys (shapes, annotations, barmode, ...).
+    A long title wraps (`wrap_title`) and the top margin grows with it; a legend is shown whenever more
+    than one series is drawn (plotly.js would hide it for one trace with several colors)."""
+    title = wrap_title(title)
+    extra = TITLE_LINE_PX * title.count("<br>")
+    if (layout.get("legend") or {}).get("y", 0) > 1:  # type: ignore[union-attr]
+        extra += 22  # a legend above the plot sits under the title, not on it
+    margin = {"l": 60, "r": 20, "t": 40, "b": 50, **layout.pop("margin", {})}  # type: ignore[dict-item]
+    margin["t"] += extra
+    series = sum(1 for t in traces if t.get("showlegend") is not False)
     full = {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        # the title hangs from the top edge, so its extra lines go into the grown margin, above the plot
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 1, "yanchor": "top", "yref": "container",
+                  "pad": {"t": 10}, "font": {"size": 14}},
         # an explicit empty template: otherwise plotly.py embeds its default one (6.5 KB of JSON) in every
         # figure, which plotly.js merges on each redraw (measured ~16 ms per figure); plotly.js's own
         # defaults are already white with light grids.
@@ -71,8 +95,9 @@ def figure(traces: list[dict], title: str, height: int = 320, *, xaxis: dict | N
         "plot_bgcolor": "white",
         "xaxis": {**GRID, **(xaxis or {})},
         "yaxis": {**GRID, **(yaxis or {})},
-        "height": height,
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "height": height + extra,
+        "margin": margin,
+        "showlegend": series > 1,
         "font": {"size": 11},
         "hoverlabel": {"font": {"size": 12}},
         **layout,

@@ -30,7 +30,7 @@ def dla_figure(a: Attribution, top: int = DLA_TOP) -> go.Figure:
     title = (f"Direct logit attribution of {show_piece(a.piece)!r}: logit {a.logit:.3f} = sum of parts "
              f"{a.total:.3f} (top {len(parts)})")
     return figure([trace], title, height=max(260, 18 * len(parts) + 80), xaxis={"title": {"text": "logit contribution"}},
-                  yaxis={"automargin": True}, margin={"l": 110, "r": 20, "t": 40, "b": 40})
+                  yaxis={"automargin": True, "title": {"text": "part (attention head or MLP)"}}, margin={"l": 110, "r": 20, "t": 40, "b": 40})
 
 
 def patch_figure(s: PatchSweep) -> go.Figure:
@@ -42,7 +42,7 @@ def patch_figure(s: PatchSweep) -> go.Figure:
              "hovertemplate": "layer %{y}, position %{x}: %{z:.3f}<extra>click to see this patched run</extra>"}
     title = (f"Patching {s.point}: logit difference recovered (clean {s.clean_logit_diff:.2f}, corrupt "
              f"{s.corrupt_logit_diff:.2f}; {s.seconds:.1f} s)")
-    return figure([trace], title, height=max(300, 12 * len(s.layers) + 120), xaxis=position_ticks(labels),
+    return figure([trace], title, height=max(300, 12 * len(s.layers) + 120), xaxis={**position_ticks(labels), "title": {"text": "position patched (token)"}},
                   yaxis={"title": {"text": "layer"}})
 
 

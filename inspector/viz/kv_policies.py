@@ -62,7 +62,8 @@ def kept_map_figure(run: KVPolicyRun, layer: int, head: int) -> go.Figure:
               + (f", score {scores[f, p]:.3g}" if scores[f, p] else "") for f, c in enumerate(codes[:, p])]
              for p in range(codes.shape[1])]
     trace = {"type": "heatmap", "z": codes.T.astype("uint8"), "zmin": 0, "zmax": n, "colorscale": scale,
-             "showscale": False, "text": hover, "hoverinfo": "text", "xgap": 1, "ygap": 0}
+             "showscale": False, "text": hover, "hoverinfo": "text", "xgap": 1, "ygap": 0,
+             "showlegend": False}  # the legend is the one marker per code below
     legend = [{"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": KEPT_CODES[i],
                "marker": {"color": CODE_COLORS[i], "symbol": "square", "size": 10,
                           "line": {"color": "#9ca3af", "width": 1}}} for i in range(1, n)]

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from inspector.session.records import ForwardRecord, KVLayerStat
 from inspector.units import format_bytes
-from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, vline
+from inspector.viz.common import GENERATED, KV_K, KV_V, PROMPT, esc, figure, vline, wrap_title
 
 CAPTION = ("KV cache: every layer keeps the keys (K) and values (V) of all past positions, so a decode step "
            "only computes the new token. The prefill fills one entry per prompt token at once; each decode "
@@ -47,9 +47,18 @@ def layer_bars(kv: list[KVLayerStat]) -> go.Figure:
     traces = [dict(type="bar", x=layers, y=half, name=f"{kind} bytes", marker={"color": color}, hovertext=hover,
                    hoverinfo="text+y") for kind, color in (("K", KV_K), ("V", KV_V))]
     n = kv[0].length if kv else 0
-    return figure(traces, f"KV cache per layer: {n} entries each, K and V", 300, barmode="stack",
+    notes = []
+    if kv and len({s.nbytes for s in kv}) == 1:  # the usual case: say why the bars are all alike
+        s = kv[0]
+        why = (f"Every bar is the same: each layer keeps K and V for the same {n} positions, "
+               f"{s.k_shape[1]} KV heads × {s.k_shape[3]} numbers each, so the cache grows with tokens, "
+               "not unevenly by layer (sliding-window layers or an eviction policy would differ).")
+        notes.append({"text": wrap_title(why, 60), "x": 0, "xref": "paper", "xanchor": "left", "y": 1.0,
+                      "yref": "paper", "yanchor": "bottom", "showarrow": False, "align": "left",
+                      "font": {"size": 10, "color": "#4b5563"}})
+    return figure(traces, f"KV cache per layer: {n} entries each, K and V", 300 + 40 * bool(notes), barmode="stack",
                   legend={"orientation": "h", "y": -0.25}, xaxis={"title": {"text": "layer"}},
-                  yaxis={"title": {"text": "bytes"}})
+                  yaxis={"title": {"text": "bytes"}}, annotations=notes, margin={"t": 40 + 48 * bool(notes)})
 
 
 def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) -> go.Figure:

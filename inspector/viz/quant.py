@@ -30,8 +30,8 @@ def memory_figure(stats: list[SchemeStats]) -> go.Figure:
                     "marker": {"color": [PROMPT if s.label == "fp32" else CHOSEN for s in stats]},
                     "text": [f"{format_bytes(s.weight_bytes)} ({s.weight_bytes / base:.2f}x)" for s in stats],
                     "textposition": "auto", "hovertemplate": "%{y}: %{x:.1f} MiB<extra></extra>"}],
-                  "Weights in memory per precision", height=260, xaxis={"title": {"text": "MiB"}},
-                  yaxis={"autorange": "reversed"})
+                  "Weights in memory per precision", height=260, xaxis={"title": {"text": "weights (MiB)"}},
+                  yaxis={"autorange": "reversed", "title": {"text": "precision"}})
 
 
 def speed_figure(stats: list[SchemeStats]) -> go.Figure:
@@ -44,7 +44,8 @@ def speed_figure(stats: list[SchemeStats]) -> go.Figure:
                     "marker": {"color": [PROMPT if s.label == "fp32" else GENERATED for s in done]},
                     "hovertext": [s.path for s in done], "hovertemplate": "%{y}: %{hovertext}<extra></extra>"}],
                   "Decode speed, measured here (median of a few steps; KV as chosen)", height=260,
-                  xaxis={"title": {"text": "tokens / s"}}, yaxis={"autorange": "reversed"})
+                  xaxis={"title": {"text": "decode speed (tokens / s)"}},
+                  yaxis={"autorange": "reversed", "title": {"text": "precision"}})
 
 
 def strip_figure(rec: FidelityRecord, selected: int | None = None) -> go.Figure:
@@ -95,6 +96,7 @@ def dists_figure(rec: FidelityRecord, step: int) -> go.Figure:
               {"type": "bar", "name": rec.label, "x": labels, "y": [pq.get(i, 0.0) for i in ids], "marker": {"color": CHOSEN}}]
     return figure(traces, f"Step {step}: next-token distribution, fp32 vs {rec.label} (KL {s.kl:.3g} nats)",
                   height=300, barmode="group", yaxis={"title": {"text": "probability"}},
+                  xaxis={"title": {"text": "next token (piece [id]), most likely first"}},
                   legend={"orientation": "h", "y": 1.12})
 
 

@@ -88,7 +88,8 @@ def timeline_figure(timelines: list[RequestTimeline]) -> go.Figure:
     labels = [t.label for t in timelines]
     return figure(traces, "Requests over engine steps", 120 + 22 * max(len(timelines), 1),
                   xaxis={**step_axis(max((len(t.states) for t in timelines), default=0)), "rangemode": "tozero"},
-                  yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels[::-1]},
+                  yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels[::-1],
+                         "title": {"text": "request"}},
                   legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
 
 
@@ -138,7 +139,7 @@ def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
     if peaks is not None:
         traces.insert(0, roof_trace(peaks, min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 10), "roof"))
         title += f" (peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s)"
-    return figure(traces, title, 340, xaxis={"type": "log", "title": {"text": "FLOPs per byte moved"}},
+    return figure(traces, title, 340, xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte moved)"}},
                   yaxis={"type": "log", "title": {"text": "achieved GFLOP/s"}}, legend={"orientation": "h", "y": -0.3})
 
 
@@ -159,7 +160,8 @@ def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": CHOSEN, "width": 2, "dash": "dash"}})
     return figure(traces, "Memory: weights + KV cache", 110 + 50 * max(len(bars), 1), barmode="stack", shapes=shapes,
-                  xaxis={"title": {"text": "GiB"}}, yaxis={"autorange": "reversed"},
+                  xaxis={"title": {"text": "memory (GiB)"}},
+                  yaxis={"autorange": "reversed", "title": {"text": "model configuration"}},
                   legend={"orientation": "h", "y": -0.4}, margin={"l": 160, "r": 20, "t": 40, "b": 50})
 
 

@@ -72,9 +72,10 @@ def chain_waterfall(sample: SampleRecord, top_n: int = 8, preview: bool = False)
                       "font": {"size": 10, "color": "#4b5563"}, "yanchor": "bottom"})
     what = "Preview (no model rerun): would pick" if preview else "Sampling chain: picked"
     title = f"{what} {show_piece(sample.token_piece, 14)} (id {sample.token_id}) · seed {sample.params.seed}"
-    return figure(traces, title, 380, annotations=notes, showlegend=True,
+    return figure(traces, title, 360, annotations=notes, showlegend=True,
                   legend={"orientation": "h", "y": -0.25}, margin={"l": 60, "r": 20, "t": 90, "b": 60},
-                  xaxis={"tickmode": "array", "tickvals": x, "ticktext": cols, "range": [-0.3, len(cols) - 0.7]},
+                  xaxis={"tickmode": "array", "tickvals": x, "ticktext": cols, "range": [-0.3, len(cols) - 0.7],
+                         "title": {"text": "stage of the sampling chain, in order"}},
                   yaxis={"title": {"text": "probability"}, "rangemode": "tozero"})
 
 
