@@ -51,7 +51,8 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
     """Every figure the builders drew while the page's handlers (main views and labs) ran, by builder."""
     from inspector.engine.config import SamplingParams
     from inspector.generation.beam import beam_search
-    from inspector.ui import interventions_tab, kvpolicy_tab, quant_tab, serving_tab, speculative_tab
+    from inspector.ui import (interventions_tab, kvpolicy_tab, optiming_view, quant_tab, serving_prefix, serving_tab,
+                              speculative_tab, training_tab)
     from tests.test_ui_handlers import make
 
     out: dict[str, list[go.Figure]] = {}
@@ -77,6 +78,7 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
             h.show_tab(tab)(sid, 1, 1)
         h.select(sid, 2, 1, 1)
         h.preview(sid, 1.5, 3, 0.9, 0.0, 2)
+        optiming_view.time_operations(h, sid, -1, 1)  # the Timing view's per-operation roofline
         inspector.viz.sampling.sampling_bars(h.store.get(sid).session.records[-1].sample)  # the CLI's chart
 
         ctx = make_ctx(tiny_loaded)
@@ -87,6 +89,8 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
         kvpolicy_tab.run_flash(ctx, lab, 1, 1, " ".join([PROMPT] * 3), False, "")
         serving_tab.load(ctx, lab, "The capital of France is\nHello there", 2, 4, 0, 1, False, "", 4, *SAMPLING)
         serving_tab.step(ctx, lab)
+        serving_prefix.run_compare(ctx, lab, 3, 2, 16, "You are the help desk of a public library. Be brief.")
+        training_tab.run_training(ctx, lab, PROMPT)
         serving_tab.memory_view(next(iter(serving_tab.shipped_configs().values())).repo_id, 4096, 8, "bf16", 80)
         speculative_tab.start(ctx, lab, "ngram", 1, 3, PROMPT, False, "", 8, 0.0, 0, 1.0, 0.0, 0)
         speculative_tab.round_(ctx, lab)

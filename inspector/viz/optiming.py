@@ -81,5 +81,5 @@ def op_roofline(t: OpTiming, peaks: Peaks | None) -> go.Figure:
     if peaks is not None and peaks.gb_per_s > 0:
         traces.insert(0, roof_trace(peaks, min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 3), "roof (measured)"))
         title += f": peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s"
-    return figure(traces, title, 380, xaxis={"type": "log", "title": {"text": "FLOPs per byte read"}},
+    return figure(traces, title, 380, xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte read)"}},
                   yaxis={"type": "log", "title": {"text": "achieved GFLOP/s"}}, legend={"orientation": "h", "y": -0.3})

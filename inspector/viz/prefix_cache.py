@@ -60,4 +60,5 @@ def ttft_tpot_figure(runs: list[ConfigRun]) -> go.Figure:
                     "marker": {"color": GENERATED}}],
                   "Time to first token and time per output token, per configuration", height=300,
                   barmode="group", yaxis={"title": {"text": "ms (this machine)"}},
+                  xaxis={"title": {"text": "configuration (prefix caching, chunked prefill)"}},
                   legend={"orientation": "h", "y": -0.25})
