@@ -102,7 +102,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         # through it: every live session and the model's weights (deepcopy keeps functions as they are).
         sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=lambda sid: store.drop(sid))
         gr.HTML(model_header_html(loaded.name, n_params, dtype, cfg, weight_bytes, loaded.source_format,
-                                  loaded.source_bytes))
+                                  loaded.source_bytes, precision_note(loaded.source_format or "", dtype)))
         # First screen (1400x900): a prompt bar with the run buttons, settings folded away, then the tokens
         # beside the views, so after Prefill the tokens and the open view's main plot are both in sight.
         with gr.Row(equal_height=False, elem_id="prompt-bar"):
