@@ -58,26 +58,33 @@ if (!window.__inspectorTour) {
       (caption.querySelector("p") || caption).prepend(b); // inline, before the caption's first words
     });
   };
-  let queued = false;
-  new MutationObserver(() => {
-    if (queued) return;
-    queued = true;
-    requestAnimationFrame(() => {
-      queued = false;
-      addHelp();
-      if (wantOpen || (!seen() && !isOpen() && !window.__inspectorTourShown && steps().length)) {
-        window.__inspectorTourShown = true; // the first-visit opening happens once per page
-        open(wantOpen ? undefined : steps()[0].dataset.stage);
-      } else if (isOpen()) {
-        const all = steps();
-        if (all.length && (all[at] === undefined || all[at].hidden || all.some((s, i) => i !== at && !s.hidden))) show();
-      }
-    });
-  }).observe(document.body, { childList: true, subtree: true });
+  // The tour's text changed (a new step's numbers, or the first text after the page loaded): keep showing
+  // the same step; open it on a first visit. Only the tour's own slot is watched: a watcher over the whole
+  // page would run on every plot redraw.
+  const onTourText = () => {
+    addHelp();
+    if (wantOpen || (!seen() && !isOpen() && !window.__inspectorTourShown && steps().length)) {
+      window.__inspectorTourShown = true; // the first-visit opening happens once per page
+      open(wantOpen ? undefined : steps()[0].dataset.stage);
+    } else if (isOpen()) {
+      const all = steps();
+      if (all.length && (all[at] === undefined || all[at].hidden || all.some((s, i) => i !== at && !s.hidden))) show();
+    }
+  };
+  const watchTour = () => {
+    const view = document.getElementById("tour-view");
+    if (!view) { setTimeout(watchTour, 200); return; }
+    new MutationObserver(onTourText).observe(view, { childList: true, subtree: true });
+    onTourText();
+  };
+  watchTour();
+  // a view tab's content is mounted when the tab is first opened: add its "?" once it is there
+  const helpSoon = () => [50, 250, 800, 2000].forEach((ms) => setTimeout(addHelp, ms));
 
   document.addEventListener("click", (ev) => {
     const t = ev.target.closest ? ev.target : null;
     if (!t) return;
+    if (t.closest("button[role=tab], .overflow-dropdown button")) { helpSoon(); return; }
     if (t.closest("#tour-btn")) { if (isOpen()) close(); else open(undefined); return; }
     if (t.closest("#tour-close")) { close(); return; }
     if (t.closest("#tour-back")) { at -= 1; show(); return; }
