@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.net import HOST, free_port, wait_for_http
+from tests.ui_server import TOUR_SEEN_JS
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -97,6 +98,7 @@ def cold_start(p) -> float:
     try:
         browser = chromium(p)
         page = browser.new_page()
+        page.add_init_script(TOUR_SEEN_JS)
         wait_for_http(url, proc, timeout_s=300, interval_s=0.1)
         page.goto(url)
         page.locator("#prefill-btn").wait_for(state="visible", timeout=120_000)
@@ -113,6 +115,7 @@ def open_page(p, demo):
     """A browser on the app with a prefilled prompt: (browser, page)."""
     browser = chromium(p)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.add_init_script(TOUR_SEEN_JS)
     page.goto(demo.local_url)
     page.locator("#status-line").wait_for(timeout=120_000)
     page.locator("#prompt textarea").fill("What is gravity?")
@@ -299,6 +302,8 @@ def main() -> None:
             page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
             page.wait_for_timeout(500)
             start = int(page.locator("#token-count").get_attribute("data-generated"))
+            if not page.locator("#play-max input").is_checked():
+                page.locator("#play-max input").check()  # Play as fast as the model goes (the Speed control's max)
             t0 = time.perf_counter()
             page.locator("#play-btn").click()
             page.wait_for_function(

@@ -2,7 +2,7 @@
 
 It starts the app in process on the embedded default model (127.0.0.1, a free port), drives Debian
 chromium with Playwright at 1400x900 the way a visitor does (a prompt, Prefill, a few Steps) and saves
-the first screen and each view. Nothing is drawn by hand: every picture is the page as served.
+the first screen, each view and the guided tour (open at the KV cache step). Nothing is drawn by hand: every picture is the page as served.
 
 Options: --out DIR (default docs/img), --steps N decode steps before the shots (default 6), --chromium PATH.
 Also prints, for the layout checks, how far down the page the tokens and the open view's plot end.
@@ -65,13 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import expect, sync_playwright
 
     from inspector.models.loader import load_model
-    from tests.ui_server import start_app  # the browser tests' way of serving the app in process
+    from tests.ui_server import TOUR_SEEN_JS, start_app  # the browser tests' way of serving the app in process
 
     demo = start_app(load_model(None))
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.add_init_script(TOUR_SEEN_JS)  # the tour is shot on its own (tour.png), not over every view
             page.goto(demo.local_url, timeout=T)
             expect(page.locator("#status-line")).to_be_visible(timeout=T)
             page.locator("#prompt textarea").fill(PROMPT)
@@ -92,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
                 expect(page.locator(ready).first).to_be_visible(timeout=T)
                 page.wait_for_timeout(600)
                 page.screenshot(path=str(out / name), full_page=False)
+            # the guided tour, opened at the KV cache step by that view's "?"
+            open_tab(page, "KV cache")
+            page.locator("#tab-kv .ii-tour-help").click()
+            expect(page.locator("#tour-kv-bytes")).to_be_visible(timeout=T)
+            page.evaluate("window.scrollTo(0, 0)")
+            page.wait_for_timeout(600)
+            page.screenshot(path=str(out / "tour.png"))
+            page.locator("#tour-close").click()
             # prompt lookup drafts from the context: a prompt whose answer repeats it shows accepted drafts
             page.locator("#prompt textarea").fill(SPECULATIVE_PROMPT)
             for label, panel, name, presses in LABS:
@@ -107,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             browser.close()
     finally:
         demo.close()
-    print(f"wrote {1 + len(VIEWS) + len(LABS)} screenshots to {out}")
+    print(f"wrote {2 + len(VIEWS) + len(LABS)} screenshots to {out}")
     return 0
 
 

@@ -38,6 +38,7 @@ from tests.net import NotServing, free_port, wait_for_http, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
 LAYER_HEAD = (0, 0)  # the attention tab's sliders as a fresh page has them
+PLAY_MAX = (20, True)  # Play's Speed box and its "max" tick: as fast as the model goes
 CALL_TIMEOUT_S = 300.0  # one request; a wedged server fails the session instead of hanging the run
 
 # Short chat prompts, one per session (a 17th session reuses the list with a suffix: `prompt_for`).
@@ -293,7 +294,7 @@ class UiSession:
         """Press Play and wait until it stops by itself (its last update); at `deadline` (monotonic), press
         Pause. A Play still running `timeout_s` later is an error."""
         try:
-            job = self.client.submit(*GREEDY, *LAYER_HEAD, api_name="/ui_play")
+            job = self.client.submit(*GREEDY, *LAYER_HEAD, *PLAY_MAX, api_name="/ui_play")
             if deadline is not None and not wait_until(job.done, deadline - time.monotonic(), interval_s=0.2):
                 _call(self.client, api_name="/ui_pause")
             return self._bundle(job.result(timeout=timeout_s))

@@ -12,7 +12,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS, TOUR_SEEN_JS, app_demo, app_url  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() retries until then
@@ -35,8 +35,11 @@ def open_view(page: Page, label: str) -> None:
 open_tab = open_view  # the views' tests' name for it
 
 
-def goto(page: Page, url: str) -> None:
-    """Open the app and wait until it is live (the status line is drawn by the page-load event)."""
+def goto(page: Page, url: str, tour: bool = False) -> None:
+    """Open the app and wait until it is live (the status line is drawn by the page-load event). `tour`:
+    as a first visit (the guided tour opens); otherwise as a visitor who has closed it."""
+    if not tour:
+        page.add_init_script(TOUR_SEEN_JS)
     page.goto(url, timeout=T)
     expect(page.locator("#status-line")).to_be_visible(timeout=T)
     # the load chain's last step (inspector/ui/app.py PAGE_READY_JS): no load step writes the controls after it

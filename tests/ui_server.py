@@ -12,6 +12,9 @@ import pytest
 from tests.net import HOST, free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+# The guided tour opens on a browser's first visit (static/tour.js). Pages that test other parts mark it seen
+# (`page.add_init_script(TOUR_SEEN_JS)`), as a returning visitor, so its card never covers what they click.
+TOUR_SEEN_JS = "try { localStorage.setItem('inspector-tour-seen', '1'); } catch (e) {}"
 
 
 def start_app(loaded):

@@ -38,6 +38,10 @@ from inspector.ui.serving_tab import build_serving_tab
 from inspector.ui.speculative_tab import build_speculative_tab
 from inspector.ui.training_tab import build_training_tab
 from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.play_speed import build_speed_controls
+from inspector.ui.selections import build_pin, fresh_selections, reselect_pinned
+from inspector.ui.system_prompt import system_note_html, template_system
+from inspector.ui.tour_panel import TOUR_CSS_FILE, build_tour_button, build_tour_panel
 from inspector.ui.tab_context import TabContext
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
@@ -47,6 +51,7 @@ from inspector.viz import sampling as vs
 from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz.header import model_header_html
+from inspector.viz.precision import precision_note
 
 STATIC = Path(__file__).resolve().parents[2] / "static"
 
@@ -69,7 +74,7 @@ def launch_kwargs() -> dict[str, Any]:
     """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks)."""
     return {
         "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
-        "css": (STATIC / "app.css").read_text(encoding="utf-8"),
+        "css": (STATIC / "app.css").read_text(encoding="utf-8") + TOUR_CSS_FILE.read_text(encoding="utf-8"),
         "js": (STATIC / "app.js").read_text(encoding="utf-8"),
     }
 
@@ -100,7 +105,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         # through it: every live session and the model's weights (deepcopy keeps functions as they are).
         sid = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=lambda sid: store.drop(sid))
         gr.HTML(model_header_html(loaded.name, n_params, dtype, cfg, weight_bytes, loaded.source_format,
-                                  loaded.source_bytes))
+                                  loaded.source_bytes, precision_note(loaded.source_format or "", dtype)))
         # First screen (1400x900): a prompt bar with the run buttons, settings folded away, then the tokens
         # beside the views, so after Prefill the tokens and the open view's main plot are both in sight.
         with gr.Row(equal_height=False, elem_id="prompt-bar"):
@@ -113,10 +118,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     play_btn = gr.Button("Play ▶", elem_id="play-btn", size="sm")
                     pause_btn = gr.Button("Pause", elem_id="pause-btn", size="sm")
                     reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn", size="sm")
+                    build_tour_button()  # reopens the guided tour (static/tour.js)
                 with gr.Row(elem_classes="ii-options"):
                     chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
                     max_new = FreeNumber(32, label=MAX_NEW.name, precision=0, elem_id="max-new-tokens",
                                          min_width=110)
+                    speed, fastest = build_speed_controls()  # Play's pace (inspector.ui.play_speed)
                     link_btn = gr.Button("Link to this run", elem_id="link-btn", size="sm", min_width=110)
         with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
             with gr.Row():
@@ -126,8 +133,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 min_p = slider(MIN_P, 0.0, 0.01, "min-p", "min-p")
             with gr.Row():
                 seed = FreeNumber(0, label=SEED.name, precision=0, elem_id="seed", min_width=100)
+                system_info = template_system(loaded.tokenizer)
                 system = gr.Textbox(label="System prompt (chat only, optional)", lines=1,
-                                    elem_id="system-prompt", scale=4)
+                                    elem_id="system-prompt", scale=4, placeholder=system_info.default or "")
+            system_note = gr.HTML(system_note_html(system_info, True, ""), elem_id="system-note-view")
             decoding = build_decoding_controls()  # penalties, bans, stop, constraint, beams (Sampling view stages)
             gr.Examples(EXAMPLES, inputs=[prompt, chat], label="Example prompts")
         with gr.Row(equal_height=False, elem_id="workspace"):
@@ -152,6 +161,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                 branch_switch = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
                 position = FreeNumber(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                       elem_id="position")
+                pin = build_pin()  # keep layer / head / position across runs (inspector.ui.selections)
             with gr.Column(scale=5, min_width=320, elem_id="view-column"):
                 ViewSlot("pipeline", "pipeline")  # the stages of the newest step, along the top of the views
                 ctx = TabContext(loaded, store, limits, sid, prompt, chat, system,
@@ -190,7 +200,8 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                                 ViewSlot("samp_info", "sampling-view")
                                 resample_btn = gr.Button("Resample this step's token", elem_id="resample-btn")
                             with gr.Tab("Tensor inventory", elem_id="tab-inventory") as tab_inventory:
-                                gr.Markdown(vi.CAPTION, elem_classes="ii-caption")
+                                gr.Markdown(" ".join([vi.CAPTION, precision_note(loaded.source_format or "", dtype)]),
+                                            elem_classes="ii-caption")
                                 inv_layer = gr.Dropdown(["none"] + [str(i) for i in range(cfg.num_hidden_layers)], value="none",
                                                         label="highlight layer", elem_id="inv-layer")
                                 inventory = gr.HTML(h.inventory_view(None), elem_id="inventory")
@@ -211,14 +222,19 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         hidden = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
 
         prefill = bundled(h.prefill, VIEW_KEYS, lead=1)  # outputs: the session id, then the views
-        prefill_btn.click(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
-                          api_name="ui_prefill", **hidden, **FAST)
-        prompt.submit(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
-                      api_name="ui_prefill_submit", **hidden, **FAST)
+        # a new run starts with fresh selections unless pinned (inspector.ui.selections)
+        fresh = {"fn": fresh_selections, "inputs": [pin], "outputs": [layer, head, position], "queue": False,
+                 "show_progress": "hidden", **hidden}
+        reselect = bundled(reselect_pinned(h.select, len(VIEW_KEYS)), VIEW_KEYS)
+        for trigger, name in ((prefill_btn.click, "ui_prefill"), (prompt.submit, "ui_prefill_submit")):
+            trigger(**fresh).then(prefill, [sid, prompt, chat, system, *sampling, max_new, layer, head], [sid, bundle],
+                                  api_name=name, **hidden, **FAST).then(
+                reselect, [sid, pin, position, layer, head], [bundle], **hidden, **FAST)
         # Step: one update (token, open tab's views, the hidden `drawn` marker), not queued (Handlers.step)
         step_btn.click(bundled(h.step, (*VIEW_KEYS, "drawn")), [sid, *sampling, layer, head], [bundle],
                        api_name="ui_step", queue=False, **hidden, show_progress="hidden")
-        play_btn.click(bundled(h.play, VIEW_KEYS), [sid, *sampling, layer, head], [bundle], api_name="ui_play",
+        play_btn.click(bundled(h.play, VIEW_KEYS), [sid, *sampling, layer, head, speed, fastest], [bundle],
+                       api_name="ui_play",
                        **hidden, **FAST)
         pause_btn.click(h.pause, [sid], None, api_name="ui_pause", queue=False, **hidden)
         reset_btn.click(bundled(h.reset, VIEW_KEYS), [sid, layer, head], [bundle], api_name="ui_reset", **hidden,
@@ -242,6 +258,9 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         recompute.click(bundled(h.recompute, ("kv_recompute", "status")), [sid], [bundle], **hidden, **FAST)
         inv_layer.change(h.inventory_view, [inv_layer], [inventory], **hidden, **FAST)
         wire_decoding_controls(decoding, store, sid)
+        gr.on([chat.change, system.change], partial(system_note_html, system_info), [chat, system],
+              [system_note], queue=False, show_progress="hidden", **hidden)
+        build_tour_panel()  # the guided tour's floating card, open on a first visit (inspector.ui.tour_panel)
         for key, tab in [("residual", tab_residual), ("attention", tab_attention), ("kv", tab_kv),
                          ("sampling", tab_sampling), ("inventory", tab_inventory), ("timing", tab_timing)]:
             tab.select(bundled(h.show_tab(key), VIEW_KEYS), [sid, layer, head], [bundle], **latest, **FAST)

@@ -25,6 +25,7 @@ from inspector.ui import admission, branch_handlers, link_handlers
 from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import MAX_NEW, head_bound, layer_bound, position_bound, sampling_params
 from inspector.ui.kv_view_policy import use_policy
+from inspector.ui.play_speed import step_interval, wait_for_pace
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
@@ -174,13 +175,17 @@ class Handlers(Views):
         return views
 
     @shows_refusals(_refused)
-    def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> Iterator[list]:
-        """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step.
+    def play(self, sid, temperature, top_k, top_p, min_p, seed, layer, head, speed: Any = None,
+             fastest: Any = True) -> Iterator[list]:
+        """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step, at most
+        `speed` steps a second unless `fastest` (the Speed control; a script's call without them: max).
 
         Status, tokens and text update on every step; the open tab's plots at most every PLOT_INTERVAL_S
         (and always on the last step), so a browser that paints slower than the model steps never falls
-        behind and steals the CPU from the model."""
+        behind and steals the CPU from the model. The wait between steps is on the pause event: Pause
+        ends it at once, and the model thread is free meanwhile."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        interval = step_interval(speed, fastest)
         entry = self._entry_when_prefilled(sid)
         prefilling = entry.activity == "prefill"
         if prefilling:
@@ -193,6 +198,7 @@ class Handlers(Views):
         try:
             self._need_session(sid)  # the prefill waited for may have failed
             while not entry.pause.is_set() and entry.session is not None and not entry.session.finished:
+                started = time.monotonic()
                 try:
                     self._one_step(entry, params)
                 except InspectorError as exc:
@@ -202,6 +208,8 @@ class Handlers(Views):
                 yield self.views(entry, layer, head, plots=draw)
                 if draw:
                     drawn = time.monotonic()
+                if not entry.session.finished:  # the last step's update is not held back
+                    wait_for_pace(entry.pause, started, interval)
         except InspectorError as exc:
             message = str(exc)
         finally:

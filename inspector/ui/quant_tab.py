@@ -39,6 +39,7 @@ from inspector.validate import Bound
 from inspector.viz import inventory as vi
 from inspector.viz import quant as vq
 from inspector.viz.common import empty_figure, status_line_html
+from inspector.viz.precision import quant_lab_note
 
 LAB = "quant"
 LABELS = {parse_scheme(c).label: c for c in CHOICES}  # "int4-g32" -> "int4:32"
@@ -179,6 +180,8 @@ def build_quant_tab(ctx: TabContext) -> None:
     cfg = ctx.loaded.config
     with gr.Tab("Quantization", elem_id="tab-quant"):
         gr.Markdown(vq.CAPTION + " Uses the page's prompt, chat toggle and max new tokens.", elem_classes="ii-caption")
+        gr.Markdown(quant_lab_note(ctx.loaded.source_format or ""), elem_id="quant-precision-note",
+                    elem_classes="ii-caption")
         with gr.Row():
             precision = gr.Dropdown(list(LABELS), value="int8", label="weights precision", elem_id="quant-scheme")
             kv = gr.Dropdown(["fp32", "int8"], value="fp32", label="KV cache", elem_id="quant-kv-select")

@@ -17,6 +17,7 @@ from inspector.ui.branch_handlers import tree_html
 from inspector.ui.fields import head_bound, layer_bound
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.sessions import Entry, SessionStore
+from inspector.ui.tour_panel import tour_facts
 from inspector.viz import attention as va
 from inspector.viz import branches as vb
 from inspector.viz import header as vh
@@ -27,14 +28,15 @@ from inspector.viz import sampling as vs
 from inspector.viz import stages as vst
 from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
+from inspector.viz import tour as vtour
 from inspector.viz.common import empty_figure
 
 # Order of the view outputs every step handler returns (the app wires components in this order).
-VIEW_KEYS = ("status", "chips", "text", "pipeline", "branches", "resid_heat", "resid_pos", "lens", "attn_fig", "attn_overview",
-             "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
+VIEW_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour", "resid_heat", "resid_pos", "lens", "attn_fig",
+             "attn_overview", "attn_info", "kv_bars", "kv_growth", "kv_summary", "kv_recompute", "samp_fig", "samp_info",
              "timing_fig")
-TOKEN_KEYS = VIEW_KEYS[:5]  # what every step updates: status line, token chips, text, pipeline strip, branches
-PLOT_KEYS = VIEW_KEYS[5:]  # the views in tabs: only the open tab's are drawn
+TOKEN_KEYS = VIEW_KEYS[:6]  # what every step updates: status line, token chips, text, pipeline strip, branches, tour
+PLOT_KEYS = VIEW_KEYS[6:]  # the views in tabs: only the open tab's are drawn
 BRANCH_CHOICES = 10  # candidates offered as "what if it had picked..." buttons in the Sampling view
 
 
@@ -53,6 +55,7 @@ class Views:
         self.n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
         self.facts = vp.ModelFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                                    cfg.num_key_value_heads, cfg.vocab_size)
+        self.tour_facts = tour_facts(loaded)
 
     def blank_views(self, message: str = "", error: bool = False) -> list:
         """Every view in its empty state (page load, Reset)."""
@@ -61,6 +64,7 @@ class Views:
             "status": vh.status_html("idle", vt.timing_stats([]), message, error),
             "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
             "pipeline": vp.pipeline_html(None, self.facts), "branches": tree_html(None),
+            "tour": vtour.tour_html(self.tour_facts, None),
             "resid_heat": "", "resid_pos": empty_figure(hint), "lens": "",
             "attn_fig": empty_figure(hint), "attn_overview": "",
             "attn_info": va.kv_groups_html(self.loaded.config.num_attention_heads,
@@ -148,13 +152,15 @@ class Views:
         rec = s.records[-1]
         if plots and s.record and rec.sample is not None:
             s.logit_lens(rec.step)  # the newest token's commitment layer on its chip (kept once computed)
+        piece = tok.decode([rec.sample.token_id]) if rec.sample else ""
         v: dict[str, Any] = {
             "status": self.status(entry, message, error),
             "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
                                            entry.selected, vtok.decided_layers(s.records)),
             "text": vtok.generated_text_html(s.text, s.finished),
-            "pipeline": vp.pipeline_html(rec, self.facts, tok.decode([rec.sample.token_id]) if rec.sample else ""),
+            "pipeline": vp.pipeline_html(rec, self.facts, piece),
             "branches": tree_html(entry),
+            "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
         if not plots:
             return [v.get(k, gr.skip()) for k in VIEW_KEYS]

@@ -7,9 +7,12 @@ from inspector.viz.common import esc
 
 
 def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int, source_format: str = "",
-                      source_bytes: int = 0) -> str:
-    """Name, parameters, dtype, layers, heads / KV heads, head_dim, context, weight memory."""
+                      source_bytes: int = 0, precision: str = "") -> str:
+    """Name, parameters, dtype, layers, heads / KV heads, head_dim, context, weight memory; `precision`: a
+    one-line note on what the dtype holds (`inspector.viz.precision`)."""
     src = f" · source {esc(source_format)} ({format_bytes(source_bytes)})" if source_format else ""
+    if precision:
+        src += f' · <span id="precision-note">{esc(precision)}</span>'
     items = [
         ("parameters", f"{params / 1e6:,.1f} M"), ("dtype", dtype), ("layers", cfg.num_hidden_layers),
         ("heads / KV heads", f"{cfg.num_attention_heads} / {cfg.num_key_value_heads}"),

@@ -1,0 +1,190 @@
+"""The guided tour: one step per stage of the pipeline strip, in the order the data flows, with this run's numbers.
+
+`tour_html(facts, rec, new_piece)` is a pure function of the model's numbers (`TourFacts`, built from its
+config by the UI) and the newest `ForwardRecord` (None before the first prefill). It returns one HTML string:
+a `<section class="ii-tour-step">` per step, each 2-3 plain sentences; the page's script shows one at a time.
+A step that explains a view names that view's tab (`data-tab`, its label; `data-tab-id`, its elem_id), so the
+"?" beside a view opens the tour at its step and the tour can open the view.
+
+The KV-cache step's bytes are `facts.kv_bytes_per_token × cached positions`: the per-token bytes are the one
+formula's (`inspector.engine.kv_cache.kv_bytes`), so they equal the KV view's formula line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inspector.session.records import ForwardRecord
+from inspector.units import format_bytes
+from inspector.viz.common import esc, show_piece
+from inspector.viz.glossary import glossary_html
+
+# (key, title, tab label, tab elem_id) in the order of the pipeline strip (inspector/viz/pipeline.py), then
+# the two views that are not a stage of it, then the shortcuts and glossary
+STEPS: tuple[tuple[str, str, str, str], ...] = (
+    ("text", "Text in", "", ""),
+    ("tokens", "Tokens", "", ""),
+    ("embed", "Embeddings: the residual stream begins", "Residual stream", "tab-residual"),
+    ("layers", "Layers: attention, then an MLP", "Attention", "tab-attention"),
+    ("kv", "The KV cache", "KV cache", "tab-kv"),
+    ("norm", "Final norm", "Residual stream", "tab-residual"),
+    ("logits", "Logits", "Sampling", "tab-sampling"),
+    ("sampling", "Sampling", "Sampling", "tab-sampling"),
+    ("token", "The new token", "Sampling", "tab-sampling"),
+    ("piece", "Back to text, and again", "", ""),
+    ("weights", "The weights", "Tensor inventory", "tab-inventory"),
+    ("timing", "Where the time goes", "Timing", "tab-timing"),
+    ("keys", "Keys and words", "", ""),
+)
+# the step a view's "?" opens: the first step that names the view's tab
+VIEW_STEP = {tab_id: key for key, _t, _l, tab_id in reversed(STEPS) if tab_id}
+
+SHORTCUTS = (("→", "one decode step (Step)"), ("space", "Play / Pause"),
+             ("Enter on a pipeline stage", "open its view"))
+
+
+@dataclass(frozen=True)
+class TourFacts:
+    """The model numbers the tour names (from its config and dtype)."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    bytes_per_element: int
+    kv_bytes_per_token: int  # kv_bytes(config, 1, bytes_per_element): every layer's K and V of one position
+    dtype: str = "float32"
+    precision_note: str = ""  # where the weights came from, when that changes what "fp32" means
+
+
+def kv_total(facts: TourFacts, positions: int) -> int:
+    """The KV cache's bytes for `positions` cached positions (what the KV view's formula line shows)."""
+    return facts.kv_bytes_per_token * positions
+
+
+def _kv_text(facts: TourFacts, positions: int | None) -> str:
+    f = facts
+    share = f.num_heads // max(1, f.num_kv_heads)
+    factors = (f"{f.num_layers} layers × 2 (K and V) × {f.num_kv_heads} KV heads × {f.head_dim} numbers × "
+               f"{f.bytes_per_element} bytes")
+    why = (f"because {f.num_heads} query heads share {f.num_kv_heads} KV heads (grouped-query attention), the cache is "
+           f"{share}× smaller than with one KV head per query head" if share > 1
+           else "every query head has its own KV head here")
+    if positions is None:
+        return (f"Every layer keeps the key and value of each position it has seen, so later tokens need not "
+                f"recompute them. One token costs {factors} = {f.kv_bytes_per_token:,} bytes; {why}. "
+                f"Press Prefill to fill it.")
+    total = kv_total(f, positions)
+    return (f'The KV cache now holds <b id="tour-kv-tokens" data-tokens="{positions}">{positions} tokens</b> × '
+            f'{factors} = <b id="tour-kv-bytes" data-bytes="{total}">{total:,} bytes ({format_bytes(total)})</b>, '
+            f"{why}. Each decode step adds one position: {f.kv_bytes_per_token:,} bytes.")
+
+
+def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[str, str]:
+    """Each step's sentences (HTML): with this run's numbers once there is a record."""
+    f = facts
+    glossary = glossary_html()
+    keys = "".join(f"<li><kbd>{esc(k)}</kbd> {esc(what)}</li>" for k, what in SHORTCUTS)
+    keys_html = (f'<ul id="tour-shortcuts" class="ii-tour-keys">{keys}</ul><p>The keys act when no text box has '
+                 f"the focus. The words the views use:</p>{glossary}")
+    weights = (f"Every decode step reads all the weights once: that, not the arithmetic, is what limits a small "
+               f"batch. The weights are held as {esc(f.dtype)}, {f.bytes_per_element} bytes a number.")
+    if f.precision_note:
+        weights += f" {esc(f.precision_note)}"
+    if rec is None:
+        n_txt = "Your prompt"
+        return {
+            "text": f"{n_txt} goes in as plain text. With the chat template on, it is wrapped in the template's "
+                    "markers (and a system prompt) first, so the model sees a conversation.",
+            "tokens": f"The tokenizer cuts the text into tokens, each an id below {f.vocab_size:,}. The chips on the "
+                      "left show them after Prefill; click one to select its position.",
+            "embed": f"Each token id picks one row of the embedding matrix: {f.hidden_size} numbers per token. "
+                     "That vector per position is the residual stream every layer reads and adds to.",
+            "layers": _layers_text(f),
+            "kv": _kv_text(f, None),
+            "norm": "After the last layer, the newest position's residual is RMS-normalised: divided by its "
+                    "root-mean-square, then scaled by learned weights.",
+            "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry.",
+            "sampling": "Softmax turns the logits into probabilities; temperature, top-k, top-p and min-p reshape "
+                        "and cut them, then one token is drawn (temperature 0: the top one).",
+            "token": "The drawn token is the step's output. Step (→) feeds it back for the next one.",
+            "piece": "The token's bytes are appended to the text. Then the loop repeats: one token in, one forward "
+                     "reading the KV cache, one token out.",
+            "weights": weights,
+            "timing": "The prefill handles all prompt tokens in one forward (time to first token); each decode "
+                      "step handles one (time per output token).",
+            "keys": keys_html,
+        }
+    n, end = rec.n_new, rec.start_pos + rec.n_new
+    prefill = rec.kind == "prefill"
+    kv_len = rec.kv[0].length if rec.kv else end
+    norm = float(rec.resid_post[-1, -1]) if rec.resid_post.size else 0.0
+    s = rec.sample
+    what = (f"This prefill fed all {n} prompt tokens (positions 0–{end - 1}) in one forward" if prefill
+            else f"Decode step {rec.step} fed one token, the one sampled before, at position {rec.start_pos}")
+    texts = {
+        "text": ("Your prompt went in as plain text" + (f", tokenized in {rec.tokenize_ms:.1f} ms" if rec.tokenize_ms
+                                                        else "") + ". With the chat template on, it is wrapped in the "
+                 "template's markers (and a system prompt) first, so the model sees a conversation." if prefill else
+                 "In a decode step no new text goes in. The input is the token the step before produced, fed back "
+                 "as one id."),
+        "tokens": f"{what}. Every token is an id below {f.vocab_size:,}; the chips on the left show them (click one "
+                  "to select its position).",
+        "embed": f"Each token id picks one row of the embedding matrix: {n} × {f.hidden_size} numbers this "
+                 "forward. That vector per position is the residual stream every layer reads and adds to.",
+        "layers": _layers_text(f),
+        "kv": _kv_text(f, kv_len),
+        "norm": f"After the last layer, the newest position's residual has length ‖x‖ = {norm:.0f}; RMSNorm divides "
+                "it by its root-mean-square and scales it by learned weights.",
+        "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry. "
+                  "Softmax makes them probabilities that add up to 1.",
+        "timing": f"This forward took {rec.forward_ms:.0f} ms and the draw {rec.sample_ms:.1f} ms. "
+                  + ("The prefill's time is the time to first token." if prefill
+                     else "A decode step's time is the time per output token; it grows slowly with the cache."),
+        "weights": weights,
+        "keys": keys_html,
+    }
+    if s is None:
+        texts.update(sampling="No token was drawn in this forward.", token="No token was drawn in this forward.",
+                     piece="Nothing was added to the text.")
+        return texts
+    prob = next((c.prob_final for c in s.candidates if c.id == s.token_id), None)
+    p = f" with probability {prob:.2f}" if prob is not None else ""
+    t = s.params.temperature
+    how = ("Temperature 0 means greedy: the highest logit wins, no draw." if t == 0 else
+           f"Temperature {t:g} divides the logits, top-k / top-p / min-p cut the tail, and {s.survivors:,} tokens "
+           "survive for the draw.")
+    texts.update(
+        sampling=f"Softmax turns the logits into probabilities. {how}",
+        token=f"This step chose “{esc(show_piece(s.token_piece, 20))}” (id {s.token_id}){p}. Step (→) feeds it back "
+              "for the next one; the Sampling view can force another candidate instead.",
+        piece=(f"The token added “{esc(show_piece(new_piece, 20))}” to the text." if new_piece else
+               "The token holds part of a character: the text waits for the next bytes.")
+              + " Then the loop repeats: one token in, one forward reading the KV cache, one token out.",
+    )
+    return texts
+
+
+def _layers_text(f: TourFacts) -> str:
+    share = f.num_heads // max(1, f.num_kv_heads)
+    return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
+            f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
+            f"({share} query heads per KV head): each position looks back at the earlier ones.")
+
+
+def tour_html(facts: TourFacts, rec: ForwardRecord | None, new_piece: str = "") -> str:
+    """Every tour step as a section (the page's script shows one); numbers of `rec` when given."""
+    texts = _texts(facts, rec, new_piece)
+    total = len(STEPS)
+    sections = []
+    for i, (key, title, tab, tab_id) in enumerate(STEPS):
+        view = (f' <a class="ii-tour-open" href="#" data-tab="{esc(tab)}">show the {esc(tab)} view</a>' if tab
+                else "")
+        sections.append(
+            f'<section class="ii-tour-step" data-stage="{key}" data-i="{i}" data-tab="{esc(tab)}" '
+            f'data-tab-id="{tab_id}"><h4><small>{i + 1} / {total}</small> {esc(title)}</h4>'
+            f'<div class="ii-tour-text">{texts[key]}</div>{view}</section>')
+    kind = rec.kind if rec is not None else "idle"
+    return f'<div id="tour-steps" data-kind="{kind}" data-count="{total}">{"".join(sections)}</div>'
