@@ -119,12 +119,12 @@ def build_app(loaded: Any = None) -> gr.Blocks:
                     pause_btn = gr.Button("Pause", elem_id="pause-btn", size="sm")
                     reset_btn = gr.Button("Reset", variant="stop", elem_id="reset-btn", size="sm")
                     build_tour_button()  # reopens the guided tour (static/tour.js)
+                    link_btn = gr.Button("Link to this run", elem_id="link-btn", size="sm", min_width=110)
                 with gr.Row(elem_classes="ii-options"):
                     chat = gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
                     max_new = FreeNumber(32, label=MAX_NEW.name, precision=0, elem_id="max-new-tokens",
                                          min_width=110)
                     speed, fastest = build_speed_controls()  # Play's pace (inspector.ui.play_speed)
-                    link_btn = gr.Button("Link to this run", elem_id="link-btn", size="sm", min_width=110)
         with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
             with gr.Row():
                 temperature = slider(TEMPERATURE_UI, 0.0, 0.05, "temperature (0 = greedy)", "temperature")
