@@ -57,6 +57,11 @@ def test_bad_input_is_one_status_line(tiny_loaded, key, prompt, message):  # noq
     assert message in status(out) and "\n" not in status(out)
 
 
+def title(fig) -> str:
+    """A figure's title as one line (long titles wrap with <br> to fit a phone)."""
+    return fig.layout.title.text.replace("<br>", " ")
+
+
 def test_attention_views_mark_local_layers_and_their_window():
     import numpy as np
 
@@ -68,10 +73,10 @@ def test_attention_views_mark_local_layers_and_their_window():
     local = pattern_heatmap(pattern, pieces, 0, 1, 0, 0, window=4)
     z = np.asarray(local.data[0].z, dtype=float)
     assert np.isnan(z[9, 5]) and not np.isnan(z[9, 6]) and np.isnan(z[2, 3])  # window 4: keys 6..9 for query 9
-    assert "local layer, window 4" in local.layout.title.text
+    assert "local layer, window 4" in title(local)
     glob = pattern_heatmap(pattern, pieces, 0, 1, 0, 0)
-    assert not np.isnan(np.asarray(glob.data[0].z, dtype=float)[9, 0]) and "local" not in glob.layout.title.text
+    assert not np.isnan(np.asarray(glob.data[0].z, dtype=float)[9, 0]) and "local" not in title(glob)
     bars = row_bars(pattern[9], pieces, 5, 9, 1, 0, 0, window=4)
-    assert bars.layout.shapes[0].x0 == 5.5 and "local layer" in bars.layout.title.text
+    assert bars.layout.shapes[0].x0 == 5.5 and "local layer" in title(bars)
     over = overview_html(np.ones((2, 2, n), np.float32) / n, pieces, 1, 9, local=[True, False])
     assert "kv1 local&quot;" in over and "kv0 global&quot;" in over and "L0ᴸ<" in over and "L1ᴳ<" in over

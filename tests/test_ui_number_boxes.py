@@ -1,5 +1,5 @@
-"""Every number box of the page, typed into in a real browser: bad values are named on the page, never a
-traceback in the server's log, and the session goes on.
+"""Every number box of the page, typed into in a real browser at 1280 px and on a 390 px phone: bad values
+are named on the page, never a traceback in the server's log, and the session goes on.
 
 The app runs as `python app.py` in a subprocess (`tests.server_proc.Server`), so its whole stdout/stderr,
 where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
@@ -97,6 +97,13 @@ def assert_no_traceback(server: Server) -> None:
         assert bad not in log, f"the server log has a {bad}:\n{log[-4000:]}"
 
 
+@pytest.fixture(autouse=True, params=[1280, 390], ids=["1280px", "390px"])
+def width(request, page: Page) -> int:
+    """Every box is tried at a desktop width and on a 390 px phone (the tab rows wrap there)."""
+    page.set_viewport_size({"width": request.param, "height": 900})
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     with Server(env={"PYTHONUNBUFFERED": "1"}) as s:
@@ -173,6 +180,11 @@ def test_main_page_boxes(page: Page, server: Server):
             until(page, click(page, "#prefill-btn"), msg, expected(name, v, past_end_message))
         enter(page, selector, "4" if "max" in selector else "0")
     until(page, click(page, "#prefill-btn"), "#status-phase", "prefill done", "to_have_text")
+    # Play's speed (tokens/s), checked by Play
+    for v in values("99"):
+        enter(page, "#play-speed input", v)
+        until(page, click(page, "#play-btn"), msg, expected("speed (tokens/s)", v))
+    enter(page, "#play-speed input", "3")
 
     # sliders: the preview of the sampling distribution refuses a bad value as the box is left
     # (each is set back to a good value before the next: the preview names the first bad control)
