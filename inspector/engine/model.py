@@ -61,6 +61,10 @@ from inspector.engine.trace import Recorder, edits, wants
 # the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
 # fresh mappings.
 ATTN_CHUNK = 128
+# A low-precision forward of one query block attends in fp32 while its keys and values (KV * S * d
+# elements) stay under this: the CPU's bf16 batched products on decode shapes (a few query rows) cost
+# twice the fp32 ones plus the upcast (bench/engine.py --profile bf16); past it, the upcast copies dominate.
+UPCAST_MAX_KEY_ELEMENTS = 1 << 17
 ATTENTION_KINDS = ("standard", "tiled")
 
 
@@ -197,7 +201,9 @@ class Attention(NoHooks, nn.Module):
             all_scores = q.new_full((B, H, T, S), float("-inf"))  # keys past a block's reach stay masked
         if not one and want_pattern:
             all_pattern = q.new_zeros((B, H, T, S))
-        out = []
+        out, dtype = [], q.dtype
+        if one and dtype != torch.float32 and q.device.type == "cpu" and KV * S * d <= UPCAST_MAX_KEY_ELEMENTS:
+            q, k, v = q.float(), k.float(), v.float()  # see UPCAST_MAX_KEY_ELEMENTS; z is cast back below
         for blk in plan.blocks:
             n, Tb = blk.n_keys, blk.t1 - blk.t0
             qb = q if one else q[:, :, blk.t0:blk.t1]  # (B, H, Tb, d)
@@ -215,10 +221,10 @@ class Attention(NoHooks, nn.Module):
             if all_pattern is not None:
                 all_pattern[:, :, blk.t0:blk.t1, :n] = pattern
         if want_scores:
-            record(rec, p + "hook_attn_scores", scores if one else all_scores)
+            record(rec, p + "hook_attn_scores", scores.to(dtype) if one else all_scores)  # in the model's dtype
         if want_pattern:
             record(rec, p + "hook_pattern", pattern if one else all_pattern)
-        return out[0] if one else torch.cat(out, dim=2)  # (B, H, T, d)
+        return out[0].to(dtype) if one else torch.cat(out, dim=2)  # (B, H, T, d)
 
 
 def set_attention(model: nn.Module, kind: str) -> None:
