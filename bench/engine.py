@@ -366,10 +366,9 @@ def main() -> None:
                   f"| {hf_base[128] / d[128]:.2f}x / {hf_base[512] / d[512]:.2f}x |")
     if not args.no_matmuls and not args.goals:
         matmul_table(fp32, fp32_batch, bf16)
-    if not args.goals:
-        from bench.products import print_product_table
+    from bench.products import print_product_table
 
-        print_product_table(fp32, bf16)
+    print_product_table(fp32, bf16)
     print_goals(decode_s, rounds_s, ctxs)
     if args.goals:
         return

@@ -90,7 +90,7 @@ def _release(release: Callable[[torch.Tensor], None] | None, old: torch.Tensor) 
 def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight") -> torch.Tensor | None:
     """The named submodules' `attr` tensors as one stacked tensor (rows in order), or None when they are
     not adjacent rows of one buffer (then run them one by one)."""
-    parts = [getattr(getattr(module, n), attr, None) for n in names]
+    parts = [_attribute(module, n, attr) for n in names]
     cache = module.__dict__.setdefault("_stacked", {})
     hit = cache.get((tuple(names), attr))
     if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
@@ -98,6 +98,16 @@ def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight"
     stacked = _adjacent(parts)
     cache[(tuple(names), attr)] = (parts, stacked)
     return stacked
+
+
+def _attribute(module: nn.Module, name: str, attr: str) -> object:
+    """module.name.attr, read from the modules' own dicts first (nn.Module's __getattr__ costs a
+    microsecond a call, and a decode step asks twice per layer), else by getattr (properties, buffers)."""
+    sub = module._modules.get(name)
+    if sub is None:
+        sub = getattr(module, name)
+    found = sub._parameters.get(attr) if isinstance(sub, nn.Module) else None
+    return found if found is not None else getattr(sub, attr, None)
 
 
 def _adjacent(parts: list) -> torch.Tensor | None:
