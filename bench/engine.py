@@ -368,7 +368,7 @@ def main() -> None:
         matmul_table(fp32, fp32_batch, bf16)
     from bench.products import print_product_table
 
-    print_product_table(fp32, bf16)
+    print_product_table(fp32, bf16, clock=clock)
     print_goals(decode_s, rounds_s, ctxs)
     if args.goals:
         return

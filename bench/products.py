@@ -6,14 +6,15 @@ o, stacked gate/up and down, then the LM head. Streaming a matrix is the whole c
 its achieved rate (weight bytes over time) is bounded by the rate the machine reads memory. Two roofs are
 measured here, in the same process and threads: copy (`dst.copy_(src)` of `BW_MIB` MiB, counted as the
 bytes of `src` per second: each byte is read once and written once) and read (`src.sum()`, read only; the
-Serving lab's roofline uses this one). Each row times all layers' matrices of one kind, one product after
-another (as a step runs them), in the engine's fp32 decode layout and in bf16, and gives its GB/s and that
-rate against both roofs. The bf16 / fp32 column is the speedup bf16's half-size weights earn per product.
+Serving lab's roofline uses this one), on an fp32 buffer (bytes are bytes: a bf16 `copy_` runs a slower
+kernel, not slower memory). Each row times all layers' matrices of one kind, one product after another (as
+a step runs them), in the engine's fp32 decode layout and in bf16, and gives its GB/s and that rate against
+both roofs. Every time is the best of several runs (what the machine can do; a shared machine only ever
+slows a run down). The bf16 / fp32 column is the speedup bf16's half-size weights earn per product.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
@@ -23,25 +24,24 @@ from inspector.units import MIB
 BW_MIB = 256  # well past the last-level cache
 
 
-def _best(fn, repeats: int) -> float:
+def _best(fn, repeats: int, clock) -> float:
     fn()
-    return min(_timed(fn) for _ in range(repeats))
+    return min(_timed(fn, clock) for _ in range(repeats))
 
 
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
+def _timed(fn, clock) -> float:
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 @torch.inference_mode()
-def bandwidths(dtype: torch.dtype, repeats: int = 7) -> tuple[float, float]:
-    """(copy GB/s, read GB/s) of a `BW_MIB` MiB buffer of `dtype`, best of `repeats`."""
-    elem = torch.empty((), dtype=dtype).element_size()
-    src = torch.ones(BW_MIB * MIB // elem, dtype=dtype)
+def bandwidths(repeats: int = 7, clock=time.perf_counter) -> tuple[float, float]:
+    """(copy GB/s, read GB/s) of a `BW_MIB` MiB fp32 buffer, best of `repeats`."""
+    src = torch.ones(BW_MIB * MIB // 4)
     dst = torch.empty_like(src)
-    copy = _best(lambda: dst.copy_(src), repeats)
-    read = _best(lambda: src.sum(), repeats)
+    copy = _best(lambda: dst.copy_(src), repeats, clock)
+    read = _best(lambda: src.sum(), repeats, clock)
     return src.nbytes / copy / 1e9, src.nbytes / read / 1e9
 
 
@@ -61,29 +61,29 @@ def product_groups(model) -> dict[str, list[torch.Tensor]]:
 
 
 @torch.inference_mode()
-def _product_seconds(weights: list[torch.Tensor], rounds: int) -> float:
-    """Median seconds to multiply one row by every matrix in `weights`, one after another (F.linear)."""
+def _product_seconds(weights: list[torch.Tensor], rounds: int, clock) -> float:
+    """Best seconds to multiply one row by every matrix in `weights`, one after another (F.linear)."""
     xs = {k: torch.randn(1, k, dtype=weights[0].dtype) for k in {w.shape[1] for w in weights}}
     linear = torch.nn.functional.linear
     times = []
     for _ in range(rounds + 1):
-        t0 = time.perf_counter()
+        t0 = clock()
         for w in weights:
             linear(xs[w.shape[1]], w)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times[1:])
+        times.append(clock() - t0)
+    return min(times[1:])
 
 
-def print_product_table(fp32, bf16, rounds: int = 9) -> None:
-    """The table of the module doc, for the fp32 (decode layout) and bf16 models of one checkpoint."""
+def print_product_table(fp32, bf16, rounds: int = 9, clock=time.perf_counter) -> None:
+    """The table of the module doc, for the fp32 (decode layout) and bf16 models of one checkpoint, timed
+    by `clock` (bench.engine's: wall time, or with one thread, its CPU time)."""
     if any(w is None for g in product_groups(fp32.model).values() for w in g):
         print("\n(per-product table skipped: this model's q/k/v or gate/up are not stacked)")
         return
-    roofs = {"fp32": bandwidths(torch.float32), "bf16": bandwidths(torch.bfloat16)}
+    copy, read = bandwidths(clock=clock)
     groups = {"fp32": product_groups(fp32.model), "bf16": product_groups(bf16.model)}
-    print(f"\nper weight product, one row (M=1), all layers' matrices of the kind; copy bandwidth measured now: "
-          f"fp32 buffer {roofs['fp32'][0]:.1f} GB/s (read-only {roofs['fp32'][1]:.1f}), bf16 buffer "
-          f"{roofs['bf16'][0]:.1f} GB/s (read-only {roofs['bf16'][1]:.1f}); {torch.get_num_threads()} threads\n")
+    print(f"\nper weight product, one row (M=1), all layers' matrices of the kind, best of {rounds}; bandwidth "
+          f"measured now: copy {copy:.1f} GB/s, read-only {read:.1f} GB/s; {torch.get_num_threads()} threads\n")
     print("| product | matrices x shape (N x K) | fp32 MiB | fp32 ms | GB/s (of copy / read) | bf16 ms "
           "| GB/s (of copy / read) | bf16 / fp32 time |")
     print("|---|---|---|---|---|---|---|---|")
@@ -93,9 +93,8 @@ def print_product_table(fp32, bf16, rounds: int = 9) -> None:
         for name in ("fp32", "bf16"):
             ws = groups[name][kind]
             nbytes = sum(w.numel() * w.element_size() for w in ws)
-            s = secs[name] = _product_seconds(ws, rounds)
+            s = secs[name] = _product_seconds(ws, rounds, clock)
             gbs = nbytes / s / 1e9
-            copy, read = roofs[name]
             cells += [f"{s * 1e3:.2f}", f"{gbs:.1f} ({gbs / copy:.0%} / {gbs / read:.0%})"]
         w = groups["fp32"][kind][0]
         print(f"| {kind} | {len(groups['fp32'][kind])} x {w.shape[0]} x {w.shape[1]} | {fp32_mib:.1f} | "
