@@ -7,10 +7,11 @@ its achieved rate (weight bytes over time) is bounded by the rate the machine re
 measured here, in the same process and threads: copy (`dst.copy_(src)` of `BW_MIB` MiB, counted as the
 bytes of `src` per second: each byte is read once and written once) and read (`src.sum()`, read only; the
 Serving lab's roofline uses this one), on an fp32 buffer (bytes are bytes: a bf16 `copy_` runs a slower
-kernel, not slower memory). Each row times all layers' matrices of one kind, one product after another (as
-a step runs them), in the engine's fp32 decode layout and in bf16, and gives its GB/s and that rate against
-both roofs. Every time is the best of several runs (what the machine can do; a shared machine only ever
-slows a run down). The bf16 / fp32 column is the speedup bf16's half-size weights earn per product.
+kernel, not slower memory). Each row times all layers' matrices of one kind, one product after another
+(as a step runs them, through the engine's `project`), in the engine's fp32 decode layout and in bf16, and
+gives its GB/s and that rate against both roofs. Every time is the best of several runs (what the machine
+can do; a shared machine only ever slows a run down). The bf16 / fp32 column is the speedup bf16's
+half-size weights earn per product.
 """
 
 from __future__ import annotations
@@ -62,14 +63,16 @@ def product_groups(model) -> dict[str, list[torch.Tensor]]:
 
 @torch.inference_mode()
 def _product_seconds(weights: list[torch.Tensor], rounds: int, clock) -> float:
-    """Best seconds to multiply one row by every matrix in `weights`, one after another (F.linear)."""
+    """Best seconds to multiply one row by every matrix in `weights`, one after another, as the engine does
+    (`inspector.engine.linear.project`)."""
+    from inspector.engine.linear import project
+
     xs = {k: torch.randn(1, k, dtype=weights[0].dtype) for k in {w.shape[1] for w in weights}}
-    linear = torch.nn.functional.linear
     times = []
     for _ in range(rounds + 1):
         t0 = clock()
         for w in weights:
-            linear(xs[w.shape[1]], w)
+            project(xs[w.shape[1]], w)
         times.append(clock() - t0)
     return min(times[1:])
 
