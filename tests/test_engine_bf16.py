@@ -64,3 +64,16 @@ def test_default_model_bf16_greedy_tokens_equal_fp32(default_model):
             token = int(engine.decode_step(m.model, token, cache).argmax())
         out.append(seq)
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rms_norm_rounds_as_transformers_bit_for_bit(dtype):
+    from inspector.engine.model import RMSNorm
+
+    for dim in (7, 64, 576):
+        norm = RMSNorm(dim, 1e-6).to(dtype)
+        torch.nn.init.normal_(norm.weight)
+        x = (torch.randn(2, 5, dim) * 3).to(dtype)
+        x32 = x.float()  # transformers' LlamaRMSNorm: fp32 statistics, rounded to x's dtype before the weight
+        want = norm.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype)
+        assert torch.equal(norm(x), want)
