@@ -1,6 +1,14 @@
 """Engine speed on the default model, with its peers measured in the same run; prints markdown tables.
 
-Run: python -m bench.engine [--rounds 5] [--chunk 8] [--profile fp32|bf16|fp32-rec] [--ops] [--no-rss] [--no-matmuls]
+Run: python -m bench.engine [--rounds 5] [--chunk 8] [--goals] [--profile fp32|bf16|fp32-rec] [--ops] [--compile]
+     [--no-rss] [--no-matmuls]
+
+The speed goals come last, each a ratio measured in this run, with the spread of its per-round ratios:
+fp32 decode >= 1.5x transformers' generate and bf16 decode >= 2x fp32 decode (both with no recorder),
+met or not. `--goals` runs only the three rows they need (quicker on a busy machine). The per-product table
+(bench/products.py) gives each kind of weight product's GB/s against the copy bandwidth measured in the
+same run. `--compile` measures `torch.compile` of the decode step instead (bench/compile_step.py says why the
+engine does not offer it).
 
 `--ops` prints only the per-operation table (bench/ops.py): a decode step's time per operation (qkv,
 attention, o, gate/up, down, norms, LM head, sampling) with the bytes each reads and its GB/s against the
@@ -233,45 +241,28 @@ def rss_child(record: bool) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-GROUPS = {  # torch op -> what it does in a decode step
-    "aten::mm": "linear (matmul on weights)", "aten::addmm": "linear (matmul on weights)",
-    "aten::bmm": "attention matmuls", "aten::baddbmm": "attention matmuls", "aten::_softmax": "softmax", "aten::masked_fill_": "mask",
-    "aten::copy_": "copies (cache writes, casts)", "aten::cat": "cat", "aten::index": "gather",
-}
+FP32, BF16 = "ours fp32, no recorder", "ours bf16, no recorder"
+HF = "transformers generate fp32"
+GOALS = (  # (what, faster configuration, peer, at least)
+    ("fp32 decode vs transformers generate", FP32, HF, 1.5),
+    ("bf16 decode vs fp32 decode", BF16, FP32, 2.0),
+)
 
 
-def profile(loaded, record: bool, n: int = 20) -> None:
-    """Where the time of n decode steps at context 128 goes: torch ops grouped, then the top ops."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    ours = Ours(loaded, record=record)
-    ours.prefill(prompt_ids(loaded.tokenizer, 128))
-    ours.steps(5)
-    plain = statistics.median(ours.steps(n))
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
-        ours.steps(n)
-        wall = time.perf_counter() - t0
-    events = prof.key_averages()
-    groups: dict[str, list[float]] = {}
-    for e in events:
-        if e.self_cpu_time_total <= 0:
-            continue
-        g = GROUPS.get(e.key, "other torch ops (elementwise, norms, views, ...)")
-        acc = groups.setdefault(g, [0.0, 0])
-        acc[0] += e.self_cpu_time_total / 1e3 / n  # ms per step
-        acc[1] += e.count / n
-    inside = sum(v[0] for v in groups.values())
-    print(f"median step unprofiled {plain * 1e3:.1f} ms; profiled {wall / n * 1e3:.1f} ms per step; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}\n")
-    print("| where (per decode step, ctx 128) | ms | share of profiled step | op calls |")
-    print("|---|---|---|---|")
-    for g, (ms, calls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
-        print(f"| {g} | {ms:.2f} | {ms / (wall / n * 1e3):.0%} | {calls:.0f} |")
-    outside = wall / n * 1e3 - inside
-    print(f"| outside torch ops (Python, module calls, profiler) | {outside:.2f} | {outside / (wall / n * 1e3):.0%} | |\n")
-    print(events.table(sort_by="self_cpu_time_total", row_limit=20))
+def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...]) -> None:
+    """Each speed goal per context: the ratio of median decode steps, the spread of the per-round ratios
+    (each round's median steps), and whether the median meets it."""
+    print(f"\nspeed goals (torch {torch.__version__}, {torch.get_num_threads()} threads, load average now "
+          f"{os.getloadavg()[0]:.1f}; the bf16 goal is for the torch a plain pip install brings)\n")
+    print("| goal | ctx | ratio of medians | per-round spread | fastest tenth | met |")
+    print("|---|---|---|---|---|---|")
+    for what, ours, peer, bar in GOALS:
+        for n in ctxs:
+            ratio = statistics.median(decode_s[(peer, n)]) / statistics.median(decode_s[(ours, n)])
+            per_round = [p / o for p, o in zip(rounds_s[(peer, n)], rounds_s[(ours, n)])]
+            quiet = fast(decode_s[(peer, n)]) / fast(decode_s[(ours, n)])
+            print(f"| {what} >= {bar}x | {n} | {ratio:.2f}x | {min(per_round):.2f}-{max(per_round):.2f}x "
+                  f"| {quiet:.2f}x | {'yes' if ratio >= bar else 'no'} |")
 
 
 def main() -> None:
@@ -280,6 +271,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=8, help="decode steps per configuration per round (no-cache: a quarter)")
     ap.add_argument("--profile", choices=["fp32", "bf16", "fp32-rec"], help="profile decode steps instead")
     ap.add_argument("--ops", action="store_true", help="print the per-operation table (fp32 and bf16) instead")
+    ap.add_argument("--goals", action="store_true",
+                    help="only the rows the speed goals compare (ours fp32 and bf16, transformers), then the goals")
+    ap.add_argument("--compile", choices=["fp32", "bf16"], help="measure torch.compile of the decode step instead")
     ap.add_argument("--no-rss", action="store_true", help="skip the memory table")
     ap.add_argument("--no-matmuls", action="store_true", help="skip the weight-products table")
     ap.add_argument("--threads", type=int, default=THREADS,
@@ -297,6 +291,8 @@ def main() -> None:
 
     fp32 = load_model()
     if args.profile:
+        from bench.profile_step import profile
+
         profile(fp32 if args.profile != "bf16" else load_model(dtype=torch.bfloat16), args.profile == "fp32-rec")
         return
     if args.ops:
@@ -304,24 +300,32 @@ def main() -> None:
 
         print_ops_table(fp32, load_model(dtype=torch.bfloat16), prompt_ids(fp32.tokenizer, 128))
         return
+    if args.compile:
+        from bench.compile_step import print_compile_table
+
+        model = fp32 if args.compile == "fp32" else load_model(dtype=torch.bfloat16)
+        print_compile_table(model, prompt_ids(fp32.tokenizer, 128), args.rounds, args.chunk)
+        return
     import transformers
 
     bf16 = load_model(dtype=torch.bfloat16)
-    fp32_batch = load_model(layout="batch")
+    fp32_batch = None if args.goals else load_model(layout="batch")
     hf = transformers.LlamaForCausalLM.from_pretrained(fp32.weights_path, dtype=torch.float32).eval()
     configs = {  # name -> (our configuration, steps per chunk divisor)
-        "ours fp32, no recorder": (Ours(fp32), 1),
+        FP32: (Ours(fp32), 1),
         "ours fp32, batch layout, no recorder": (Ours(fp32_batch), 1),
         "ours fp32, summary recorder, lens on demand": (Ours(fp32, record=True), 1),
         "ours fp32, summary recorder, lens every step": (Ours(fp32, record=True, lens=True), 1),
         "ours fp32, summary recorder, lens on demand, the app's sample()": (Ours(fp32, record=True, sampler=True), 1),
         "ours fp32, no KV cache (recompute)": (Ours(fp32, cached=False), 4),
-        "ours bf16, no recorder": (Ours(bf16), 1),
+        BF16: (Ours(bf16), 1),
     }
-    HF = "transformers generate fp32"
+    if args.goals:
+        configs = {name: configs[name] for name in (FP32, BF16)}
     ctxs = (128, 512)
     prefill_s: dict[tuple[str, int], list[float]] = {}
     decode_s: dict[tuple[str, int], list[float]] = {}
+    rounds_s: dict[tuple[str, int], list[float]] = {}  # per round, the median decode step
     for n in ctxs:
         ids = prompt_ids(fp32.tokenizer, n)
         for r in range(args.rounds + 1):  # round 0 warms up (weights faulted in, allocator sized)
@@ -331,10 +335,12 @@ def main() -> None:
                 if r:
                     prefill_s.setdefault((name, n), []).append(dt)
                     decode_s.setdefault((name, n), []).extend(steps)
+                    rounds_s.setdefault((name, n), []).append(statistics.median(steps))
             dt, steps = hf_times(hf, ids, args.chunk)
             if r:
                 prefill_s.setdefault((HF, n), []).append(dt)
                 decode_s.setdefault((HF, n), []).extend(steps)
+                rounds_s.setdefault((HF, n), []).append(statistics.median(steps))
             print(f"ctx {n}: round {r}/{args.rounds} done", file=sys.stderr)
     max_err, kl_mean, kl_max = bf16_error(fp32, bf16, prompt_ids(fp32.tokenizer, 128))
 
@@ -358,8 +364,14 @@ def main() -> None:
             print(f"| {name}{note} | {stat(prefill_s[(name, 128)]):.3f} | {stat(prefill_s[(name, 512)]):.3f} "
                   f"| {1 / d[128]:.1f} | {1 / d[512]:.1f} | {base[128] / d[128]:.2f}x / {base[512] / d[512]:.2f}x "
                   f"| {hf_base[128] / d[128]:.2f}x / {hf_base[512] / d[512]:.2f}x |")
-    if not args.no_matmuls:
+    if not args.no_matmuls and not args.goals:
         matmul_table(fp32, fp32_batch, bf16)
+    from bench.products import print_product_table
+
+    print_product_table(fp32, bf16, clock=clock)
+    print_goals(decode_s, rounds_s, ctxs)
+    if args.goals:
+        return
     if args.no_rss:
         return
     traced, plain = rss_child(True), rss_child(False)

@@ -48,8 +48,8 @@ def print_ops_table(fp32, bf16, ids: list[int], steps: int = 20) -> None:
     print(f"\nper operation, one decode step at context {len(ids)} (medians of {steps} steps; {fp32.name}; "
           f"read bandwidth measured: fp32 {peaks['fp32'].gb_per_s:.1f} GB/s, bf16 {peaks['bf16'].gb_per_s:.1f} GB/s; "
           f"sum of operations fp32 {step_ms['fp32']:.1f} ms, bf16 {step_ms['bf16']:.1f} ms)\n")
-    print("| operation (all layers) | fp32 ms | share | MiB read | GB/s (of copy bw) | bf16 ms | share "
-          "| MiB read | GB/s (of copy bw) | bf16 / fp32 time |")
+    print("| operation (all layers) | fp32 ms | share | MiB read | GB/s (of read bw) | bf16 ms | share "
+          "| MiB read | GB/s (of read bw) | bf16 / fp32 time |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for op in runs["fp32"]:
         cells = []

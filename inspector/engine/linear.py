@@ -3,9 +3,13 @@
 - `project(x, weight, bias=None) -> (..., N)`: what `F.linear(x, weight, bias)` computes, x (..., K).
   An fp32 weight stored row-major (N, K) on the CPU, with several rows of x, runs as `weight @ x.T`, one
   gemm that streams the weight once; MKL's `x @ weight.T` reads it at about half that rate for 2 to 8
-  rows (bench/engine.py's weight-products table). Everything else goes to `F.linear`: one row (there `x @ W.T`
-  over a weight stored (K, N), see `lay_out_weights`, is the fastest form measured), other dtypes
-  (bf16's kernels are fastest as `F.linear`) and tensor-likes (the quantized LM head).
+  rows (bench/engine.py's weight-products table). One row over an fp32 weight stored (K, N) (see
+  `lay_out_weights`) with two or more torch threads runs split along K: the two halves of K as a batch of
+  two products, then their sum (`_split_k`): MKL runs one row's product on one thread (23-29 GB/s with one
+  thread or two), a batch of two runs one per thread (36-55 GB/s, torch 2.13 and 2.15, 2 threads; bf16's
+  kernels already use both). Everything else goes to `F.linear`: one row with one thread (there `x @ W.T`
+  over a weight stored (K, N) is the fastest form measured), other dtypes (bf16's kernels are fastest as
+  `F.linear`) and tensor-likes (the quantized LM head).
 - `lay_out_weights(model, transposed)`: each layer's q/k/v weights in one buffer and gate/up in another,
   the per-matrix parameters becoming row views of it (one product instead of three, or two); with
   `transposed`, every weight matrix (the embedding / tied LM head too) is stored (in, out), so the
@@ -32,15 +36,26 @@ GATE_UP = ("gate_proj", "up_proj")  # an MLP's projections stacked into one prod
 
 def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., K) times weight (N, K) transposed, plus bias: (..., N), as F.linear."""
-    row_major_fp32 = type(weight) in (torch.Tensor, nn.Parameter) and weight.dtype == torch.float32 \
-        and weight.device.type == "cpu" and weight.is_contiguous()
-    if not row_major_fp32 or x.numel() == x.shape[-1]:
+    fp32_cpu = type(weight) in (torch.Tensor, nn.Parameter) and weight.dtype == torch.float32 \
+        and weight.device.type == "cpu"
+    one_row = x.numel() == x.shape[-1]
+    if fp32_cpu and one_row and weight.shape[1] % 2 == 0 and weight.stride(0) == 1 and torch.get_num_threads() > 1:
+        y = _split_k(x.reshape(1, -1), weight)
+        return (y if bias is None else y + bias).view(*x.shape[:-1], weight.shape[0])
+    if not (fp32_cpu and weight.is_contiguous()) or one_row:
         return F.linear(x, weight) if bias is None else F.linear(x, weight, bias)  # tensor-likes take (x, w)
     *lead, K = x.shape
     y = torch.mm(weight, x.reshape(-1, K).t()).t()  # (M, N), a transposed view of W @ x.T
     if bias is not None:
         y = y + bias
     return y.view(*lead, weight.shape[0])  # (..., N)
+
+
+def _split_k(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (1, K) times a weight (N, K) stored (K, N), as two half-K products in one batch: (1, N)."""
+    N, K = weight.shape
+    halves = weight.t().view(2, K // 2, N)  # (2, K/2, N): rows 0..K/2-1 and K/2..K-1 of the (K, N) storage
+    return torch.bmm(x.view(2, 1, K // 2), halves).sum(0)  # (2, 1, N) -> (1, N); one thread per half
 
 
 def lay_out_weights(model: nn.Module, transposed: bool,
@@ -91,7 +106,7 @@ def _release(release: Callable[[torch.Tensor], None] | None, old: torch.Tensor) 
 def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight") -> torch.Tensor | None:
     """The named submodules' `attr` tensors as one stacked tensor (rows in order), or None when they are
     not adjacent rows of one buffer (then run them one by one)."""
-    parts = [getattr(getattr(module, n), attr, None) for n in names]
+    parts = [_attribute(module, n, attr) for n in names]
     if torch.is_grad_enabled() and any(getattr(p, "requires_grad", False) for p in parts):
         return None  # autograd: each weight its own product, so each gets its own gradient
     cache = module.__dict__.setdefault("_stacked", {})
@@ -101,6 +116,16 @@ def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight"
     stacked = _adjacent(parts)
     cache[(tuple(names), attr)] = (parts, stacked)
     return stacked
+
+
+def _attribute(module: nn.Module, name: str, attr: str) -> object:
+    """module.name.attr, read from the modules' own dicts first (nn.Module's __getattr__ costs a
+    microsecond a call, and a decode step asks twice per layer), else by getattr (properties, buffers)."""
+    sub = module._modules.get(name)
+    if sub is None:
+        sub = getattr(module, name)
+    found = sub._parameters.get(attr) if isinstance(sub, nn.Module) else None
+    return found if found is not None else getattr(sub, attr, None)
 
 
 def _adjacent(parts: list) -> torch.Tensor | None:

@@ -42,6 +42,7 @@ product when `lay_out_weights` stacked their weights (as `load_model` does), els
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -61,6 +62,10 @@ from inspector.engine.trace import Recorder, edits, wants
 # the 4 MB mmap threshold (inspector.engine.memory), so they reuse heap memory instead of page-faulting
 # fresh mappings.
 ATTN_CHUNK = 128
+# A low-precision forward of one query block attends in fp32 while its keys and values (KV * S * d
+# elements) stay under this: the CPU's bf16 batched products on decode shapes (a few query rows) cost
+# twice the fp32 ones plus the upcast (bench/engine.py --profile bf16); past it, the upcast copies dominate.
+UPCAST_MAX_KEY_ELEMENTS = 1 << 17
 ATTENTION_KINDS = ("standard", "tiled")
 
 
@@ -99,10 +104,13 @@ class RMSNorm(NoHooks, nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        inv_rms = x32.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()  # (..., 1), in place: no temporaries
-        normed = x32 * inv_rms
-        return self.weight * (normed if x.dtype == torch.float32 else normed.to(x.dtype))
+        # F.rms_norm computes x * rsqrt(mean(x^2) + eps) * weight in that order, bit for bit HF's formula in
+        # fp32, in one call instead of six (a decode step norms 61 times)
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        if x.device.type == "cpu":  # the CPU kernel computes in fp32 and rounds once: HF's rounding, two copies fewer
+            return self.weight * F.rms_norm(x, self.weight.shape, None, self.eps)
+        return self.weight * F.rms_norm(x.float(), self.weight.shape, None, self.eps).to(x.dtype)  # fp32 statistics
 
 
 class Attention(NoHooks, nn.Module):
@@ -128,13 +136,13 @@ class Attention(NoHooks, nn.Module):
         H, KV, d = self.n_heads, self.n_kv_heads, self.head_dim
         p = f"blocks.{self.layer}.attn."
         qkv = self._qkv(x).view(B, T, H + 2 * KV, d).transpose(1, 2)  # (B, H + 2KV, T, d): q heads, k heads, v heads
-        q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
+        q, k, v = qkv.split((H, KV, KV), dim=1)  # views; one call instead of three slices
         q2, k2 = record(rec, p + "hook_q", q), record(rec, p + "hook_k", k)
         v = record(rec, p + "hook_v", v)
         q2, k2 = self.normalize_qk(q2, k2, rec)
-        unrotated = qkv[:, :H + KV] if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
-        qk = apply_rope(unrotated, cos, sin)  # (B, H + KV, T, d): q and k rotated together
-        q, k = record(rec, p + "hook_rot_q", qk[:, :H]), record(rec, p + "hook_rot_k", qk[:, H:])
+        unrotated = qkv.narrow(1, 0, H + KV) if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
+        q, k = apply_rope(unrotated, cos, sin).split((H, KV), dim=1)  # q and k rotated together
+        q, k = record(rec, p + "hook_rot_q", q), record(rec, p + "hook_rot_k", k)
         hidden = None
         if cache is not None:
             k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
@@ -199,28 +207,30 @@ class Attention(NoHooks, nn.Module):
             all_scores = q.new_full((B, H, T, S), float("-inf"))  # keys past a block's reach stay masked
         if not one and want_pattern:
             all_pattern = q.new_zeros((B, H, T, S))
-        out = []
+        out, dtype = [], q.dtype
+        if one and dtype != torch.float32 and q.device.type == "cpu" and KV * S * d <= UPCAST_MAX_KEY_ELEMENTS:
+            q, k, v = q.float(), k.float(), v.float()  # see UPCAST_MAX_KEY_ELEMENTS; z is cast back below
         for blk in plan.blocks:
             n, Tb = blk.n_keys, blk.t1 - blk.t0
             qb = q if one else q[:, :, blk.t0:blk.t1]  # (B, H, Tb, d)
             future = blk.future
             if hidden is not None:
                 future = hidden[..., :n] if future is None else future | hidden[..., :n]
-            scores = masked_scores(qb, k[:, :, :n], future, self.n_rep)  # (B, H, Tb, n)
+            kb, vb = (k, v) if n == S else (k[:, :, :n], v[:, :, :n])  # (B, KV, n, d)
+            scores = masked_scores(qb, kb, future, self.n_rep)  # (B, H, Tb, n)
             pattern = softmax32(scores)  # (B, H, Tb, n) fp32
             pattern = pattern if q.dtype == torch.float32 else pattern.to(q.dtype)
-            vb = v[:, :, :n].reshape(B * KV, n, d)  # (B*KV, n, d)
-            z = torch.bmm(pattern.view(B * KV, self.n_rep * Tb, n), vb)  # (B*KV, n_rep*Tb, d)
+            z = torch.bmm(pattern.view(B * KV, self.n_rep * Tb, n), vb.reshape(B * KV, n, d))  # (B*KV, n_rep*Tb, d)
             out.append(z.view(B, H, Tb, d))
             if all_scores is not None:
                 all_scores[:, :, blk.t0:blk.t1, :n] = scores
             if all_pattern is not None:
                 all_pattern[:, :, blk.t0:blk.t1, :n] = pattern
         if want_scores:
-            record(rec, p + "hook_attn_scores", scores if one else all_scores)
+            record(rec, p + "hook_attn_scores", scores.to(dtype) if one else all_scores)  # in the model's dtype
         if want_pattern:
             record(rec, p + "hook_pattern", pattern if one else all_pattern)
-        return out[0] if one else torch.cat(out, dim=2)  # (B, H, T, d)
+        return out[0].to(dtype) if one else torch.cat(out, dim=2)  # (B, H, T, d)
 
 
 def set_attention(model: nn.Module, kind: str, tile: int = TILE) -> None:
@@ -354,8 +364,8 @@ class Transformer(nn.Module):
         else:
             first, x = start
         kinds = self.layer_inputs(plan, x.dtype)
-        blocks = self.model.layers[first:n_layers]
-        for block in blocks:
+        blocks = self.model.layers._modules.values()  # not a slice: a sliced ModuleList is built anew each forward
+        for block in itertools.islice(blocks, first, n_layers):
             cos, sin, block_plan = kinds[block.kind]
             x = block(x, cos, sin, cache, block_plan, rec)
         if last_only:
