@@ -40,9 +40,6 @@ log = logging.getLogger(__name__)
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second (tokens: every step)
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
-# The next forward (and its logit lens, ~85 ms of a core on 2 cores) starts this long after a token's views are
-# sent, so a browser on the same machine paints them first; a Step pressed sooner starts it at once.
-RUN_AHEAD_AFTER_S = 0.2
 
 
 def _refused(message: str, h: "Handlers", sid: Any, *_: Any) -> list:
@@ -76,7 +73,7 @@ class Handlers(Views):
         """Once a token's views are built, queue the next step's forward on the model thread
         (`Session.forward_ahead`): the next Step then only samples and draws. Never waits for it."""
         if self.run_ahead and entry is not None:
-            submit(self._forward_ahead, entry, after_s=RUN_AHEAD_AFTER_S).add_done_callback(_log_failure)
+            submit(self._forward_ahead, entry).add_done_callback(_log_failure)
 
     def _forward_ahead(self, entry: Entry) -> None:
         s = entry.session

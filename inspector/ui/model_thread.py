@@ -23,10 +23,6 @@ switching one thread between prefill and decode counts would repeat on every mod
 `submit()` queues work on the decode thread without waiting: the handlers run each next decode forward
 ahead this way (`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
 (`run_ahead_enabled()`). Queued on the same thread, it always finishes before a later Step's own call.
-`submit(..., after_s=...)` holds the queued work back that long before it starts, unless a call comes in
-behind it (a Step waiting for the decode thread), which starts it at once: the forward run ahead then
-leaves the cores to the page while it paints the step just answered (on a machine where the browser runs
-too), and a quick next Step never waits longer than it would without the hold.
 """
 
 from __future__ import annotations
@@ -49,8 +45,6 @@ ALL_THREADS = torch.get_num_threads()  # read at import, on the importing thread
 _TORCH = threading.Lock()  # one model thread runs torch at a time
 _executors: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _executors_lock = threading.Lock()
-_waiting = 0  # calls queued on the decode thread whose callers wait for their result
-_arrived = threading.Condition()  # notified when such a call is queued
 
 
 def decode_threads() -> int:
@@ -86,31 +80,10 @@ def on_a_model_thread() -> bool:
     return threading.current_thread().name.startswith(THREAD_NAME)
 
 
-def _waited_for(fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
-    """A decode call whose caller waits: it is no longer waiting in the queue once it runs."""
-    global _waiting
-    with _arrived:
-        _waiting -= 1
-    return _locked(fn, args, kwargs)
-
-
 def _call(kind: str, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
-    global _waiting
     if on_a_model_thread():  # nested call: already on a model thread and holding the lock
         return fn(*args, **kwargs)
-    if kind != "decode":
-        return _executor(kind).submit(_locked, fn, args, kwargs).result()
-    with _arrived:
-        _waiting += 1
-        _arrived.notify_all()  # a held-back `submit` ahead of this call starts now
-    return _executor(kind).submit(_waited_for, fn, args, kwargs).result()
-
-
-def _held_back(after_s: float, fn: Callable[..., T], args: tuple) -> T:
-    """Wait up to `after_s` (cut short when a waited-for call is queued behind), then run `fn` locked."""
-    with _arrived:
-        _arrived.wait_for(lambda: _waiting > 0, timeout=after_s)
-    return _locked(fn, args, {})
+    return _executor(kind).submit(_locked, fn, args, kwargs).result()
 
 
 def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -123,11 +96,8 @@ def run_prefill(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return _call("prefill", fn, args, kwargs)
 
 
-def submit(fn: Callable[..., T], *args: Any, after_s: float = 0.0) -> Future:
-    """Queue `fn(*args)` on the decode thread and return at once; its result or exception stays in the Future.
-    `after_s`: it starts that many seconds later, or as soon as a call that is waited for queues behind it."""
-    if after_s > 0:
-        return _executor("decode").submit(_held_back, after_s, fn, args)
+def submit(fn: Callable[..., T], *args: Any) -> Future:
+    """Queue `fn(*args)` on the decode thread and return at once; its result or exception stays in the Future."""
     return _executor("decode").submit(_locked, fn, args, {})
 
 
