@@ -10,6 +10,8 @@
   sampling) from the records, alone in this process with all torch threads and with the app's decode
   thread count (`inspector.ui.model_thread`), set up as the app's sessions are (`new_ui_session`: no
   logit lens per step), after a warm-up run.
+- Step clicked again as soon as the last one is painted (a quick clicker), on the Timing tab: what a next
+  forward run ahead still being computed costs a Step (same two apps).
 - Where a Step's time goes, per tab (in-process timers around the app's own functions, not in the app):
   the server's handler (the step itself, then drawing the views), encoding the one bundle of views as JSON
   and its size, the largest view in it; and in the page, when the Step request left and its answer came
@@ -187,6 +189,16 @@ def step_clicks(page, steps: int, server: ServerTimes) -> dict[str, list]:
     return per_tab
 
 
+def rapid_clicks(page, steps: int) -> list[float]:
+    """Step clicked again as soon as the last Step's views are painted (a person clicking as fast as the page
+    answers), on the Timing tab: ms to all views per click. A run-ahead forward that has not finished by then
+    is waited for, so this shows what holding back or slowing the run-ahead would cost."""
+    open_tab(page, "Timing")
+    page.wait_for_timeout(500)
+    page.evaluate(CLICK_TO_PAINT, "step-btn")  # the first click of the burst follows a pause: not counted
+    return [page.evaluate(CLICK_TO_PAINT, "step-btn")[1] for _ in range(steps)]
+
+
 def fastest_play(page) -> str:
     """Set the page's Play speed control, if it has one, to its fastest; returns what was set."""
     box = page.locator("[id*=speed] input[type=number]")
@@ -246,7 +258,7 @@ def main() -> None:
     with sync_playwright() as p:
         # First the peer: the same clicks when Step runs its own forward (INSPECTOR_RUN_AHEAD=0); then the
         # app as it ships (each next forward run ahead), whose page goes on to the Play measurements.
-        measured = {}
+        measured, rapid = {}, {}
         server = ServerTimes()
         for run_ahead in ("0", "1"):
             os.environ["INSPECTOR_RUN_AHEAD"] = run_ahead
@@ -256,6 +268,7 @@ def main() -> None:
             entry = next(iter(demo.store._entries.values()))
             measured[run_ahead] = (per_tab, statistics.median(r.forward_ms + r.sample_ms
                                                               for r in entry.session.records[1:]))
+            rapid[run_ahead] = statistics.median(rapid_clicks(page, args.steps))
             if run_ahead == "0":
                 browser.close()
                 demo.close()
@@ -286,6 +299,9 @@ def main() -> None:
             rows.append((f"Step click-to-paint, all tabs (median), {what}: new token / all views",
                          medians([t for ts in per_tab.values() for t in ts]), note))
             rows.append((f"engine step in the app, {what} (forward + sample, median)", f"{engine:.0f} ms", ""))
+            rows.append((f"Step clicked again as soon as the last one is painted, Timing tab, {what}: all views "
+                         f"(median of {args.steps})", f"{rapid[run_ahead]:.0f} ms",
+                         "a run-ahead forward not finished by the next click is waited for"))
         rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
                      f"{engine_ms:.0f} ms", "peer"))
         rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
