@@ -10,6 +10,8 @@
   sampling) from the records, alone in this process with all torch threads and with the app's decode
   thread count (`inspector.ui.model_thread`), set up as the app's sessions are (`new_ui_session`: no
   logit lens per step), after a warm-up run.
+- Step clicked again as soon as the last one is painted (a quick clicker), on the Timing tab: what a next
+  forward run ahead still being computed costs a Step (same two apps).
 - Where a Step's time goes, per tab (in-process timers around the app's own functions, not in the app):
   the server's handler (the step itself, then drawing the views), encoding the one bundle of views as JSON
   and its size, the largest view in it; and in the page, when the Step request left and its answer came
@@ -187,12 +189,24 @@ def step_clicks(page, steps: int, server: ServerTimes) -> dict[str, list]:
     return per_tab
 
 
+def rapid_clicks(page, steps: int) -> list[float]:
+    """Step clicked again as soon as the last Step's views are painted (a person clicking as fast as the page
+    answers), on the Timing tab: ms to all views per click. A run-ahead forward that has not finished by then
+    is waited for, so this shows what holding back or slowing the run-ahead would cost."""
+    open_tab(page, "Timing")
+    page.wait_for_timeout(500)
+    page.evaluate(CLICK_TO_PAINT, "step-btn")  # the first click of the burst follows a pause: not counted
+    return [page.evaluate(CLICK_TO_PAINT, "step-btn")[1] for _ in range(steps)]
+
+
 def fastest_play(page) -> str:
     """Set the page's Play speed control, if it has one, to its fastest; returns what was set."""
     box = page.locator("[id*=speed] input[type=number]")
     if box.count() == 0:
         return "no speed control: Play runs as fast as it can"
     top = box.first.get_attribute("max")
+    if top is None:  # a free number box (no max of its own): its "max" tick plays as fast as the model goes
+        return "the Speed control's 'max' ticked"
     box.first.fill(top)
     box.first.press("Tab")
     return f"speed set to its maximum, {top}"
@@ -201,7 +215,8 @@ def fastest_play(page) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ui")
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
-    ap.add_argument("--play-tokens", type=int, default=24)
+    ap.add_argument("--play-tokens", type=int, default=24, help="tokens per Play measurement (0: skip Play and "
+                    "cold start, only the Step clicks)")
     args = ap.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -243,7 +258,7 @@ def main() -> None:
     with sync_playwright() as p:
         # First the peer: the same clicks when Step runs its own forward (INSPECTOR_RUN_AHEAD=0); then the
         # app as it ships (each next forward run ahead), whose page goes on to the Play measurements.
-        measured = {}
+        measured, rapid = {}, {}
         server = ServerTimes()
         for run_ahead in ("0", "1"):
             os.environ["INSPECTOR_RUN_AHEAD"] = run_ahead
@@ -253,6 +268,7 @@ def main() -> None:
             entry = next(iter(demo.store._entries.values()))
             measured[run_ahead] = (per_tab, statistics.median(r.forward_ms + r.sample_ms
                                                               for r in entry.session.records[1:]))
+            rapid[run_ahead] = statistics.median(rapid_clicks(page, args.steps))
             if run_ahead == "0":
                 browser.close()
                 demo.close()
@@ -283,6 +299,9 @@ def main() -> None:
             rows.append((f"Step click-to-paint, all tabs (median), {what}: new token / all views",
                          medians([t for ts in per_tab.values() for t in ts]), note))
             rows.append((f"engine step in the app, {what} (forward + sample, median)", f"{engine:.0f} ms", ""))
+            rows.append((f"Step clicked again as soon as the last one is painted, Timing tab, {what}: all views "
+                         f"(median of {args.steps})", f"{rapid[run_ahead]:.0f} ms",
+                         "a run-ahead forward not finished by the next click is waited for"))
         rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
                      f"{engine_ms:.0f} ms", "peer"))
         rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
@@ -293,7 +312,7 @@ def main() -> None:
         # with all threads, measured just before each (a shared machine's load drifts)
         speed = fastest_play(page)
         story = "Write a long story about a dragon who learns to bake bread."
-        for tab in ("Attention", "Timing"):
+        for tab in ("Attention", "Timing") if args.play_tokens > 0 else ():
             peers = {n: on_thread(engine_alone(story, args.play_tokens))[1]
                      for n, on_thread in ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
             open_tab(page, tab)
@@ -325,8 +344,9 @@ def main() -> None:
                          f"{peers[all_threads]:.1f} / {peers[app_threads]:.1f} tok/s", "peer"))
         browser.close()
         demo.close()
-        cold = cold_start(p)
-        rows.append(("Cold start (python app.py → page usable)", f"{cold:.1f} s", ""))
+        if args.play_tokens > 0:
+            cold = cold_start(p)
+            rows.append(("Cold start (python app.py → page usable)", f"{cold:.1f} s", ""))
 
     print("| measurement | value | note |\n|---|---|---|")
     for r in rows:
