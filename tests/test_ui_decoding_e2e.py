@@ -18,19 +18,24 @@ def set_box(page: Page, elem_id: str, value: str) -> None:
     box.press("Tab")  # leaving the box applies the panel (a multi-line box takes Enter as a new line)
 
 
-def test_a_repetition_penalty_is_a_stage_of_the_sampling_view(page: Page, app_url):  # noqa: F811
-    goto(page, app_url)
-    open_settings(page)
-    # leaving a box can send its value from before the typing when the page is busy: type it again (3 tries)
+def apply_box(page: Page, elem_id: str, value: str, applied: str) -> None:
+    """Set a box of the settings panel until the panel's status line says `applied`: typed into the panel
+    right after it unfolds (while the page is busy), a box can be drawn again with its old value, and
+    leaving it then applies that one; a user sees it in the status line and types again (3 tries)."""
     for attempt in range(3):
-        set_box(page, "repetition-penalty", "0")
+        set_box(page, elem_id, value)
         try:
-            expect(page.locator("#decoding-status")).to_contain_text("repetition-penalty must be a number > 0",
-                                                                     timeout=T // 3)
-            break
+            expect(page.locator("#decoding-status")).to_contain_text(applied, timeout=T // 3)
+            return
         except AssertionError:
             if attempt == 2:
                 raise
+
+
+def test_a_repetition_penalty_is_a_stage_of_the_sampling_view(page: Page, app_url):  # noqa: F811
+    goto(page, app_url)
+    open_settings(page)
+    apply_box(page, "repetition-penalty", "0", "repetition-penalty must be a number > 0")
     set_box(page, "repetition-penalty", "1.3")
     expect(page.locator("#decoding-status")).to_contain_text("repetition penalty 1.3", timeout=T)
     prefill(page, "Say hello hello hello", max_new=8)
@@ -48,7 +53,7 @@ def test_beam_search_draws_its_tree(page: Page, app_url):  # noqa: F811
     page.locator("#prompt textarea").fill("The capital of France is")
     page.locator("#max-new-tokens input").fill("6")
     open_settings(page)
-    set_box(page, "num-beams", "3")
+    apply_box(page, "num-beams", "3", "Beams tab: 3 beams")
     open_view(page, "Beams")
     page.locator("#beams-run").click()
     expect(page.locator("#beams-status")).to_contain_text("3 beams", timeout=T)
@@ -72,10 +77,11 @@ def test_the_same_seed_and_settings_give_the_same_tokens_in_the_ui_the_cli_and_a
     seed = page.locator("#seed input")
     seed.fill("11")
     seed.press("Tab")
-    set_box(page, "repetition-penalty", "1.3")
-    set_box(page, "no-repeat-ngram", "2")
-    set_box(page, "bad-words", "the")
-    expect(page.locator("#decoding-status")).to_contain_text("bad words", timeout=T)
+    apply_box(page, "repetition-penalty", "1.3", "repetition penalty 1.3")
+    apply_box(page, "no-repeat-ngram", "2", "no repeat ngram size 2")
+    apply_box(page, "bad-words", "the", "bad words")
+    for applied in ("repetition penalty 1.3", "no repeat ngram size 2"):  # the whole panel is applied each time
+        expect(page.locator("#decoding-status")).to_contain_text(applied, timeout=T)
     prefill(page, "Name three colors.", max_new=8)
     for k in (1, 2, 3):
         step(page, k, max_new=8)
