@@ -339,8 +339,8 @@ def test_beams_and_serving_chunk_boxes(page: Page, server: Server):
     page.locator("#prompt textarea").fill("Hi")
     enter(page, "#max-new-tokens input", "3")
     open_settings(page)
-    type_and_leave(page, text_box("num-beams"), "2")()
-    expect(page.locator("#decoding-status")).to_contain_text("2 beams", timeout=T)
+    # typed right after the panel unfolds, a box can be drawn again with its old value: type until applied
+    until(page, type_and_leave(page, text_box("num-beams"), "2"), "#decoding-status", "2 beams")
     open_view(page, "Beams")
     until(page, click(page, "#beams-run"), "#beams-status", "2 beams,", retry_ms=T)
     check_slider(page, "#beams-step input[type=number]", "tree after step", "#beams-status", "99999")
