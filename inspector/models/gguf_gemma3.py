@@ -28,6 +28,7 @@ import numpy as np
 
 from inspector.engine.config import FULL, SLIDING, ModelConfig
 from inspector.errors import ModelLoadError, UnsupportedConfigError
+from inspector.models.gguf_convert import _get, _round32
 from inspector.units import format_bytes
 
 Log = Callable[[str], None]
@@ -43,15 +44,6 @@ _BLOCK_NAMES = {
 }
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 CONTROL, USER_DEFINED = 3, 4  # gguf.TokenType values
-
-
-def _get(reader: Any, key: str, default: Any = None) -> Any:
-    field = reader.fields.get(key)
-    return default if field is None else field.contents()
-
-
-def _round32(x: float) -> float:
-    return float(f"{float(np.float32(x)):.7g}")
 
 
 def hf_name(gguf_name: str) -> str:
