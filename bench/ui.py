@@ -16,12 +16,13 @@
   the server's handler (the step itself, then drawing the views), encoding the one bundle of views as JSON
   and its size, the largest view in it; and in the page, when the Step request left and its answer came
   back, so the rest of click-to-paint is the browser's (Chromium shares the 2 cores with the server).
-- Play tokens/s with views on, at the page's fastest Play speed: tokens that reached the page / wall time;
+- Play tokens/s with views on, at the page's fastest Play speed: tokens that reached the page / wall time,
+  and how many updates the page got (at that speed Play sends at most 20 a second, each with every token since the last);
   peer, measured just before: the engine alone, same prompt and length, with all threads and with the
   app's decode thread count.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).
 
-Usage: python -m bench.ui [--steps 8] [--play-tokens 24]
+Usage: python -m bench.ui [--steps 8] [--play-tokens 64]
 """
 
 from __future__ import annotations
@@ -80,6 +81,19 @@ CLICK_TO_PAINT = """async (id) => {
   await paint();
   window.fetch = fetch0;
   return [t1 - t0, performance.now() - t0, sent - t0, answered - t0];
+}"""
+
+# Counts the page's token updates during Play (the generated-token count changing) into window.benchUpdates.
+COUNT_UPDATES = """() => {
+  if (window.benchObserver) window.benchObserver.disconnect();
+  window.benchUpdates = 0;
+  const count = () => { const c = document.querySelector('#token-count'); return c ? c.dataset.generated : ''; };
+  let last = count();
+  window.benchObserver = new MutationObserver(() => {
+    const now = count();
+    if (now !== last) { last = now; window.benchUpdates++; }
+  });
+  window.benchObserver.observe(document.querySelector('#status'), {subtree: true, childList: true, attributes: true});
 }"""
 
 
@@ -215,7 +229,7 @@ def fastest_play(page) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.ui")
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
-    ap.add_argument("--play-tokens", type=int, default=24, help="tokens per Play measurement (0: skip Play and "
+    ap.add_argument("--play-tokens", type=int, default=64, help="tokens per Play measurement (0: skip Play and "
                     "cold start, only the Step clicks)")
     args = ap.parse_args()
 
@@ -323,6 +337,7 @@ def main() -> None:
             start = int(page.locator("#token-count").get_attribute("data-generated"))
             if not page.locator("#play-max input").is_checked():
                 page.locator("#play-max input").check()  # Play as fast as the model goes (the Speed control's max)
+            page.evaluate(COUNT_UPDATES)
             t0 = time.perf_counter()
             page.locator("#play-btn").click()
             page.wait_for_function(
@@ -335,10 +350,12 @@ def main() -> None:
             page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
                                    timeout=120_000)
             play_tps = got / elapsed
+            updates = page.evaluate("window.benchUpdates")
             best = max(peers.values())
             rows.append((f"Play tokens/s with views on, {tab} tab open ({got} tokens; {speed})",
                          f"{play_tps:.1f} tok/s", f"{play_tps / best:.2f}× the engine alone at its best thread count "
-                         f"(goal ≥ 0.8×); {play_tps / peers[app_threads]:.2f}× it with the app's decode threads"))
+                         f"(goal ≥ 0.8×); {play_tps / peers[app_threads]:.2f}× it with the app's decode threads; "
+                         f"the page updated {updates} times ({updates / elapsed:.0f}/s)"))
             rows.append((f"engine alone tokens/s just before (wall clock, {args.play_tokens} steps): "
                          f"{all_threads} threads / {app_threads} as the app decodes",
                          f"{peers[all_threads]:.1f} / {peers[app_threads]:.1f} tok/s", "peer"))

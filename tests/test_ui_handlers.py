@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
+from html import escape
 
 import pytest
 
 from inspector.errors import InputError
 from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, sampling_params
+from inspector.ui import model_thread
 from inspector.ui.app_model import AppLimits
 from inspector.ui.sessions import SessionCapError, SessionStore, new_ui_session
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -108,7 +111,7 @@ def test_max_new_tokens_capped_by_max_steps(tiny_loaded):
 def test_play_streams_until_pause(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 50, 0, 0)[0]
-    gen = h.play(sid, *SAMPLING, 0, 0)
+    gen = h.play(sid, *SAMPLING, 0, 0, 20, False)  # 20 steps a second: one update per step
     first = next(gen)
     assert "playing" in status(first)
     again = list(h.play(sid, *SAMPLING, 0, 0))  # Play while playing
@@ -161,10 +164,10 @@ def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
 
     sid = probe.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     session = probe_store.get(sid).session
-    model_thread.run(lambda: None)  # measure after the queued forward ahead (it counts too), every time
+    model_thread.settle()  # measure after the queued forward ahead (it counts too), every time
     after_prefill = session.retained_nbytes
     probe.step(sid, *SAMPLING, 0, 0)
-    model_thread.run(lambda: None)
+    model_thread.settle()
     per_step = session.retained_nbytes - after_prefill
     assert per_step > 0 and 'id="status-memory"' in probe.status(probe_store.get(sid))
 
@@ -275,10 +278,10 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
     assert h.decode_threads == (3 if full != 3 else 2)
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     h.step(sid, *SAMPLING, 0, 0)
-    model_thread.run(lambda: None)  # the forward queued ahead runs before Play takes the session
+    model_thread.settle()  # the forward queued ahead runs before Play takes the session
     list(h.play(sid, *SAMPLING, 0, 0))
     h.prefill(sid, "Again", False, "", *SAMPLING, 8, 0, 0)
-    model_thread.run(lambda: None)  # the queued forwards ahead have run
+    model_thread.settle()  # the queued forwards ahead have run
     assert set(counts["step"]) == {h.decode_threads} and len(counts["step"]) >= 2
     assert set(counts["ahead"]) == {h.decode_threads} and len(counts["ahead"]) >= 3
     assert counts["prefill"] == [full, full]
@@ -323,15 +326,15 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_every_tab(tiny_loaded, mo
         asked.clear()
         h, store = make(tiny_loaded)
         sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]  # Residual tab
-        model_thread.run(lambda: None)
+        model_thread.settle()
         h.show_tab("attention")(sid, 0, 0)
         h.step(sid, *SAMPLING, 0, 0)  # step 1; step 2's forward runs ahead with its lens
-        model_thread.run(lambda: None)
+        model_thread.settle()
         h.show_tab("residual")(sid, 0, 0)  # ... which the Residual tab now shows
-        model_thread.run(lambda: None)
+        model_thread.settle()
         for k in (2, 3):
             out = h.step(sid, *SAMPLING, 0, 0)
-            model_thread.run(lambda: None)
+            model_thread.settle()
             assert out[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
             assert f'data-step="{k}" data-tab="residual"' in out[-1]
         assert asked == ([True] * 6 if run_ahead == "1" else [])
@@ -355,7 +358,7 @@ def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, 
     sampled = (1.2, 0, 1.0, 0.0, 5)
 
     def session_after(h, sid):
-        model_thread.run(lambda: None)  # wait for what the handlers queued
+        model_thread.settle()  # wait for what the handlers queued
         return h.store.get(sid).session
 
     texts = {}
@@ -381,6 +384,58 @@ def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, 
         assert len(decodes) == len(s.records) - 1 + (1 if h.run_ahead else 0)
         assert all(name.startswith(model_thread.THREAD_NAME) for name in decodes)
     assert texts["1"] == texts["0"]
+
+
+def test_play_steps_commit_the_forward_run_ahead_while_the_last_step_was_sent(tiny_loaded, monkeypatch):
+    """During Play each step's views are built, then the next forward is queued before the update is sent:
+    every Play step after the first finds its forward already run."""
+    from inspector.session.session import Session
+
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "1")
+    h, _ = make(tiny_loaded)
+    ahead_at_step = []
+    real_step = Session.step
+
+    def spy_step(self, params):
+        ahead_at_step.append(self.is_ahead)
+        return real_step(self, params)
+
+    sid = h.prefill(None, "The quick brown fox", False, "", 1.0, 0, 1.0, 0.0, 3, 8, 0, 0)[0]
+    model_thread.settle()
+    monkeypatch.setattr(Session, "step", spy_step)
+    list(h.play(sid, 1.0, 0, 1.0, 0.0, 3, 0, 0))
+    assert len(ahead_at_step) == 7 and all(ahead_at_step)  # 7 steps to max_new 8
+
+
+def test_play_at_max_speed_updates_the_page_at_most_20_times_a_second_and_shows_every_token(tiny_loaded):
+    """The tiny model steps far faster than 20 a second: at "max" the page gets fewer updates than steps,
+    each showing every token so far, the last one the final token; at a set speed every step is an update."""
+    from inspector.ui.handlers import MAX_SPEED_UPDATE_S
+
+    h, _ = make(tiny_loaded)
+    counts = {}
+    for speed, fastest in ((None, True), (20, False)):
+        sid = h.prefill(None, "The quick brown fox", False, "", 1.0, 0, 1.0, 0.0, 3, 12, 0, 0)[0]
+        t0 = time.monotonic()
+        updates = list(h.play(sid, 1.0, 0, 1.0, 0.0, 3, 0, 0, speed, fastest))
+        elapsed = time.monotonic() - t0
+        session = h.store.get(sid).session
+        assert len(session.generated_ids) == 12
+        texts = [u[VIEW_KEYS.index("text")] for u in updates]
+        assert texts[-2] == texts[-1] and escape(session.text.split()[-1]) in texts[-1]  # the last step, then the end
+        counts[fastest] = len(updates)
+        if fastest:
+            assert len(updates) <= elapsed / MAX_SPEED_UPDATE_S + 3  # + the first step, the last, the end
+    assert counts[True] < 11 + 1 == counts[False]  # 11 steps after the prefill's token, then the end
+
+
+def test_a_delayed_submission_runs_on_the_decode_thread_after_its_delay():
+    ran = []
+    t0 = time.monotonic()
+    model_thread.submit_after(0.05, lambda: ran.append((time.monotonic() - t0, threading.current_thread().name)))
+    assert ran == []
+    model_thread.settle()
+    assert len(ran) == 1 and ran[0][0] >= 0.05 and ran[0][1].startswith(model_thread.THREAD_NAME)
 
 
 def test_run_ahead_setting(monkeypatch):
@@ -410,7 +465,7 @@ def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, mon
     h, store = make(tiny_loaded)
     with caplog.at_level("WARNING", logger="inspector.ui.handlers"):
         sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-        model_thread.run(lambda: None)
+        model_thread.settle()
     assert "running the next forward ahead failed: out of memory" in caplog.text
     out = h.step(sid, *SAMPLING, 0, 0)
     assert "decode step 1" in status(out) and "ii-error" not in status(out)

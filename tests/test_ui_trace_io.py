@@ -14,7 +14,7 @@ from inspector.session.session import Session
 from inspector.ui import trace_io
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import VIEW_KEYS, Handlers
-from inspector.ui.model_thread import run
+from inspector.ui.model_thread import run, settle
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.trace_io import EXPORTS_KEPT, export_trace, export_trace_shown, import_trace
 from tests.tiny import make_tiny_checkpoint
@@ -90,7 +90,8 @@ def test_import_runs_the_next_forward_ahead(tiny_loaded, monkeypatch):  # noqa: 
     path, _ = export_trace(h, sid)
     sid2 = store.new_id()
     import_trace(h, sid2, path, 0, 0)
-    assert run(lambda: store.get(sid2).session.is_ahead)  # queued on the decode thread before this check
+    settle()  # the forward queued ahead has run
+    assert run(lambda: store.get(sid2).session.is_ahead)
     out = h.step(sid2, *SAMPLING, 0, 0)
     h.step(sid, *SAMPLING, 0, 0)
     assert "ii-error" not in status(out)

@@ -26,7 +26,8 @@ from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import MAX_NEW, head_bound, layer_bound, position_bound, sampling_params
 from inspector.ui.kv_view_policy import use_policy
 from inspector.ui.play_speed import step_interval, wait_for_pace
-from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit
+from inspector.ui.model_thread import (decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit,
+                                      submit_after)
 from inspector.ui.refusals import shows_refusals
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Views
 from inspector.ui.sessions import Entry, SessionExpiredError
@@ -37,7 +38,12 @@ __all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "sampling_params"
 
 log = logging.getLogger(__name__)
 
-PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second (tokens: every step)
+# The forward run ahead after a Step starts this long after the Step's views are built: Gradio encodes and
+# sends the answer, and a browser on the same machine starts painting it, before the forward (and the logit
+# lens behind the chips' badges) takes a core and the GIL (bench/ui.py measures both sides of it).
+RUN_AHEAD_DELAY_S = 0.03
+PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second
+MAX_SPEED_UPDATE_S = 0.05  # at the Speed control's max, Play updates the page at most 20 times a second
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
 
@@ -73,13 +79,24 @@ class Handlers(Views):
         """Once a token's views are built, queue the next step's forward on the model thread
         (`Session.forward_ahead`): the next Step then only samples and draws. Never waits for it."""
         if self.run_ahead and entry is not None:
-            submit(self._forward_ahead, entry).add_done_callback(_log_failure)
+            submit_after(RUN_AHEAD_DELAY_S, self._forward_ahead, entry, done=_log_failure)
 
     def _forward_ahead(self, entry: Entry) -> None:
         s = entry.session
         if s is None or entry.lock.locked() or self._over_memory_cap(entry):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
         s.forward_ahead(lens=True)  # every tab's chips show the token's commitment layer (from the lens)
+
+    def _play_ahead(self, entry: Entry) -> None:
+        """During Play, queue the next step's forward (no lens) as soon as a step's views are built: it runs
+        while Gradio sends the update and Play paces, and the next step only samples."""
+        if self.run_ahead:
+            submit(self._next_forward, entry).add_done_callback(_log_failure)
+
+    def _next_forward(self, entry: Entry) -> None:
+        s = entry.session
+        if s is not None and not self._over_memory_cap(entry):
+            s.forward_ahead()
 
     def show_tab(self, tab: str):
         """A view tab was opened: remember it and draw its views now."""
@@ -180,7 +197,8 @@ class Handlers(Views):
         """Stream decode steps until EOS / max tokens / context end / Pause; one yield per step, at most
         `speed` steps a second unless `fastest` (the Speed control; a script's call without them: max).
 
-        Status, tokens and text update on every step; the open tab's plots at most every PLOT_INTERVAL_S
+        Status, tokens and text update on every step (at "max", at most every MAX_SPEED_UPDATE_S: an
+        update then shows every token since the last); the open tab's plots at most every PLOT_INTERVAL_S
         (and always on the last step), so a browser that paints slower than the model steps never falls
         behind and steals the CPU from the model. The wait between steps is on the pause event: Pause
         ends it at once, and the model thread is free meanwhile."""
@@ -194,7 +212,7 @@ class Handlers(Views):
         entry.pause.clear()
         entry.playing = True
         message = ""
-        drawn = 0.0
+        drawn = sent = 0.0
         try:
             self._need_session(sid)  # the prefill waited for may have failed
             while not entry.pause.is_set() and entry.session is not None and not entry.session.finished:
@@ -204,10 +222,17 @@ class Handlers(Views):
                 except InspectorError as exc:
                     message = str(exc)
                     break
-                draw = time.monotonic() - drawn >= PLOT_INTERVAL_S
-                yield self.views(entry, layer, head, plots=draw)
+                now = time.monotonic()
+                if interval is None and now - sent < MAX_SPEED_UPDATE_S and not entry.session.finished:
+                    self._play_ahead(entry)  # faster than the page updates: this token shows with the next update
+                    continue
+                draw = now - drawn >= PLOT_INTERVAL_S
+                views = self.views(entry, layer, head, plots=draw)
+                self._play_ahead(entry)
+                yield views
+                sent = now
                 if draw:
-                    drawn = time.monotonic()
+                    drawn = now
                 if not entry.session.finished:  # the last step's update is not held back
                     wait_for_pace(entry.pause, started, interval)
         except InspectorError as exc:

@@ -20,9 +20,10 @@ is not a cheap setter. Every call resizes the calling thread's OpenMP team, sets
 recreates torch's pthreadpool and clears oneDNN's cached primitives (which bf16 matmuls use), work that
 switching one thread between prefill and decode counts would repeat on every model call.
 
-`submit()` queues work on the decode thread without waiting: the handlers run each next decode forward
-ahead this way (`Session.forward_ahead`) once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0`
-(`run_ahead_enabled()`). Queued on the same thread, it always finishes before a later Step's own call.
+`submit()` queues work on the decode thread without waiting, `submit_after()` does so after a delay (and
+`settle()` waits for both): the handlers run each next decode forward ahead this way (`Session.forward_ahead`)
+once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0` (`run_ahead_enabled()`). Queued on the same
+thread, it finishes before a later Step's own call; a Step that comes before it was queued runs its own.
 """
 
 from __future__ import annotations
@@ -99,6 +100,40 @@ def run_prefill(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def submit(fn: Callable[..., T], *args: Any) -> Future:
     """Queue `fn(*args)` on the decode thread and return at once; its result or exception stays in the Future."""
     return _executor("decode").submit(_locked, fn, args, {})
+
+
+_timers: set[threading.Timer] = set()  # delayed submissions not yet queued
+_timers_lock = threading.Lock()
+
+
+def submit_after(delay_s: float, fn: Callable[..., T], *args: Any,
+                 done: Callable[[Future], None] | None = None) -> None:
+    """Queue `fn(*args)` on the decode thread `delay_s` seconds from now and return at once; a timer thread
+    waits, so the decode thread stays free for other work meanwhile. `done(future)` is called once it ran."""
+    def fire() -> None:
+        future = submit(fn, *args)
+        if done is not None:
+            future.add_done_callback(done)
+        with _timers_lock:
+            _timers.discard(timer)
+
+    timer = threading.Timer(delay_s, fire)
+    timer.daemon = True
+    with _timers_lock:
+        _timers.add(timer)
+    timer.start()
+
+
+def settle() -> None:
+    """Return once every delayed submission is queued and all work queued on the decode thread has run."""
+    while True:
+        with _timers_lock:
+            waiting = list(_timers)
+        if not waiting:
+            break
+        for timer in waiting:
+            timer.join()
+    run(lambda: None)
 
 
 def on_model_thread(fn: Callable[..., T]) -> Callable[..., T]:
