@@ -152,3 +152,55 @@ def test_a_forward_started_at_a_block_equals_the_whole_forward(pair):
     whole = loop.forward(ours, new_cache(ours), [CLEAN], rec=rec)
     started = loop.forward(ours, new_cache(ours), [CLEAN], start=(2, seen["x"]))
     assert torch.allclose(whole, started, atol=1e-6)
+
+
+class LensRows:
+    """A stand-in model whose LM head is the identity (a residual row is its own logits), counting the rows it
+    unembeds per call."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def unembed(self, resid: torch.Tensor) -> torch.Tensor:
+        self.calls.append(resid.shape[0])
+        return resid.clone()
+
+
+def test_the_commitment_found_from_the_top_equals_the_whole_lens_and_reads_fewer_rows():
+    from inspector.session import analysis
+
+    g = torch.Generator().manual_seed(0)
+    layers, vocab = 30, 7
+    for trial in range(300):
+        top1 = torch.randint(0, 3, (layers,), generator=g).tolist()  # few ids: long agreeing runs
+        if trial % 3 == 0:
+            agree = int(torch.randint(0, layers, (1,), generator=g))
+            top1[agree:] = [top1[-1]] * (layers - agree)
+        resid = torch.randn(layers, vocab, generator=g)
+        resid[torch.arange(layers), torch.tensor(top1)] = 10.0  # row l's top-1 is top1[l]
+        model = LensRows()
+        got = analysis.commitment(model, resid, resid[-1])
+        assert got == [commitment_layer(top1), top1[-1]]
+        layer = got[0]
+        assert sum(model.calls) <= layers - 1 and model.calls[0] == analysis.COMMITMENT_FIRST
+        if layer > 0:  # rows from the layer below the commitment up; whole chunks at most
+            assert sum(model.calls) <= layers - layer + analysis.COMMITMENT_CHUNK
+
+
+@pytest.mark.slow
+def test_on_the_default_model_the_commitment_found_from_the_top_equals_the_whole_lens(default_model):
+    from inspector.engine.config import SamplingParams
+    from inspector.session.session import Session
+
+    s = Session(default_model, lens=False)
+    s.prefill("Write a short story about a dragon who bakes bread.", SamplingParams(), chat=True, max_new_tokens=40)
+    for _ in range(30):
+        s.step(SamplingParams())
+    found = [list(s.commitment(k)) for k in range(len(s.records))]
+    whole = []
+    for k in range(len(s.records)):
+        top1 = [tops[0].id for tops in s.logit_lens(k)]
+        whole.append([commitment_layer(top1), top1[-1]])
+    assert found == whole
+    L = default_model.config.num_hidden_layers
+    assert {layer for layer, _ in found} & set(range(1, L - 9))  # some decided a chunk or more below the top

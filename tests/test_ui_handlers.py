@@ -9,6 +9,7 @@ from html import escape
 import pytest
 
 from inspector.errors import InputError
+from inspector.session.records import commitment_layer
 from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, sampling_params
 from inspector.ui import model_thread
 from inspector.ui.app_model import AppLimits
@@ -186,19 +187,24 @@ def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
     assert "INSPECTOR_MAX_TRACE_MB" in status(views) and "shorter prompt" in status(views)
 
 
-def test_logit_lens_is_computed_for_every_drawn_step_whatever_the_tab(tiny_loaded, monkeypatch):
-    """The chips show each generated token's commitment layer (from its step's lens) on every tab."""
+def test_the_commitment_layer_is_computed_for_every_drawn_step_whatever_the_tab(tiny_loaded, monkeypatch):
+    """The chips show each generated token's commitment layer on every tab; only the Residual tab computes the
+    whole logit lens, and the commitment read from it is the one found without it."""
     monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "0")  # the draw itself computes it, not a forward run ahead
     h, store = make(tiny_loaded)
-    sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
-    store.get(sid).tab = "timing"
+    store.get_or_create("page")[1].tab = "timing"
+    sid = h.prefill("page", "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     out = h.step(sid, *SAMPLING, 0, 0)
     records = store.get(sid).session.records
-    assert all(len(r.logit_lens) == tiny_loaded.config.num_hidden_layers for r in records)
+    assert all(r.commitment is not None and not r.logit_lens for r in records)
     assert out[VIEW_KEYS.index("chips")].count('class="ii-decided') == 2  # both generated tokens badged
+    found = list(records[-1].commitment)
     views = h.show_tab("residual")(sid, 0, 0)
-    assert len(records[-1].logit_lens) == tiny_loaded.config.num_hidden_layers
-    assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers  # header + layers
+    L = tiny_loaded.config.num_hidden_layers
+    assert len(records[-1].logit_lens) == L
+    assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + L  # header + layers
+    top1 = [tops[0].id for tops in records[-1].logit_lens]
+    assert found == [commitment_layer(top1), top1[-1]]
 
 
 def test_decode_work_runs_on_the_decode_thread_whichever_thread_calls(tiny_loaded, monkeypatch):
@@ -306,18 +312,18 @@ def test_decode_threads_default_and_bad_values(monkeypatch):
             decode_threads()
 
 
-def test_the_logit_lens_runs_ahead_with_the_forward_on_every_tab(tiny_loaded, monkeypatch):
-    """The lens (an LM-head matmul per layer) runs ahead with the next forward on every tab (the chips show
-    each token's commitment layer from it); Step shows it on the Residual tab either way."""
+def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loaded, monkeypatch):
+    """The lens (an LM-head matmul per layer) runs ahead with the next forward on the Residual tab, its
+    commitment layer (the chips' badge) on every tab; Step shows the lens on the Residual tab either way."""
     from inspector.session.session import Session
     from inspector.ui import model_thread
 
     asked = []
     real_ahead = Session.forward_ahead
 
-    def spy_ahead(self, lens=False):
-        asked.append(lens)
-        return real_ahead(self, lens=lens)
+    def spy_ahead(self, lens=False, commitment=False):
+        asked.append((lens, commitment))
+        return real_ahead(self, lens=lens, commitment=commitment)
 
     monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
     lens_at = VIEW_KEYS.index("lens")
@@ -337,7 +343,9 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_every_tab(tiny_loaded, mo
             model_thread.settle()
             assert out[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
             assert f'data-step="{k}" data-tab="residual"' in out[-1]
-        assert asked == ([True] * 6 if run_ahead == "1" else [])
+        # the whole lens runs ahead on the Residual tab, the commitment layer on every tab
+        tabs = ("residual", "attention", "attention", "residual", "residual", "residual")
+        assert asked == ([(tab == "residual", True) for tab in tabs] if run_ahead == "1" else [])
 
 
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
@@ -457,7 +465,7 @@ def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, mon
     from inspector.session.session import Session
     from inspector.ui import model_thread
 
-    def broken(self, lens=False):
+    def broken(self, lens=False, commitment=False):
         raise RuntimeError("out of memory")
 
     monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "1")

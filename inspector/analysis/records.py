@@ -8,12 +8,15 @@ added) through the final norm with its scale frozen; they sum to `logit` up to f
 `TokenLosses`, `TrainingStep`: a text teacher-forced (per-token cross-entropy, perplexity) and one backward
 pass over it (gradient norms per weight and per layer, memory of inference beside a training step, each
 part `MemoryPart` labelled measured or formula).
-`commitment_layer(top1)`: the first layer from which the logit lens's top-1 stays the final top-1.
+`commitment_layer(top1)`: the first layer from which the logit lens's top-1 stays the final top-1 (defined
+beside the records it reads, `inspector.session.records`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from inspector.session.records import commitment_layer  # noqa: F401  (re-exported: read with these records)
 
 
 @dataclass
@@ -83,16 +86,6 @@ class Comparison:
     first_diverging: int | None  # the first step whose tokens differ (None: the same as far as both go)
     tops: tuple[list[list[tuple[str, float]]], list[list[tuple[str, float]]]]  # per step: (piece, prob) top-k
     resid_diff: list[list[float]]  # [step][layer]: L2 norm of the difference of the last position's resid_post
-
-
-def commitment_layer(top1: list[int]) -> int:
-    """The first layer L with top1[L:] all equal to top1[-1] (the final prediction)."""
-    if not top1:
-        raise ValueError("no layers")
-    L = len(top1) - 1
-    while L > 0 and top1[L - 1] == top1[-1]:
-        L -= 1
-    return L
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""On-demand analyses of one recorded forward: attention weights and the logit lens.
+"""On-demand analyses of one recorded forward: attention weights, the logit lens and its commitment layer.
 
 Pure functions over tensors a forward kept (post-RoPE queries, last-position residuals, logits) and the
 keys read from the KV cache; they never run the model's blocks. Attention weights come from
@@ -19,7 +19,7 @@ import torch
 from inspector.engine.attention import attention_weights, future_mask, masked_scores, softmax32, window_mask
 from inspector.engine.config import SLIDING, ModelConfig
 from inspector.engine.model import Transformer
-from inspector.session.records import TopToken
+from inspector.session.records import TopToken, commitment_layer
 
 LENS_TOP = 5  # tokens shown per layer in the logit lens
 
@@ -62,3 +62,26 @@ def logit_lens(model: Transformer, piece: Callable[[int], str], resid: torch.Ten
         [TopToken(i, piece(i), v, p) for i, v, p in zip(ids, vals, ps)]
         for ids, vals, ps in zip(top.indices.tolist(), top.values.tolist(), probs.tolist())
     ]
+
+
+# Lens rows unembedded at a time when looking for the commitment layer from the top down: the first try
+# reads only the last layer below the output (about half of the tokens are decided only there), later tries
+# several layers per read of the LM head.
+COMMITMENT_FIRST, COMMITMENT_CHUNK = 1, 8
+
+
+@torch.inference_mode()
+def commitment(model: Transformer, resid: torch.Tensor, logits: torch.Tensor) -> list[int]:
+    """[commitment layer, final top-1 id]: `commitment_layer` of the lens's top-1 ids (resid (layers, D) as
+    `logit_lens` takes it, the last layer being the real logits), found from the top layer down, stopping at
+    the first layer whose top-1 differs: on average a third of the whole lens's LM-head work."""
+    final = int(torch.topk(logits.float(), 1).indices)
+    hi, size = resid.shape[0] - 1, COMMITMENT_FIRST  # lens rows hi.. are known to agree with the final top-1
+    while hi > 0:
+        lo = max(0, hi - size)
+        top1 = torch.topk(model.unembed(resid[lo:hi]).float(), 1, dim=-1).indices[:, 0].tolist()  # rows lo..hi-1
+        layer = commitment_layer([*top1, final])
+        if layer > 0:
+            return [lo + layer, final]
+        hi, size = lo, COMMITMENT_CHUNK
+    return [0, final]

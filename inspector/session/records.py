@@ -4,6 +4,7 @@ One `ForwardRecord` per forward pass: the prefill (step 0, all prompt tokens at 
 step k (one token). Arrays hold the positions this forward *added*; the residual heatmap concatenates
 records along positions. Full attention maps are never stored: the trace store computes any attention
 row on demand from a forward's queries and the cached keys (`inspector.session.trace_store`).
+`commitment_layer(top1)` reads a logit lens's top-1 ids: the layer from which the final token stays on top.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class ForwardRecord:
     # (num_layers, n_new) like attn_out / mlp_out (which are after it); None for other families.
     attn_out_raw: np.ndarray | None = None
     mlp_out_raw: np.ndarray | None = None
+    # [commitment layer, the final top-1 id] of the logit lens, found without the whole lens (the chips' badge)
+    commitment: list[int] | None = None
 
     @property
     def n_new(self) -> int:
@@ -190,3 +193,13 @@ class OpTiming:
     @property
     def seconds(self) -> float:
         return sum(r.seconds for r in self.totals)
+
+
+def commitment_layer(top1: list[int]) -> int:
+    """The first layer L with top1[L:] all equal to top1[-1] (the final prediction)."""
+    if not top1:
+        raise ValueError("no layers")
+    L = len(top1) - 1
+    while L > 0 and top1[L - 1] == top1[-1]:
+        L -= 1
+    return L

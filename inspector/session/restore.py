@@ -132,8 +132,8 @@ class RestoredSession(Session):
         self._writable()
         return super().step(params)
 
-    def forward_ahead(self, lens: bool = False) -> bool:
-        return self.read_only is None and super().forward_ahead(lens)
+    def forward_ahead(self, lens: bool = False, commitment: bool = False) -> bool:
+        return self.read_only is None and super().forward_ahead(lens, commitment)
 
     def branch(self, step: int, token_id: int) -> None:
         self._writable()

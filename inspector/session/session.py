@@ -205,16 +205,19 @@ class Session(SequenceOwner):
         self._sample_into(len(self.trace) - 1, params)
         return rec
 
-    def forward_ahead(self, lens: bool = False) -> bool:
+    def forward_ahead(self, lens: bool = False, commitment: bool = False) -> bool:
         """Run the next step's forward now and keep it for `step()` (see the module docstring); `lens=True`
-        computes its logit lens too (also for a forward already pending). True when a forward is pending
-        afterwards; False when there is nothing to run: not prefilled, finished, or a recompute session."""
+        computes its logit lens too, `commitment=True` only the lens's commitment layer (also for a forward
+        already pending). True when a forward is pending afterwards; False when there is nothing to run:
+        not prefilled, finished, or a recompute session."""
         if self.trace.pending is None:
             if not self.trace.forwards or self.finished or self.recompute:
                 return False
             self.trace.pending = self._forward("decode", [self.generated_ids[-1]], cached=True)
         if lens and self.trace.pending.lens_inputs is not None:
             self.trace.fill_lens(self.trace.pending)
+        if commitment:
+            self.trace.commitment(self.trace.pending)
         return True
 
     @property
@@ -315,6 +318,10 @@ class Session(SequenceOwner):
     def logit_lens(self, step: int) -> list[list[TopToken]]:
         """The logit lens of a step (per layer, top-5), computed now if the session was made with lens=False."""
         return self.trace.logit_lens(step)
+
+    def commitment(self, step: int) -> list[int] | None:
+        """[commitment layer, final top-1 id] of a step's logit lens, without the whole lens when not computed."""
+        return self.trace.commitment(self.trace.at(step))
 
     def attention_row(self, step: int, layer: int, head: int, query_index: int = -1) -> np.ndarray:
         """Weights (n_keys,) of one query position of the forward at `step` over all keys it saw."""

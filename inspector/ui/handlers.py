@@ -39,8 +39,8 @@ __all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "sampling_params"
 log = logging.getLogger(__name__)
 
 # The forward run ahead after a Step starts this long after the Step's views are built: Gradio encodes and
-# sends the answer, and a browser on the same machine starts painting it, before the forward (and the logit
-# lens behind the chips' badges) takes a core and the GIL (bench/ui.py measures both sides of it).
+# sends the answer, and a browser on the same machine starts painting it, before the forward (and the lens's
+# commitment layer behind the chips' badges) takes a core and the GIL (bench/ui.py measures both sides of it).
 RUN_AHEAD_DELAY_S = 0.03
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second
 MAX_SPEED_UPDATE_S = 0.05  # at the Speed control's max, Play updates the page at most 20 times a second
@@ -85,7 +85,8 @@ class Handlers(Views):
         s = entry.session
         if s is None or entry.lock.locked() or self._over_memory_cap(entry):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
-        s.forward_ahead(lens=True)  # every tab's chips show the token's commitment layer (from the lens)
+        # every tab's chips show the token's commitment layer; the Residual tab shows the whole lens
+        s.forward_ahead(lens=entry.tab == "residual", commitment=True)
 
     def _play_ahead(self, entry: Entry) -> None:
         """During Play, queue the next step's forward (no lens) as soon as a step's views are built: it runs
@@ -183,9 +184,10 @@ class Handlers(Views):
     def step(self, sid, temperature, top_k, top_p, min_p, seed, layer, head) -> list:
         """The Step button: one decode step (feed the last sampled token, sample the next) -> one update of
         VIEW_KEYS + the drawn marker: status, tokens, text and the open tab's views. Usually the forward
-        (and its logit lens, which the chips and the Residual tab show) already ran ahead
-        (`queue_forward_ahead`), so this only samples and draws, and one update sent without Gradio's queue is the quickest way to the page (its
-        script paints the token before it draws the plots; bench/ui.py compares)."""
+        (with the commitment layer the chips show, and on the Residual tab the whole logit lens) already ran
+        ahead (`queue_forward_ahead`), so this only samples and draws, and one update sent without Gradio's
+        queue is the quickest way to the page (its script paints the token before it draws the plots;
+        bench/ui.py compares)."""
         entry = self.run_step(sid, sampling_params(temperature, top_k, top_p, min_p, seed))
         views = self.views(entry, layer, head) + [self.drawn_marker(entry)]
         self.queue_forward_ahead(entry)

@@ -151,9 +151,9 @@ class Views:
         pieces = s.token_pieces()
         rec = s.records[-1]
         if plots and s.record and rec.sample is not None and not entry.playing:
-            # the newest token's commitment layer on its chip (kept once computed); Play's steps skip it, so the
-            # lens (about a forward's time) never slows Play down, and the step Play stops at gets it
-            s.logit_lens(rec.step)
+            # the newest token's commitment layer on its chip (kept once computed; from the top layer down, not
+            # the whole lens); Play's steps skip it, so it never slows Play down, and the step Play stops at gets it
+            s.commitment(rec.step)
         piece = tok.decode([rec.sample.token_id]) if rec.sample else ""
         v: dict[str, Any] = {
             "status": self.status(entry, message, error),

@@ -2,15 +2,14 @@
 
 Chips carry `data-pos` / `data-id` so static/app.js can turn a click into "select this position".
 Prompt chips are blue, generated green, special (control) tokens purple with a dashed border.
-A generated chip whose step's logit lens is known carries its commitment layer (`decided_layers`): a small
-"L21" badge and "decided at layer 21" in its tooltip, the first layer from which the lens's top-1 stays the
-token the model ranked first (`inspector.analysis.records.commitment_layer`).
+A generated chip whose step's logit lens (or only its `commitment`) is known carries its commitment layer
+(`decided_layers`): a small "L21" badge and "decided at layer 21" in its tooltip, the first layer from which
+the lens's top-1 stays the token the model ranked first (`inspector.session.records.commitment_layer`).
 """
 
 from __future__ import annotations
 
-from inspector.analysis.records import commitment_layer
-from inspector.session.records import ForwardRecord
+from inspector.session.records import ForwardRecord, commitment_layer
 from inspector.viz.common import esc, show_piece
 
 CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed together in the prefill); "
@@ -18,14 +17,20 @@ CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed toge
 
 
 def decided_layers(records: list[ForwardRecord]) -> dict[int, tuple[int, bool]]:
-    """Per generated position whose step's lens is recorded: (commitment layer, whether the token there is the
-    lens's final top-1). Step k's forward ends at the position before token k, which its draw produced."""
+    """Per generated position whose step's lens or commitment is recorded: (commitment layer, whether the token
+    there is the lens's final top-1). Step k's forward ends at the position before token k, which its draw produced."""
     out = {}
     for rec in records:
-        if rec.sample is None or not rec.logit_lens or not all(rec.logit_lens):
+        if rec.sample is None:
             continue
-        top1 = [tops[0].id for tops in rec.logit_lens]
-        out[rec.start_pos + rec.n_new] = (commitment_layer(top1), top1[-1] == rec.sample.token_id)
+        if rec.logit_lens and all(rec.logit_lens):
+            top1 = [tops[0].id for tops in rec.logit_lens]
+            layer, final = commitment_layer(top1), top1[-1]
+        elif rec.commitment is not None:
+            layer, final = rec.commitment
+        else:
+            continue
+        out[rec.start_pos + rec.n_new] = (layer, final == rec.sample.token_id)
     return out
 
 
