@@ -249,9 +249,10 @@ GOALS = (  # (what, faster configuration, peer, at least)
 )
 
 
-def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...]) -> None:
+def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...], products: dict[str, float] | None = None) -> None:
     """Each speed goal per context: the ratio of median decode steps, the spread of the per-round ratios
-    (each round's median steps), and whether the median meets it."""
+    (each round's median steps), and whether the median meets it. With `products` (seconds of a step's
+    weight products alone, per dtype), what the bf16 goal leaves for the rest of a bf16 step."""
     print(f"\nspeed goals (torch {torch.__version__}, {torch.get_num_threads()} threads, load average now "
           f"{os.getloadavg()[0]:.1f}; the bf16 goal is for the torch a plain pip install brings)\n")
     print("| goal | ctx | ratio of medians | per-round spread | fastest tenth | met |")
@@ -263,6 +264,20 @@ def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...]) -> None:
             quiet = fast(decode_s[(peer, n)]) / fast(decode_s[(ours, n)])
             print(f"| {what} >= {bar}x | {n} | {ratio:.2f}x | {min(per_round):.2f}-{max(per_round):.2f}x "
                   f"| {quiet:.2f}x | {'yes' if ratio >= bar else 'no'} |")
+    if not products:
+        return
+    print("\n| where a decode step's time goes (ctx 128, medians) | fp32 | bf16 |\n|---|---|---|")
+    steps = {name: statistics.median(decode_s[(label, 128)]) for name, label in (("fp32", FP32), ("bf16", BF16))}
+    print(f"| whole step | {steps['fp32'] * 1e3:.2f} ms | {steps['bf16'] * 1e3:.2f} ms |")
+    print(f"| its weight products alone (every matrix once, in step order) | {products['fp32'] * 1e3:.2f} ms "
+          f"| {products['bf16'] * 1e3:.2f} ms |")
+    print(f"| the rest (norms, RoPE, attention, cache writes, casts, sampling, Python) | "
+          f"{(steps['fp32'] - products['fp32']) * 1e3:.2f} ms | {(steps['bf16'] - products['bf16']) * 1e3:.2f} ms |")
+    room = steps["fp32"] / 2 - products["bf16"]
+    print(f"\nbf16 at 2x this fp32 step may take {steps['fp32'] / 2 * 1e3:.2f} ms: {products['bf16'] * 1e3:.2f} ms of "
+          f"weight products leave {room * 1e3:.2f} ms for the rest, which takes {(steps['bf16'] - products['bf16']) * 1e3:.2f} "
+          f"ms now; the products alone run {products['fp32'] / products['bf16']:.2f}x faster in bf16, and any time "
+          "the two dtypes share pulls the step ratio below that.")
 
 
 def main() -> None:
@@ -368,8 +383,8 @@ def main() -> None:
         matmul_table(fp32, fp32_batch, bf16)
     from bench.products import print_product_table
 
-    print_product_table(fp32, bf16, clock=clock)
-    print_goals(decode_s, rounds_s, ctxs)
+    products = print_product_table(fp32, bf16, clock=clock)
+    print_goals(decode_s, rounds_s, ctxs, products)
     if args.goals:
         return
     if args.no_rss:

@@ -77,12 +77,19 @@ def _product_seconds(weights: list[torch.Tensor], rounds: int, clock) -> float:
     return min(times[1:])
 
 
-def print_product_table(fp32, bf16, rounds: int = 9, clock=time.perf_counter) -> None:
+def step_order(groups: dict[str, list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Every matrix of `product_groups` once, in the order a decode step reads them (layer by layer)."""
+    per_layer = [groups[k] for k in ("q/k/v (stacked)", "o", "gate/up (stacked)", "down")]
+    return [w for layer in zip(*per_layer) for w in layer] + groups["LM head"]
+
+
+def print_product_table(fp32, bf16, rounds: int = 9, clock=time.perf_counter) -> dict[str, float] | None:
     """The table of the module doc, for the fp32 (decode layout) and bf16 models of one checkpoint, timed
-    by `clock` (bench.engine's: wall time, or with one thread, its CPU time)."""
+    by `clock` (bench.engine's: wall time, or with one thread, its CPU time). Its last row runs every matrix
+    once in a step's order (nothing left in cache from the same kind); returns those seconds per dtype."""
     if any(w is None for g in product_groups(fp32.model).values() for w in g):
         print("\n(per-product table skipped: this model's q/k/v or gate/up are not stacked)")
-        return
+        return None
     copy, read = bandwidths(clock=clock)
     groups = {"fp32": product_groups(fp32.model), "bf16": product_groups(bf16.model)}
     print(f"\nper weight product, one row (M=1), all layers' matrices of the kind, best of {rounds}; bandwidth "
@@ -102,3 +109,14 @@ def print_product_table(fp32, bf16, rounds: int = 9, clock=time.perf_counter) ->
         w = groups["fp32"][kind][0]
         print(f"| {kind} | {len(groups['fp32'][kind])} x {w.shape[0]} x {w.shape[1]} | {fp32_mib:.1f} | "
               + " | ".join(cells) + f" | {secs['bf16'] / secs['fp32']:.2f} |")
+    cells, step = [], {}
+    for name in ("fp32", "bf16"):
+        ws = step_order(groups[name])
+        step[name] = _product_seconds(ws, rounds, clock)
+        gbs = sum(w.numel() * w.element_size() for w in ws) / step[name] / 1e9
+        cells += [f"{step[name] * 1e3:.2f}", f"{gbs:.1f} ({gbs / copy:.0%} / {gbs / read:.0%})"]
+    n = len(step_order(groups["fp32"]))
+    fp32_mib = sum(w.numel() * w.element_size() for w in step_order(groups["fp32"])) / MIB
+    print(f"| a decode step's products, in its order | {n} matrices | {fp32_mib:.1f} | " + " | ".join(cells)
+          + f" | {step['bf16'] / step['fp32']:.2f} |")
+    return step
