@@ -93,6 +93,22 @@ def test_weights_replaced_after_layout_are_the_ones_used():
         torch.testing.assert_close(model(ids), other(ids), rtol=1e-5, atol=1e-5)
 
 
+def test_a_model_converted_in_place_after_layout_computes_with_its_new_weights():
+    """`model.double()` converts every parameter's data under the same objects: the stacked views made
+    before point at the old fp32 memory and must not be read."""
+    model = tiny_model(seed=0)
+    lay_out_weights(model, transposed=True)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        model(ids)  # fills the stacked-weight cache
+    model.double()
+    reference = tiny_model(seed=0).double()
+    with torch.inference_mode():
+        got = model(ids)
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, reference(ids), rtol=1e-12, atol=1e-12)
+
+
 def test_load_model_layouts(tiny_llama_dir):
     decode = load_model(tiny_llama_dir)
     batch = load_model(tiny_llama_dir, layout="batch")

@@ -16,9 +16,9 @@
   parameter is a transposed view. The model then owns all its weights (no memory-mapped file behind
   them). HF names, shapes, values and the state dict are unchanged.
 - `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
-  they lie stacked in one buffer, else None. Cached on the module and rechecked by identity, so a weight
-  replaced later (a state dict loaded with assign=True, quantized modules) falls back to separate
-  products instead of reading stale memory. None too while any of them requires grad: a stacked view
+  they lie stacked in one buffer, else None. Cached on the module and rechecked by identity and address,
+  so a weight replaced later (a state dict loaded with assign=True, quantized modules, `model.double()`)
+  falls back to separate products instead of reading stale memory. None too while any of them requires grad: a stacked view
   would send the whole product's gradient to the first weight only (a backward pass runs them one by one).
 """
 
@@ -111,11 +111,17 @@ def stacked_weight(module: nn.Module, names: Sequence[str], attr: str = "weight"
         return None  # autograd: each weight its own product, so each gets its own gradient
     cache = module.__dict__.setdefault("_stacked", {})
     hit = cache.get((tuple(names), attr))
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)) and _still_over(hit[1], parts[0]):
         return hit[1]
     stacked = _adjacent(parts)
     cache[(tuple(names), attr)] = (parts, stacked)
     return stacked
+
+
+def _still_over(stacked: torch.Tensor | None, first: object) -> bool:
+    """True unless the parameters' data was swapped under the same objects since `stacked` was made
+    (`model.double()`, `.to(...)` convert in place): then the view reads the old memory."""
+    return stacked is None or (stacked.data_ptr() == first.data_ptr() and stacked.dtype == first.dtype)
 
 
 def _attribute(module: nn.Module, name: str, attr: str) -> object:
