@@ -233,6 +233,26 @@ def test_a_saved_trace_keeps_every_branch(tiny_loaded, tmp_path):  # noqa: F811
     assert read_only.read_only and len(read_only.saved_tree.branches) == 4
 
 
+def test_inspector_trace_prints_every_saved_branch(tiny_loaded, tmp_path, capsys):  # noqa: F811
+    import json
+
+    from inspector.commands.cli import main
+
+    h, store = make(tiny_loaded)
+    sid = page_tree(h, store)
+    path, _ = trace_io.export_trace(h, sid, PROMPT, False, "")
+    tree = store.get(sid).branches
+    assert main(["trace", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["shown_branch"] == 1 and out["generated_ids"] == tree.branches[1].generated_ids
+    assert [(b["parent"], b["at_step"], b["forced_id"], b["generated_ids"], b["text"]) for b in out["branches"]] \
+        == [(b.parent, b.at_step, b.forced_id, b.generated_ids, b.text) for b in tree.branches]
+    assert main(["trace", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "branches: 4 (the file's tokens are branch 1's)" in text and "branch 1 [shown]: from branch 0 at step 4" in text
+    assert text.count("  branch ") == 4
+
+
 def test_a_tree_that_does_not_fit_the_run_is_refused(tiny_loaded, tmp_path):  # noqa: F811
     s = Session(tiny_loaded)
     s.prefill(PROMPT, SAMPLED, max_new_tokens=8)

@@ -1,8 +1,9 @@
 """`inspector trace FILE [--json]`: open a trace file saved by `inspector run --save-trace` or the web app.
 
 No model is loaded: the run is read back from the file (`inspector.session.trace_file.load_trace`).
-`--json` prints the object `inspector run --json` printed for that run (`inspector.commands.run.result_dict`);
-without it, a short summary: model, settings, tokens, finish reason, timings.
+`--json` prints the object `inspector run --json` printed for that run (`inspector.commands.run.result_dict`),
+with "branches" and "shown_branch" added when the file kept a branch tree (the web app's Save trace);
+without it, a short summary: model, settings, tokens, finish reason, timings, and a line per branch.
 """
 
 from __future__ import annotations
@@ -27,10 +28,35 @@ def run(args: argparse.Namespace) -> int:
 
     session = load_trace(args.file)
     if args.json:
-        print(json.dumps(result_dict(session), ensure_ascii=False))
+        out = result_dict(session)
+        tree = session.saved_tree
+        if tree is not None and len(tree.branches) > 1:
+            out["branches"] = [branch_dict(i, b) for i, b in enumerate(tree.branches)]
+            out["shown_branch"] = tree.current
+        print(json.dumps(out, ensure_ascii=False))
     else:
-        print("\n".join(summary_lines(session)))
+        print("\n".join(summary_lines(session) + branch_lines(session)))
     return 0
+
+
+def branch_dict(index: int, branch: Any) -> dict:
+    """One saved branch as JSON: where it forks from its parent and what it generated."""
+    return {"branch": index, "parent": branch.parent, "at_step": branch.at_step, "forced_id": branch.forced_id,
+            "forced_piece": branch.forced_piece, "generated_ids": list(branch.generated_ids), "text": branch.text}
+
+
+def branch_lines(session: Any) -> list[str]:
+    """A line per branch of the file's tree (none for a run of one branch); the shown one marked."""
+    tree = session.saved_tree
+    if tree is None or len(tree.branches) < 2:
+        return []
+    lines = [f"branches: {len(tree.branches)} (the file's tokens are branch {tree.current}'s)"]
+    for i, b in enumerate(tree.branches):
+        where = "the run" if b.parent is None else \
+            f"from branch {b.parent} at step {b.at_step}, forced {b.forced_piece!r} (id {b.forced_id})"
+        mark = " [shown]" if i == tree.current else ""
+        lines.append(f"  branch {i}{mark}: {where}: {len(b.generated_ids)} tokens, text {b.text!r}")
+    return lines
 
 
 def summary_lines(session: Any) -> list[str]:
