@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -24,6 +25,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _settle_the_model_thread():
+    """After each test, let the work the app queued on its decode thread (forwards run ahead after a delay) run
+    out, so none of it lands in the next test (which may count forwards or patch the session)."""
+    yield
+    model_thread = sys.modules.get("inspector.ui.model_thread")
+    if model_thread is not None:
+        model_thread.settle()
 
 
 def chromium_path() -> str | None:
