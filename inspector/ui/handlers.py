@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # The forward run ahead after a Step starts this long after the Step's views are built: Gradio encodes and
 # sends the answer, and a browser on the same machine starts painting it, before the forward (and the lens's
 # commitment layer behind the chips' badges) takes a core and the GIL (bench/ui.py measures both sides of it).
-RUN_AHEAD_DELAY_S = 0.03
+RUN_AHEAD_DELAY_S = 0.015
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second
 MAX_SPEED_UPDATE_S = 0.05  # at the Speed control's max, Play updates the page at most 20 times a second
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
