@@ -249,7 +249,8 @@ GOALS = (  # (what, faster configuration, peer, at least)
 )
 
 
-def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...], products: dict[str, float] | None = None) -> None:
+def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...],
+                products: dict[str, float] | None = None) -> None:
     """Each speed goal per context: the ratio of median decode steps, the spread of the per-round ratios
     (each round's median steps), and whether the median meets it. With `products` (seconds of a step's
     weight products alone, per dtype), what the bf16 goal leaves for the rest of a bf16 step."""
@@ -273,11 +274,11 @@ def print_goals(decode_s: dict, rounds_s: dict, ctxs: tuple[int, ...], products:
           f"| {products['bf16'] * 1e3:.2f} ms |")
     print(f"| the rest (norms, RoPE, attention, cache writes, casts, sampling, Python) | "
           f"{(steps['fp32'] - products['fp32']) * 1e3:.2f} ms | {(steps['bf16'] - products['bf16']) * 1e3:.2f} ms |")
-    room = steps["fp32"] / 2 - products["bf16"]
+    room, rest = steps["fp32"] / 2 - products["bf16"], steps["bf16"] - products["bf16"]
     print(f"\nbf16 at 2x this fp32 step may take {steps['fp32'] / 2 * 1e3:.2f} ms: {products['bf16'] * 1e3:.2f} ms of "
-          f"weight products leave {room * 1e3:.2f} ms for the rest, which takes {(steps['bf16'] - products['bf16']) * 1e3:.2f} "
-          f"ms now; the products alone run {products['fp32'] / products['bf16']:.2f}x faster in bf16, and any time "
-          "the two dtypes share pulls the step ratio below that.")
+          f"weight products leave {room * 1e3:.2f} ms for the rest, which takes {rest * 1e3:.2f} ms now; the products "
+          f"alone run {products['fp32'] / products['bf16']:.2f}x faster in bf16, and any time the two dtypes share "
+          "pulls the step ratio below that.")
 
 
 def main() -> None:

@@ -249,7 +249,8 @@ def test_inspector_trace_prints_every_saved_branch(tiny_loaded, tmp_path, capsys
         == [(b.parent, b.at_step, b.forced_id, b.generated_ids, b.text) for b in tree.branches]
     assert main(["trace", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "branches: 4 (the file's tokens are branch 1's)" in text and "branch 1 [shown]: from branch 0 at step 4" in text
+    assert "branches: 4 (the file's tokens are branch 1's)" in text
+    assert "branch 1 [shown]: from branch 0 at step 4" in text
     assert text.count("  branch ") == 4
 
 

@@ -70,20 +70,29 @@ def test_the_same_seed_and_settings_give_the_same_tokens_in_the_ui_the_cli_and_a
 
     goto(page, app_url)
     open_settings(page)
-    temp = page.locator("#temperature input[type=number]")
-    temp.fill("0.9")
-    temp.press("Tab")
-    seed = page.locator("#seed input")
-    seed.fill("11")
-    seed.press("Tab")
     apply_box(page, "repetition-penalty", "1.3", "repetition penalty 1.3")
     apply_box(page, "no-repeat-ngram", "2", "no repeat ngram size 2")
     apply_box(page, "bad-words", "the", "bad words")
     for applied in ("repetition penalty 1.3", "no repeat ngram size 2"):  # the whole panel is applied each time
         expect(page.locator("#decoding-status")).to_contain_text(applied, timeout=T)
-    prefill(page, "Name three colors.", max_new=8)
+    used = page.locator("#sampling-info")  # the Sampling view names the settings the server drew with
+    for attempt in range(3):  # as apply_box: typed values a redraw lost are typed again, as a user would
+        for box, value in (("#temperature input[type=number]", "0.9"), ("#seed input", "11")):
+            page.locator(box).fill(value)
+            page.locator(box).press("Tab")
+        prefill(page, "Name three colors.", max_new=8)
+        open_tab(page, "Sampling")
+        try:
+            expect(used).to_contain_text("temperature 0.9", timeout=T // 3)
+            expect(used).to_contain_text("seed 11", timeout=T // 3)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     for k in (1, 2, 3):
         step(page, k, max_new=8)
+    expect(used).to_contain_text("temperature 0.9")  # every step drew with them
+    expect(used).to_contain_text("seed 11")
     ui_ids = [int(x) for x in page.locator(".ii-chip.ii-gen").evaluate_all("els => els.map(e => e.dataset.id)")]
     assert len(ui_ids) == 4
 

@@ -47,9 +47,13 @@ def goto(page: Page, url: str, tour: bool = False) -> None:
 
 
 def open_settings(page: Page) -> None:
-    """Unfold the sampling / system prompt / examples panel (folded on the first screen)."""
+    """Unfold the sampling / system prompt / examples panel (folded on the first screen), and give its boxes a
+    moment to settle: a box typed into within milliseconds of the unfold (faster than a person moves to it)
+    can be drawn again with its old value."""
     if not page.locator("#temperature").is_visible():
         page.get_by_text("Sampling, system prompt, example prompts").click()
+        expect(page.locator("#decoding-status")).to_be_visible(timeout=T)  # the panel's last part is drawn
+        page.wait_for_timeout(400)
     expect(page.locator("#temperature")).to_be_visible(timeout=T)
 
 

@@ -18,8 +18,9 @@
 - `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
   they lie stacked in one buffer, else None. Cached on the module and rechecked by identity and address,
   so a weight replaced later (a state dict loaded with assign=True, quantized modules, `model.double()`)
-  falls back to separate products instead of reading stale memory. None too while any of them requires grad: a stacked view
-  would send the whole product's gradient to the first weight only (a backward pass runs them one by one).
+  falls back to separate products instead of reading stale memory. None too while any of them requires
+  grad: a stacked view would send the whole product's gradient to the first weight only (a backward pass
+  runs them one by one).
 """
 
 from __future__ import annotations
