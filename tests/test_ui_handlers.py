@@ -415,8 +415,8 @@ def test_play_steps_commit_the_forward_run_ahead_while_the_last_step_was_sent(ti
     assert len(ahead_at_step) == 7 and all(ahead_at_step)  # 7 steps to max_new 8
 
 
-def test_play_at_max_speed_updates_the_page_at_most_20_times_a_second_and_shows_every_token(tiny_loaded):
-    """The tiny model steps far faster than 20 a second: at "max" the page gets fewer updates than steps,
+def test_play_at_max_speed_updates_the_page_at_most_10_times_a_second_and_shows_every_token(tiny_loaded):
+    """The tiny model steps far faster than 10 a second: at "max" the page gets fewer updates than steps,
     each showing every token so far, the last one the final token; at a set speed every step is an update."""
     from inspector.ui.handlers import MAX_SPEED_UPDATE_S
 

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # commitment layer behind the chips' badges) takes a core and the GIL (bench/ui.py measures both sides of it).
 RUN_AHEAD_DELAY_S = 0.015
 PLOT_INTERVAL_S = 0.4  # Play redraws the open tab's plots at most 2.5 times a second
-MAX_SPEED_UPDATE_S = 0.05  # at the Speed control's max, Play updates the page at most 20 times a second
+MAX_SPEED_UPDATE_S = 0.1  # at the Speed control's max, Play updates the page at most 10 times a second
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
 
