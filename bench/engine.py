@@ -134,14 +134,10 @@ class Ours:
 
 
 def weight_groups(model) -> list[torch.Tensor]:
-    """The weight matrices one decode step multiplies by, as the engine groups them (N, K) each."""
-    from inspector.engine.linear import GATE_UP, QKV, stacked_weight
+    """The weight matrices one decode step multiplies by, as the engine groups them (N, K) each, in its order."""
+    from bench.products import product_groups, step_order
 
-    out = []
-    for block in model.model.layers:
-        attn, mlp = block.self_attn, block.mlp
-        out += [stacked_weight(attn, QKV), attn.o_proj.weight, stacked_weight(mlp, GATE_UP), mlp.down_proj.weight]
-    return [*out, model.unembed_weight]
+    return step_order(product_groups(model))
 
 
 def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:

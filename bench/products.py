@@ -110,13 +110,12 @@ def print_product_table(fp32, bf16, rounds: int = 9, clock=time.perf_counter) ->
         print(f"| {kind} | {len(groups['fp32'][kind])} x {w.shape[0]} x {w.shape[1]} | {fp32_mib:.1f} | "
               + " | ".join(cells) + f" | {secs['bf16'] / secs['fp32']:.2f} |")
     cells, step = [], {}
-    for name in ("fp32", "bf16"):
-        ws = step_order(groups[name])
+    ordered = {name: step_order(groups[name]) for name in ("fp32", "bf16")}
+    for name, ws in ordered.items():
         step[name] = _product_seconds(ws, rounds, clock)
         gbs = sum(w.numel() * w.element_size() for w in ws) / step[name] / 1e9
         cells += [f"{step[name] * 1e3:.2f}", f"{gbs:.1f} ({gbs / copy:.0%} / {gbs / read:.0%})"]
-    n = len(step_order(groups["fp32"]))
-    fp32_mib = sum(w.numel() * w.element_size() for w in step_order(groups["fp32"])) / MIB
-    print(f"| a decode step's products, in its order | {n} matrices | {fp32_mib:.1f} | " + " | ".join(cells)
-          + f" | {step['bf16'] / step['fp32']:.2f} |")
+    fp32_mib = sum(w.numel() * w.element_size() for w in ordered["fp32"]) / MIB
+    print(f"| a decode step's products, in its order | {len(ordered['fp32'])} matrices | {fp32_mib:.1f} | "
+          + " | ".join(cells) + f" | {step['bf16'] / step['fp32']:.2f} |")
     return step
