@@ -4,7 +4,8 @@ One `ForwardRecord` per forward pass: the prefill (step 0, all prompt tokens at 
 step k (one token). Arrays hold the positions this forward *added*; the residual heatmap concatenates
 records along positions. Full attention maps are never stored: the trace store computes any attention
 row on demand from a forward's queries and the cached keys (`inspector.session.trace_store`).
-`commitment_layer(top1)` reads a logit lens's top-1 ids: the layer from which the final token stays on top.
+`commitment_layer(top1)` reads a logit lens's top-1 ids: the layer from which the final token stays on top;
+`lens_commitment(rec)` is that layer and the final top-1 of a record, from its lens or found without it.
 """
 
 from __future__ import annotations
@@ -193,6 +194,15 @@ class OpTiming:
     @property
     def seconds(self) -> float:
         return sum(r.seconds for r in self.totals)
+
+
+def lens_commitment(rec: ForwardRecord) -> list[int] | None:
+    """A record's [commitment layer, final top-1 id]: from its whole logit lens when that was computed, else
+    the one found without it (`ForwardRecord.commitment`), else None."""
+    if rec.logit_lens and all(rec.logit_lens):
+        top1 = [tops[0].id for tops in rec.logit_lens]
+        return [commitment_layer(top1), top1[-1]]
+    return rec.commitment
 
 
 def commitment_layer(top1: list[int]) -> int:

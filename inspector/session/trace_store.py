@@ -25,7 +25,7 @@ from inspector.engine.model import Transformer
 from inspector.engine.recording import NORM_POINTS
 from inspector.errors import InputError
 from inspector.session import analysis
-from inspector.session.records import ForwardRecord, KVLayerStat, TopToken, commitment_layer
+from inspector.session.records import ForwardRecord, KVLayerStat, TopToken, lens_commitment
 
 
 @dataclass
@@ -125,15 +125,13 @@ class TraceStore:
         return self.fill_lens(self.at(step))
 
     def commitment(self, forward: Forward) -> list[int] | None:
-        """A forward's [commitment layer, final top-1 id], from its lens when computed, else found and kept in
-        its record (`analysis.commitment`); None when the lens inputs were not recorded."""
+        """A forward's [commitment layer, final top-1 id] (`lens_commitment`), found without the whole lens
+        and kept in its record when not known yet (`analysis.commitment`); None when the lens inputs were
+        not recorded."""
         rec = forward.record
-        if rec.commitment is None and rec.logit_lens and all(rec.logit_lens):
-            top1 = [tops[0].id for tops in rec.logit_lens]
-            rec.commitment = [commitment_layer(top1), top1[-1]]
-        elif rec.commitment is None and forward.lens_inputs is not None:
+        if lens_commitment(rec) is None and forward.lens_inputs is not None:
             rec.commitment = analysis.commitment(self.model, forward.lens_inputs, forward.logits)
-        return rec.commitment
+        return lens_commitment(rec)
 
     def fill_lens(self, forward: Forward) -> list[list[TopToken]]:
         """Compute a forward's logit lens into its record once; later calls return the same list."""

@@ -4,12 +4,12 @@ Chips carry `data-pos` / `data-id` so static/app.js can turn a click into "selec
 Prompt chips are blue, generated green, special (control) tokens purple with a dashed border.
 A generated chip whose step's logit lens (or only its `commitment`) is known carries its commitment layer
 (`decided_layers`): a small "L21" badge and "decided at layer 21" in its tooltip, the first layer from which
-the lens's top-1 stays the token the model ranked first (`inspector.session.records.commitment_layer`).
+the lens's top-1 stays the token the model ranked first (`inspector.session.records.lens_commitment`).
 """
 
 from __future__ import annotations
 
-from inspector.session.records import ForwardRecord, commitment_layer
+from inspector.session.records import ForwardRecord, lens_commitment
 from inspector.viz.common import esc, show_piece
 
 CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed together in the prefill); "
@@ -21,15 +21,10 @@ def decided_layers(records: list[ForwardRecord]) -> dict[int, tuple[int, bool]]:
     there is the lens's final top-1). Step k's forward ends at the position before token k, which its draw produced."""
     out = {}
     for rec in records:
-        if rec.sample is None:
+        found = lens_commitment(rec)
+        if rec.sample is None or found is None:
             continue
-        if rec.logit_lens and all(rec.logit_lens):
-            top1 = [tops[0].id for tops in rec.logit_lens]
-            layer, final = commitment_layer(top1), top1[-1]
-        elif rec.commitment is not None:
-            layer, final = rec.commitment
-        else:
-            continue
+        layer, final = found
         out[rec.start_pos + rec.n_new] = (layer, final == rec.sample.token_id)
     return out
 
