@@ -1,21 +1,31 @@
-"""A `TabContext` for testing a lab tab's handlers without a page: the model, a session store and caps;
-the page components it would hold are None (handlers take their values as arguments)."""
+"""A page without a browser, for testing panels' handlers: the model, a session store and caps, every panel
+of the registry and the page's run; the page's components are None (handlers take their values as arguments).
+
+`make_page(loaded, **limits)` -> `Page`; `page.panels[key]` is a panel (`page.panels["speculative"].start(...)`),
+`page.run` the run's handlers. A handler returns {output name: value}; `status(out)` is its status line.
+"""
 
 from __future__ import annotations
 
 import html
 
 from inspector.ui.app_model import AppLimits
+from inspector.ui.handlers import Handlers
+from inspector.ui.panel import Page
 from inspector.ui.sessions import SessionStore, new_ui_session
-from inspector.ui.tab_context import TabContext
 
 
-def make_ctx(loaded, **limits) -> TabContext:
-    lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
-    return TabContext(loaded, store, lim, None, None, None, None, (None,) * 5, None)
+def make_page(loaded, store: SessionStore | None = None, **limits) -> Page:
+    lim = AppLimits(**limits) if store is None else store.limits
+    store = store or SessionStore(lambda: new_ui_session(loaded), lim)
+    return Handlers.bare(loaded, store, lim).page
+
+
+def panel(loaded, key: str, store: SessionStore | None = None, **limits):
+    """One panel of a fresh bare page (`make_page`)."""
+    return make_page(loaded, store, **limits).panels[key]
 
 
 def status(out) -> str:
-    """A lab handler's status line (its first output), unescaped."""
-    return html.unescape(out[0])
+    """A handler's status line, unescaped."""
+    return html.unescape(out["status"])

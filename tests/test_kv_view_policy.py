@@ -5,18 +5,17 @@ is on the session's own tokens, and bad controls are one line."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
 from inspector.generation.cache_policies import HeavyHitters, KeepAll
 from inspector.quant.kv_eval import CacheSpec
 from inspector.quant.kv_watch import watch_policy
-from inspector.ui import kv_view_policy as panel
 from inspector.ui.fields import sampling_params
-from tests.lab_context import make_ctx, status
+from tests.lab_context import status
 from tests.test_ui_handlers import make
+
+KEY = "kv_view_policy"
 from tests.viz_records import tiny_loaded  # noqa: F401
 
 PROMPT = "The quick brown fox jumps over the lazy dog, and the cache grows by one position per token."
@@ -32,9 +31,9 @@ def prefill_and_step(h, sid, n, temperature=0.0):
 
 def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
-    ctx = replace(make_ctx(tiny_loaded), store=store)  # the panel and the page's handlers share the sessions
+    policy = h.page.panels["kv"].policy  # the KV cache view's policy section, over the page's sessions
     sid = store.new_id()
-    out = panel.apply(ctx, sid, "h2o", 8, 4, 0, 0)
+    out = policy.apply(sid, "h2o", 8, 4, 0, 0)
     assert 'data-error="0"' in status(out) and "from the next Prefill" in status(out), status(out)
     entry = prefill_and_step(h, sid, 5)
     s = entry.session
@@ -49,35 +48,35 @@ def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loa
     assert [st.token_id for st in greedy.steps] == s.generated_ids  # greedy under the policy: the same text
 
     ids = list(s.generated_ids)
-    out = panel.apply(ctx, sid, "h2o", 8, 4, 1, 1)  # the same policy again: compare only, no rerun
+    out = policy.apply(sid, "h2o", 8, 4, 1, 1)  # the same policy again: compare only, no rerun
     assert "6 tokens of this run compared" in status(out) and "run again" not in status(out), status(out)
     assert entry.session.generated_ids == ids
-    run = entry.labs[panel.LAB]["run"]
+    run = entry.labs[KEY].run
     assert [st.token_id for st in run.steps] == ids and (run.kept == 6).any()  # something was evicted
-    assert out[2].layout.title.text.startswith("Layer 1, KV head 1") and len(out[3].data[0].y) == 6
-    assert "saved" in out[1] and 'id="kv-policy-summary-text"' in out[1]
+    assert out["map"].layout.title.text.startswith("Layer 1, KV head 1") and len(out["metrics"].data[0].y) == 6
+    assert "saved" in out["summary"] and 'id="kv-policy-summary-text"' in out["summary"]
 
     entry = prefill_and_step(h, sid, 2)  # Prefill keeps the choice, with a fresh policy object
     assert isinstance(entry.session.own_levers.cache_policy, HeavyHitters)
     assert entry.session.own_levers.cache_policy is not first
 
-    out = panel.apply(ctx, sid, "full", 8, 4, 0, 0)  # a new choice: the run again under it
+    out = policy.apply(sid, "full", 8, 4, 0, 0)  # a new choice: the run again under it
     assert "the run again under it, 3 tokens" in status(out), status(out)
     assert isinstance(entry.session.own_levers.cache_policy, KeepAll)
-    run = entry.labs[panel.LAB]["run"]
+    run = entry.labs[KEY].run
     assert run.kl_mean == 0.0 and run.top1_agreement == 1.0
-    sel = panel.select(ctx, sid, 1, 0)
-    assert 'data-error="0"' in status(sel) and np.array_equal(sel[1].data[0].z, run.kept[1, 0].T)
+    sel = policy.select(sid, 1, 0)
+    assert 'data-error="0"' in status(sel) and np.array_equal(sel["map"].data[0].z, run.kept[1, 0].T)
 
 
 def test_a_sampled_run_is_compared_on_its_own_tokens(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
-    ctx = replace(make_ctx(tiny_loaded), store=store)
+    policy = h.page.panels["kv"].policy
     sid = store.new_id()
-    panel.apply(ctx, sid, "sinks", 6, 2, 0, 0)
+    policy.apply(sid, "sinks", 6, 2, 0, 0)
     entry = prefill_and_step(h, sid, 6, temperature=1.5)
-    out = panel.apply(ctx, sid, "sinks", 6, 2, 0, 0)
-    run = entry.labs[panel.LAB]["run"]
+    out = policy.apply(sid, "sinks", 6, 2, 0, 0)
+    run = entry.labs[KEY].run
     assert [st.token_id for st in run.steps] == entry.session.generated_ids, status(out)
     assert (run.kept[0, 0, -1, :2] == 2).all()  # the two sinks stay
 
@@ -91,13 +90,15 @@ def test_a_sampled_run_is_compared_on_its_own_tokens(tiny_loaded):  # noqa: F811
     (("h2o", 8, 4, 99, 0), "layer must be a whole number from 0 to"),
 ])
 def test_bad_controls_are_one_line(tiny_loaded, args, message):  # noqa: F811
-    ctx = make_ctx(tiny_loaded)
+    h, store = make(tiny_loaded)
+    policy = h.page.panels["kv"].policy
     full = (*args, 0, 0)[:5]
-    out = panel.apply(ctx, ctx.store.new_id(), *full)
+    out = policy.apply(store.new_id(), *full)
     assert 'data-error="1"' in status(out) and message in status(out), status(out)
 
 
 def test_selectors_before_a_comparison_say_so(tiny_loaded):  # noqa: F811
-    ctx = make_ctx(tiny_loaded)
-    out = panel.select(ctx, ctx.store.new_id(), 0, 0)
+    h, store = make(tiny_loaded)
+    policy = h.page.panels["kv"].policy
+    out = policy.select(store.new_id(), 0, 0)
     assert "press Generate under this policy" in status(out)

@@ -23,8 +23,11 @@ ALLOWED = {
     "viz": {"session", "serving", "speculative", "quant", "generation", "analysis"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
     "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
-    "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant", "analysis"},  # the web app
+    # the web app talks to sessions, labs and analyses, which own the model: no engine, no generation loop
+    "ui": {"models", "session", "serving", "viz", "speculative", "quant", "analysis"},
 }
+# inspector/ui/views and inspector/ui/labs: the page's panels, part of the web app
+ALLOWED["views"] = ALLOWED["labs"] = ALLOWED["ui"] | {"ui"}
 MAX_LINES = 400
 
 

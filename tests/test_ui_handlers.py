@@ -10,7 +10,7 @@ import pytest
 
 from inspector.errors import InputError
 from inspector.session.records import commitment_layer
-from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Handlers, sampling_params
+from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, Handlers, sampling_params
 from inspector.ui import model_thread
 from inspector.ui.app_model import AppLimits
 from inspector.ui.sessions import SessionCapError, SessionStore, new_ui_session
@@ -20,16 +20,15 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 
 
 def make(loaded, **limits):
-    from inspector.models.inventory import build_inventory
-
     lim = AppLimits(**limits)
     store = SessionStore(lambda: new_ui_session(loaded), lim)
-    inv = build_inventory(loaded)
-    return Handlers(loaded, store, lim, list(inv.entries), inv.bytes), store
+    return Handlers.bare(loaded, store, lim), store
 
 
 def status(out) -> str:
-    return out[VIEW_KEYS.index("status")]
+    """The status line of a handler's views (a prefill's (session id, views): its views)."""
+    views = out[-1] if isinstance(out, (tuple, list)) else out
+    return views["status"]
 
 
 def test_sampling_params_messages():
@@ -132,23 +131,23 @@ def test_preview_resample_select_recompute(tiny_loaded):
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     h.step(sid, *SAMPLING, 0, 0)
     n = len(store.get(sid).session.generated_ids)
-    fig, info, st = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
+    info = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)["samp_info"]
     assert 'data-preview="1"' in info and "temperature 1.5" in info
     assert len(store.get(sid).session.generated_ids) == n  # no new token
     views = h.show_tab("sampling")(sid, 0, 0)
-    assert 'data-preview="1"' in views[VIEW_KEYS.index("samp_info")]
+    assert 'data-preview="1"' in views["samp_info"]
     views = h.resample(sid, 1.5, 3, 1.0, 0.0, 7, 0, 0)
     chosen = store.get(sid).session.generated_ids[-1]
-    assert f'data-id="{chosen}"' in views[VIEW_KEYS.index("samp_info")]
+    assert f'data-id="{chosen}"' in views["samp_info"]
     views = h.show_tab("residual")(sid, 0, 1)
-    assert views[VIEW_KEYS.index("attn_info")] is not None and not isinstance(views[VIEW_KEYS.index("attn_info")], str)
+    assert "attn_info" not in views  # only the open tab's views are drawn
     views = h.select(sid, 2, 0, 1)
-    assert "Position 2 " in views[VIEW_KEYS.index("resid_pos")].layout.title.text
+    assert "Position 2 " in views["resid_pos"].layout.title.text
     views = h.show_tab("attention")(sid, 0, 1)  # only the open tab's views are drawn
-    assert 'data-query="2"' in views[VIEW_KEYS.index("attn_info")]
-    html, _ = h.recompute(sid)
+    assert 'data-query="2"' in views["attn_info"]
+    html = h.page.panels["kv"].recompute(sid)["kv_recompute"]
     assert "Without it" in html
-    assert "ii-hit" in h.inventory_view("1")
+    assert "ii-hit" in h.page.panels["inventory"].highlight("1")["inventory"]
 
 
 def test_reset_gives_blank_views(tiny_loaded):
@@ -170,7 +169,7 @@ def test_memory_cap_refuses_steps_and_prompts_with_a_message(tiny_loaded):
     probe.step(sid, *SAMPLING, 0, 0)
     model_thread.settle()
     per_step = session.retained_nbytes - after_prefill
-    assert per_step > 0 and 'id="status-memory"' in probe.status(probe_store.get(sid))
+    assert per_step > 0 and 'id="status-memory"' in probe.render.status(probe_store.get(sid))
 
     h, store = make(tiny_loaded, max_trace_mb=(after_prefill + 1.5 * per_step) / 2**20)
     sid, *views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
@@ -197,12 +196,12 @@ def test_the_commitment_layer_is_computed_for_every_drawn_step_whatever_the_tab(
     out = h.step(sid, *SAMPLING, 0, 0)
     records = store.get(sid).session.records
     assert all(r.commitment is not None and not r.logit_lens for r in records)
-    assert out[VIEW_KEYS.index("chips")].count('class="ii-decided') == 2  # both generated tokens badged
+    assert out["chips"].count('class="ii-decided') == 2  # both generated tokens badged
     found = list(records[-1].commitment)
     views = h.show_tab("residual")(sid, 0, 0)
     L = tiny_loaded.config.num_hidden_layers
     assert len(records[-1].logit_lens) == L
-    assert views[VIEW_KEYS.index("lens")].count("<tr>") == 1 + L  # header + layers
+    assert views["lens"].count("<tr>") == 1 + L  # header + layers
     top1 = [tops[0].id for tops in records[-1].logit_lens]
     assert found == [commitment_layer(top1), top1[-1]]
 
@@ -234,16 +233,16 @@ def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
     sid = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
     store.get(sid).tab = "kv"
     out = h.step(sid, *SAMPLING, 0, 0)
-    assert len(out) == len(VIEW_KEYS) + 1
-    assert "decode step 1" in out[0] and isinstance(out[1], str) and isinstance(out[2], str)
-    plots = out[len(TOKEN_KEYS):]
-    kv = plots[PLOT_KEYS.index("kv_bars")]
+    kv_slots = {s.key for s in h.page.panels["kv"].slots}
+    assert set(out) == set(TOKEN_KEYS) | kv_slots | {"drawn"}  # the tokens and the open tab's views, at once
+    assert "decode step 1" in out["status"] and isinstance(out["chips"], str) and isinstance(out["text"], str)
+    kv = out["kv_bars"]
     n = len(store.get(sid).session.prompt_ids) + 1
     assert f"{n} entries each" in kv.layout.title.text  # the KV view of the new step
-    assert not isinstance(plots[PLOT_KEYS.index("timing_fig")], type(kv))  # closed tabs are skipped
-    assert 'data-step="1" data-tab="kv"' in plots[-1]
+    assert "timing_fig" not in out and set(PLOT_KEYS) > kv_slots  # closed tabs are skipped
+    assert 'data-step="1" data-tab="kv"' in out["drawn"]
     out = h.step(None, *SAMPLING, 0, 0)  # no session: the message, nothing else
-    assert "press Prefill first" in out[0] and not any(isinstance(v, str) for v in out[1:])
+    assert "press Prefill first" in out["status"] and set(out) == {"status"}
 
 
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
@@ -326,7 +325,6 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
         return real_ahead(self, lens=lens, commitment=commitment)
 
     monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
-    lens_at = VIEW_KEYS.index("lens")
     for run_ahead in ("0", "1"):
         monkeypatch.setenv("INSPECTOR_RUN_AHEAD", run_ahead)
         asked.clear()
@@ -341,8 +339,8 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
         for k in (2, 3):
             out = h.step(sid, *SAMPLING, 0, 0)
             model_thread.settle()
-            assert out[lens_at].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
-            assert f'data-step="{k}" data-tab="residual"' in out[-1]
+            assert out["lens"].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
+            assert f'data-step="{k}" data-tab="residual"' in out["drawn"]
         # the whole lens runs ahead on the Residual tab, the commitment layer on every tab
         tabs = ("residual", "attention", "attention", "residual", "residual", "residual")
         assert asked == ([(tab == "residual", True) for tab in tabs] if run_ahead == "1" else [])
@@ -418,7 +416,7 @@ def test_play_steps_commit_the_forward_run_ahead_while_the_last_step_was_sent(ti
 def test_play_at_max_speed_updates_the_page_at_most_10_times_a_second_and_shows_every_token(tiny_loaded):
     """The tiny model steps far faster than 10 a second: at "max" the page gets fewer updates than steps,
     each showing every token so far, the last one the final token; at a set speed every step is an update."""
-    from inspector.ui.handlers import MAX_SPEED_UPDATE_S
+    from inspector.ui.play import MAX_SPEED_UPDATE_S
 
     h, _ = make(tiny_loaded)
     counts = {}
@@ -429,7 +427,7 @@ def test_play_at_max_speed_updates_the_page_at_most_10_times_a_second_and_shows_
         elapsed = time.monotonic() - t0
         session = h.store.get(sid).session
         assert len(session.generated_ids) == 12
-        texts = [u[VIEW_KEYS.index("text")] for u in updates]
+        texts = [u["text"] for u in updates]
         assert texts[-2] == texts[-1] and escape(session.text.split()[-1]) in texts[-1]  # the last step, then the end
         counts[fastest] = len(updates)
         if fastest:

@@ -23,12 +23,12 @@ from inspector.session.intervene import replay
 from inspector.session.session import Session
 
 TOP = 5
-Branch = tuple[str, Levers, Sequence[int]]
+Branch = tuple[str, Levers | None, Sequence[int]]  # (label, its levers (None: none), its generated ids)
 
 
-def _run(loaded: LoadedModel, prompt_ids: list[int], params: SamplingParams, levers: Levers,
+def _run(loaded: LoadedModel, prompt_ids: list[int], params: SamplingParams, levers: Levers | None,
          ids: Sequence[int], max_new_tokens: int) -> Session:
-    s = Session(loaded, lens=False, levers=levers)
+    s = Session(loaded, lens=False, levers=Levers() if levers is None else levers)
     s.prefill_ids(prompt_ids, params, max_new_tokens=max_new_tokens)
     replay(s, levers, list(ids))
     return s

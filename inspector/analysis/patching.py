@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from inspector.analysis.records import PatchSweep
+from inspector.analysis.records import PatchedRun, PatchSweep
 from inspector.engine import steps
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
@@ -206,3 +206,22 @@ def patch_one(model: Transformer, clean_ids: Sequence[int], corrupt_ids: Sequenc
     run = Levers(interventions=base.levers.interventions + (patch,))
     ld = base.ld(loop.forward(model, steps.new_cache(model), [base.corrupt_ids], run))[0]
     return base.score(ld), patch
+
+
+@torch.inference_mode()
+def patched_run(model: Transformer, clean_ids: Sequence[int], corrupt_ids: Sequence[int], answer: int, wrong: int,
+                point: str, layer: int, position: int, n_tokens: int) -> PatchedRun:
+    """The corrupted prompt with one point patched from the clean run: the share of the logit difference
+    recovered, its five most likely next tokens and its greedy continuation of `n_tokens` tokens (the patch
+    applies to the prompt's forward; each later token is fed under the same levers)."""
+    score, patch = patch_one(model, clean_ids, corrupt_ids, answer, wrong, point, layer, position)
+    levers = Levers(interventions=(patch,))
+    cache = steps.new_cache(model)
+    logits = loop.forward(model, cache, [list(corrupt_ids)], levers)[0]
+    top = logits.softmax(-1).topk(5)
+    out = []
+    for _ in range(n_tokens):
+        out.append(int(logits.argmax()))
+        logits = loop.forward(model, cache, [[out[-1]]], levers)[0]
+    return PatchedRun(patch.label, layer, position, float(score),
+                      [(int(i), float(p)) for p, i in zip(top.values, top.indices)], out)

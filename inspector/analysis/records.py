@@ -137,3 +137,15 @@ class TrainingStep:
                 "memory": {side: [{"label": m.label, "bytes": m.bytes, "how": m.how} for m in parts]
                            for side, parts in (("inference", self.inference_memory),
                                                ("training_step", self.training_memory))}}
+
+
+@dataclass
+class PatchedRun:
+    """One patched run of the corrupted prompt (`inspector.analysis.patching.patched_run`)."""
+
+    label: str  # what was patched
+    layer: int
+    position: int
+    recovered: float  # share of the logit difference recovered
+    top: list[tuple[int, float]]  # the five most likely next tokens: (id, probability)
+    greedy_ids: list[int]  # its greedy continuation

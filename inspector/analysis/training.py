@@ -39,6 +39,19 @@ ADAM_MOMENTS = 2  # Adam keeps a first and a second moment per parameter
 ADAM_BYTES = 4  # in fp32
 
 
+def estimated_step_nbytes(config: object, n_params: int, n_tokens: int) -> int:
+    """An upper bound, from shapes, on what `training_step` holds beyond the weights while it runs: the fp32
+    gradients (one per parameter) and the activations autograd keeps over `n_tokens` tokens — per layer and
+    token about 6 hidden-size vectors (norm inputs and outputs, residuals), 4 of the heads' width (q, k, v
+    and the heads' output, keys and values repeated for every query head), 4 of the MLP's width (gate, up,
+    the activation, its product with up) and one attention row per head; the logits three times (logits,
+    their fp32 copy, the softmax). Tests hold it to the measured bytes."""
+    c = config
+    per_layer = 6 * c.hidden_size + 4 * c.num_attention_heads * c.head_dim + 4 * c.intermediate_size
+    per_token = c.num_hidden_layers * (per_layer + c.num_attention_heads * n_tokens) + 3 * c.vocab_size
+    return 4 * (n_params + n_tokens * per_token)
+
+
 def check_text(ids: Sequence[int], context: int, limit: int | None = None) -> None:
     """InputError unless the text has 2 to min(context, limit) tokens (one prediction at least)."""
     most = context if limit is None else min(context, limit)

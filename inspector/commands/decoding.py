@@ -71,17 +71,10 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     """`run --num-beams B`: beam search, then the best hypothesis (or the JSON object)."""
     import sys
 
-    from inspector.generation.beam import beam_search
-    from inspector.generation.decoding import decoding_processors
-    from inspector.generation.levers import Levers
+    from inspector.session.beams import search
 
-    tok = loaded.tokenizer
-    ids = tok.prompt_ids(args.prompt, args.chat, args.system)
-    eos = sorted(loaded.stop_ids)
-    procs = decoding_processors(settings, len(ids), tok, eos, loaded.config.vocab_size)
-    rec = beam_search(loaded.model, ids, settings.num_beams, args.max_new_tokens, eos_ids=eos,
-                      length_penalty=settings.length_penalty, levers=Levers(processors=procs), piece=tok.piece,
-                      decode=lambda t: tok.decode([i for i in t if i not in loaded.stop_ids]))
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
+    rec = search(loaded, ids, settings, args.max_new_tokens)
     best = rec.hypotheses[0]
     if args.json:
         print(json.dumps(beam_dict(loaded, rec), ensure_ascii=False))

@@ -32,6 +32,7 @@ from inspector.quant.fidelity import kl_per_step
 from inspector.quant.kv_quant import KiviKVCache
 
 QUANT_POLICIES = {"int8": 8, "int4": 4}
+EVICTION_POLICIES = POLICIES  # the policies a session can generate under (`CacheSpec.eviction_policy`)
 ALL_POLICIES = POLICIES + tuple(QUANT_POLICIES)
 
 
@@ -54,6 +55,14 @@ class CacheSpec:
                 raise InputError("re-rotated positions apply to the window family (window, sinks)")
             return
         make_policy(self.policy, self.budget, self.sinks, self.rerotate)
+
+    def eviction_policy(self) -> object:
+        """A fresh policy object for one generation under this eviction spec (stateful policies start afresh);
+        InputError for a quantized cache, which is a kind of cache rather than a policy."""
+        if self.policy not in EVICTION_POLICIES:
+            raise InputError(f"{self.policy} is a quantized cache, not an eviction policy: "
+                             f"the eviction policies are {', '.join(EVICTION_POLICIES)}")
+        return make_policy(self.policy, self.budget, self.sinks, self.rerotate)
 
     def levers_and_cache(self, model: Transformer) -> tuple[Levers, KVCache]:
         if self.policy in QUANT_POLICIES:

@@ -24,7 +24,7 @@ def grow_tree(session: Session, saved: SavedTree) -> BranchTree:
         raise InputError("nothing to grow branches from: run prefill first")
     root = saved.branches[0]
     _follow(session, root.generated_ids, 0)
-    tree = BranchTree(session.generated_ids, session.text, levers=session.levers)
+    tree = BranchTree(session.generated_ids, session.text, levers=session.own_levers)
     for i, b in enumerate(saved.branches[1:], start=1):
         tree.sync(session.generated_ids, session.text)
         tree.current = b.parent  # a fork is made off the branch in use

@@ -6,14 +6,16 @@ paste), its tokens after the chat template against `max_prompt_tokens` and the m
 and the memory the session would hold after the prefill against `max_trace_mb`. `admit_max_new` checks
 the requested number of new tokens against `max_steps`.
 
-`estimated_retained_nbytes` predicts `Session.retained_nbytes` from the model's shape alone: what a
-session keeps per prompt position (KV cache as allocated, post-RoPE queries, residual norms) and per
-forward (fp32 logits and their fp16 copy, the logit-lens inputs). Tests hold it to the real number.
+`estimated_retained_nbytes` (`inspector.session.budget`) predicts `Session.retained_nbytes` from the
+model's shape alone; tests hold it to the real number.
 
-Memory of the labs. A browser session holds, besides the page's session, what its labs keep
-(`held_nbytes(entry)`, measured): the Speculative lab's run, a target KV cache and, for the early-exit
-drafter, the drafter's cache of its first L layers (`estimated_speculative_nbytes` predicts both before
-Start); the Serving lab's block pool. The Quantization lab's models are process-wide, built once per
+Memory of the panels. A browser session holds, besides the page's session, what its panels keep: each
+panel's state reports it (`PanelState.nbytes()`, `held_nbytes(entry)` sums them by panel): the Speculative
+lab's run, a target KV cache and, for the early-exit drafter, the drafter's cache of its first L layers
+(`estimated_speculative_nbytes` predicts both before Start); the Serving lab's block pool; the records
+every lab keeps. Process-wide, counted once for the server: the Quantization lab's models, and the Training
+lab's step while it runs (its gradients and activations: `reserved`, one step at a time since it holds the
+model's thread). The Quantization lab's models are process-wide, built once per
 scheme and shared by every visitor (kept in `SessionStore.shared`): `process_nbytes(store)` counts them
 once, as built (`QuantLab.extra_bytes`); `planned_quant_nbytes` bounds a scheme's model before its build.
 The server's cap is what the session caps promise in all, `max_sessions` × `max_trace_mb`
@@ -30,17 +32,20 @@ Transient memory (activations, a lab's throwaway caches during a call) is not co
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from inspector.engine.kv_cache import ALLOCATION_STEP as KV_ALLOCATION_STEP
-from inspector.engine.kv_cache import kv_bytes
-from inspector.engine.recording import HALF_QUERIES_FROM, NORM_POINTS
 from inspector.errors import InputError
 from inspector.quant.model import planned_weight_bytes
 from inspector.quant.schemes import parse_scheme
+from inspector.session.budget import allocated_positions, estimated_retained_nbytes, kv_bytes
 from inspector.ui.app_model import AppLimits
+from inspector.ui.fields import MAX_NEW
 from inspector.units import format_bytes
 
 MAX_CHARS_PER_TOKEN = 32  # a prompt longer than this many characters per allowed token is refused untokenized
@@ -53,39 +58,17 @@ class AdmittedPrompt:
     tokenize_ms: float
 
 
-def allocated_positions(positions: int) -> int:
-    """Positions a KV cache allocates to hold `positions`: whole allocation steps."""
-    return -(-positions // KV_ALLOCATION_STEP) * KV_ALLOCATION_STEP
-
-
-def estimated_retained_nbytes(config: Any, elem_bytes: int, n_prompt: int, n_steps: int = 0) -> int:
-    """Bytes a session holds after a prefill of `n_prompt` tokens and `n_steps` decode steps."""
-    L, H, d = config.num_hidden_layers, config.num_attention_heads, config.head_dim
-    positions = n_prompt + n_steps
-    kv = kv_bytes(config, allocated_positions(positions), elem_bytes)
-    prompt_q_bytes = 2 if n_prompt >= HALF_QUERIES_FROM and elem_bytes == 4 else elem_bytes
-    queries = L * H * d * (prompt_q_bytes * n_prompt + elem_bytes * n_steps)
-    norms = len(NORM_POINTS) * L * 4 * positions
-    forwards = 1 + n_steps
-    per_forward = config.vocab_size * (4 + 2) + L * config.hidden_size * elem_bytes  # logits fp32 + fp16, lens input
-    return kv + queries + norms + forwards * per_forward
-
-
 def token_cap(limits: AppLimits) -> int:
     """Tokens one visitor's Serving lab run may hold in all: prompts + continuations x max new tokens, summed."""
     return limits.max_prompt_tokens + limits.max_steps
 
 
 def admit_max_new(value: Any, limits: AppLimits) -> int:
-    """The max-new-tokens control as a positive int within `max_steps`; InputError otherwise."""
-    try:
-        n = float(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
-        raise InputError(f"max new tokens must be a whole number, got {str(value)[:40]!r}") from None
-    if n != n or n in (float("inf"), float("-inf")) or n != int(n):
-        raise InputError(f"max new tokens must be a whole number, got {value!r}")
+    """The max-new-tokens control (`fields.MAX_NEW`) as a positive whole number within `max_steps`; InputError
+    naming the field otherwise."""
+    n = MAX_NEW.parse(value)
     if n <= 0:
-        raise InputError(f"max new tokens must be > 0, got {int(n)}")
+        raise InputError(f"max new tokens must be > 0, got {n}")
     if n > limits.max_steps:
         raise InputError(f"max new tokens is capped at {limits.max_steps} here (INSPECTOR_MAX_STEPS)")
     return int(n)
@@ -142,18 +125,14 @@ def draft_layers(drafter: Any) -> int:
 
 
 def held_nbytes(entry: Any) -> dict[str, int]:
-    """What one browser session holds now, by part (measured): SESSION and each lab that holds memory."""
+    """What one browser session holds now, by part (measured): SESSION and each panel whose state holds memory."""
     out: dict[str, int] = {}
-    session = entry.session
-    if session is not None:
-        out[SESSION] = session.retained_nbytes
-    run = entry.labs.get("speculative", {}).get("run")
-    if run is not None:
-        drafter_cache = getattr(run.drafter, "cache", None)
-        out["speculative"] = run.cache.allocated_nbytes + (drafter_cache.allocated_nbytes if drafter_cache else 0)
-    sched = entry.labs.get("serving", {}).get("sched")
-    if sched is not None:
-        out["serving"] = sched.cache.pool_nbytes
+    if entry.session is not None:
+        out[SESSION] = entry.session.retained_nbytes
+    for key, state in list(entry.labs.items()):
+        n = state.nbytes()
+        if n:
+            out[key] = n
     return out
 
 
@@ -221,3 +200,29 @@ def admit_process_memory(store: Any, limits: AppLimits, new_bytes: int) -> None:
                          f"would not leave every session its {limits.max_trace_mb} MiB within the "
                          f"{_mb(server_cap_bytes(limits))} this server allows (INSPECTOR_MAX_SESSIONS x "
                          f"INSPECTOR_MAX_TRACE_MB); try again later")
+
+
+@dataclass
+class Reservation:
+    """Process-wide memory held while a call runs (`reserved`); `extra_bytes` as the shared models report it."""
+
+    extra_bytes: int
+
+
+_reserving = threading.Lock()
+_reservation_ids = itertools.count()
+
+
+@contextmanager
+def reserved(store: Any, limits: AppLimits, what: str, nbytes: int) -> Iterator[None]:
+    """Hold `nbytes` of the server's memory for `what` while the block runs: admitted as a new shared model
+    would be (`admit_process_memory`, InputError when the server is full), counted by every admission check
+    meanwhile, and released after it, however it ends."""
+    key = f"{what}:{next(_reservation_ids)}"
+    with _reserving:  # the check and the reservation as one step: two calls never both take the last room
+        admit_process_memory(store, limits, nbytes)
+        store.shared[key] = Reservation(nbytes)
+    try:
+        yield
+    finally:
+        store.shared.pop(key, None)

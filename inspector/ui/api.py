@@ -17,7 +17,7 @@ from typing import Any
 import gradio as gr
 
 from inspector.ui.fields import sampling_params
-from inspector.ui.refusals import raise_for_api, shows_refusals
+from inspector.ui.refusals import api_error
 from inspector.viz.header import phase_text
 from inspector.viz.timing import timing_stats
 
@@ -44,13 +44,13 @@ def register(h: Any, sid: gr.State, controls: list) -> None:
     temperature, top_k, top_p, min_p, seed, max_new = (gr.Number(v, visible=False) for v in (0, 0, 1.0, 0, 0, 32))
     out = gr.JSON(visible=False)
 
-    @shows_refusals(raise_for_api)
+    @api_error
     def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
         new_sid, entry = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
         return new_sid, summary(entry)
 
-    @shows_refusals(raise_for_api)
+    @api_error
     def api_step(sid_value, temperature, top_k, top_p, min_p, seed):
         return summary(h.run_step(sid_value, sampling_params(temperature, top_k, top_p, min_p, seed)))
 

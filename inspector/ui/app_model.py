@@ -73,7 +73,7 @@ def load_app_model() -> LoadedModel:
 def reload_on_device(loaded: LoadedModel, device: str) -> bool:
     """Load `loaded`'s weights again on `device` and swap them in (see the module docstring). False when the
     model is already there; InputError in one line when the device is unknown or not present."""
-    from inspector.engine.devices import resolve_device
+    from inspector.session.devices import resolve_device
 
     target = str(resolve_device(device))
     if target == loaded.device:

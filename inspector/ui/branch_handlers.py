@@ -1,7 +1,7 @@
 """Branching from the page: force another token at a step, keep every branch, switch between them.
 
-`branch(h, ...)` and `switch(h, ...)` are functions of the app's handlers `h` (`inspector.ui.handlers.Handlers`
-binds them as its methods). A click on a "what if" candidate (Sampling view, or the branch point under the
+`branch(h, ...)` and `switch(h, ...)` are run events of the page's run `h` (`inspector.ui.handlers.Handlers`),
+wired by the page. A click on a "what if" candidate (Sampling view, or the branch point under the
 text: the step of the generated token chip a person selected, any step of the run) or a logit-lens cell
 (Residual view) sends "step:token id" to `branch`; a click on a node of the branch tree sends its id to
 `switch`. `tree_html(entry)` draws both: the branch point of the selected token and the tree, each branch's
@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.errors import InputError
-from inspector.generation.levers import Levers
 from inspector.session.branches import BranchTree, first_divergence
 from inspector.session.intervene import replay
 from inspector.ui.model_thread import on_model_thread
-from inspector.ui.refusals import shows_refusals
+from inspector.ui.refusals import refuses
 from inspector.ui.sessions import Entry
 from inspector.validate import whole
 from inspector.viz.branches import BranchRow, branch_point_html, branch_tree_html
@@ -81,15 +80,11 @@ def _split(tok: Any, ids: list[int], d: int) -> tuple[str, str, str]:
     return text(ids[:d]), text(ids[d:d + 1]), text(ids[d + 1:])
 
 
-def _refused(message: str, h: Any, sid: Any, *_: Any) -> list:
-    return h.error_views(h.store.get(sid), message)
-
-
-@shows_refusals(_refused)
-def branch(h: Any, sid: Any, request: Any, layer: Any, head: Any) -> list:
+@refuses
+def branch(h: Any, sid: Any, request: Any, layer: Any, head: Any) -> dict[str, Any]:
     """Force the requested token at the requested step; the run continues from it (Step / Play)."""
     step, token = parse_branch_request(request)
-    entry = h._need_session(sid)
+    entry = h.need_session(sid)
     with entry.exclusive("branch"):
         _fork(h, entry, step, token)
     views = h.views(entry, layer, head, f"branched: step {step} now takes token {token}")
@@ -103,7 +98,7 @@ def _fork(h: Any, entry: Entry, step: int, token: int) -> None:
     if not 0 <= step < len(s.records):
         raise InputError(f"no step {step} in this run (0 to {len(s.records) - 1})")
     if entry.branches is None:
-        entry.branches = BranchTree(s.generated_ids, s.text, levers=s.levers)
+        entry.branches = BranchTree(s.generated_ids, s.text, levers=s.own_levers)
     entry.branches.sync(s.generated_ids, s.text)
     if s.generated_ids[step] == token:
         raise InputError(f"step {step} already took token {token}: pick another candidate")
@@ -113,11 +108,11 @@ def _fork(h: Any, entry: Entry, step: int, token: int) -> None:
     entry.branches.fork(step, token, h.loaded.tokenizer.piece(token), s.generated_ids, s.text)
 
 
-@shows_refusals(_refused)
-def switch(h: Any, sid: Any, branch_id: Any, layer: Any, head: Any) -> list:
+@refuses
+def switch(h: Any, sid: Any, branch_id: Any, layer: Any, head: Any) -> dict[str, Any]:
     """Restore another branch's tokens and KV cache (replaying the forwards it does not share)."""
     target = whole(branch_id, "branch", 0)
-    entry = h._need_session(sid)
+    entry = h.need_session(sid)
     with entry.exclusive("switch"):
         _follow(entry, target)
     views = h.views(entry, layer, head, f"switched to branch #{target}")
@@ -135,5 +130,5 @@ def _follow(entry: Entry, target: int) -> None:
     tree.sync(s.generated_ids, s.text)
     entry.preview = None
     entry.uncached_ms = None
-    replay(s, chosen.levers or Levers(), chosen.generated_ids)  # an intervention branch brings its levers
+    replay(s, chosen.levers, chosen.generated_ids)  # an intervention branch brings its levers
     tree.current = target

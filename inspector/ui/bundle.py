@@ -15,7 +15,7 @@ its figure on every value (`newPlot` into an empty div, then `Plots.resize`; a 2
 installed `plotly` package (the version its figure JSON is written for), served by Gradio as a static
 file: the page makes no external request.
 
-Handlers keep returning lists aligned with `VIEW_KEYS` (`gr.skip()` for a view left as it is);
+Handlers return {view key: value} with only the views they changed (a refusal: the status line alone);
 `bundled()` adapts them for the wiring.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import cache, wraps
 from pathlib import Path
 from typing import Any
@@ -143,19 +143,19 @@ def is_skip(value: Any) -> bool:
     return isinstance(value, dict) and value == gr.skip()
 
 
-def pack(keys: Sequence[str], values: Sequence[Any]) -> dict | Any:
-    """Values aligned with `keys` -> {key: value} without the skipped ones; `gr.skip()` when nothing changed."""
-    changed = {k: v for k, v in zip(keys, values) if not is_skip(v)}
+def pack(views: dict[str, Any]) -> dict | Any:
+    """{key: value} without skipped values; `gr.skip()` when nothing changed (the bundle is not sent)."""
+    changed = {k: v for k, v in views.items() if not is_skip(v)}
     return changed if changed else gr.skip()
 
 
-def bundled(fn: Callable, keys: Sequence[str], lead: int = 0) -> Callable:
-    """Wrap a handler whose outputs are `lead` ordinary outputs, then one value per key, into one whose
+def bundled(fn: Callable, lead: int = 0) -> Callable:
+    """Wrap a handler that returns {view key: value} (after `lead` ordinary outputs, as a tuple) into one whose
     outputs are those `lead` outputs and the bundle (a generator stays a generator: Gradio streams it)."""
     def convert(out: Any) -> Any:
-        out = list(out) if isinstance(out, (list, tuple)) else [out]
-        packed = pack(keys, out[lead:])
-        return [*out[:lead], packed] if lead else packed
+        if not lead:
+            return pack(out)
+        return [*out[:lead], pack(out[lead])]
 
     if inspect.isgeneratorfunction(fn):
         @wraps(fn)

@@ -9,7 +9,7 @@ one item per line (bad words, stop strings, choices) or `ID=V` pairs separated b
 bias).
 
 Applying: `apply(store, sid, *values)` (the controls' change events) keeps the settings in this browser
-session's entry (`entry.labs["decoding"]`) and hands them to its run from the next draw on; a new
+session's entry (`entry.decoding`) and hands them to its run from the next draw on; a new
 Prefill starts with them (`step_settings(entry)`, read by the prefill handler). The step-by-step run
 ignores the beam settings: the Beams tab runs beam search on its own.
 """
@@ -23,13 +23,11 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.errors import InputError
-from inspector.generation import settings as gs
-from inspector.generation.settings import DecodingSettings
-from inspector.ui.refusals import shows_refusals
+from inspector.errors import InputError, InspectorError, first_line
+from inspector.session import settings as gs
+from inspector.session.settings import DecodingSettings, check_grammar
 from inspector.viz.common import esc, status_line_html
 
-LAB = "decoding"
 CONSTRAINTS = ["none", "JSON schema", "regex", "choice"]
 
 
@@ -83,15 +81,13 @@ def settings_from_controls(rep: Any, pres: Any, freq: Any, ngram: Any, bias: Any
     if for_beams:
         settings.check_beams()
     if settings.constraint is not None:
-        from inspector.generation.constraints import check_grammar
-
         check_grammar(*settings.constraint)
     return settings
 
 
 def step_settings(entry: Any) -> DecodingSettings:
     """The settings a step-by-step run of this entry uses: the panel's, without beam search."""
-    s = entry.labs.get(LAB) or DecodingSettings()
+    s = entry.decoding or DecodingSettings()
     return replace(s, num_beams=1, length_penalty=1.0)
 
 
@@ -126,12 +122,15 @@ def describe(s: DecodingSettings) -> str:
             + f" · Beams tab: {s.num_beams} beams, length penalty {s.length_penalty:g}")
 
 
-@shows_refusals(lambda message, *_: status_html(message, error=True))
 def apply(store: Any, sid: str | None, *values: Any) -> str:
-    """Keep the panel's settings for this browser session and use them from its next draw on."""
-    settings = settings_from_controls(*values)
-    _, entry = store.get_or_create(sid)
-    entry.labs[LAB] = settings
+    """Keep the panel's settings for this browser session and use them from its next draw on (a refusal:
+    its status line says why)."""
+    try:
+        settings = settings_from_controls(*values)
+        _, entry = store.get_or_create(sid)
+    except (InspectorError, ValueError) as exc:
+        return status_html(first_line(exc), error=True)
+    entry.decoding = settings
     session = entry.session
     if session is not None and session.records and not entry.lock.locked():
         session.set_decoding(step_settings(entry))

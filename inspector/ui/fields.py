@@ -30,8 +30,8 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
+from inspector.session.settings import SamplingParams
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound
 
 
@@ -60,6 +60,11 @@ TOP_K_UI = TOP_K.within(hi=200)
 SAMPLING_UI = (TEMPERATURE_UI, TOP_K_UI, TOP_P, MIN_P, SEED)
 MAX_NEW = Bound("max new tokens", True)  # its range is the server's cap: `admission.admit_max_new`
 
+PLAY_SPEED = Bound("speed (tokens/s)", False, 1, 20)  # Play's pace (`inspector.ui.play_speed`)
+
+# ---- views
+OP_STEP = Bound("step to time", True, -1, note="(-1 = the newest, 0 = the prefill)")  # Timing: time operations
+
 # ---- lab tabs
 DRAFT_LEN = Bound("draft length k", True, 1, 16)
 MAX_BATCH = Bound("max batch", True, 1, 16)
@@ -67,6 +72,7 @@ CONTINUATIONS = Bound("continuations per request", True, 1, 4)
 BLOCK_SIZE = Bound("block size", True, 1, 256)
 POOL_BLOCKS = Bound("pool blocks", True, 0, 100_000, note="(0 = a full batch of the longest)")
 PREFILL_CHUNK = Bound("prefill chunk", True, 0, 100_000, note="(0 = whole prompts)")
+COMPARE_CHUNK = Bound("prefill chunk", True, 1, 100_000)  # the prefix-caching comparison's chunked runs
 KV_BUDGET = Bound("budget", True, 1, note="(positions each layer and KV head keeps)")
 KV_SINKS = Bound("sinks", True, 1, note="(and below the budget)")
 MEM_CONTEXT = Bound("context (tokens)", True, 128, 131072)
@@ -90,6 +96,56 @@ def head_bound(config: Any) -> Bound:
 def early_exit_bound(config: Any) -> Bound:
     """The Speculative tab's early-exit layer: 1 .. layers - 1 (a draft with every layer is the model itself)."""
     return Bound("early-exit layer L", True, 1, max(1, config.num_hidden_layers - 1))
+
+
+def kv_head_bound(config: Any) -> Bound:
+    """The KV policy views' KV-head selector."""
+    return Bound("KV head", True, 0, config.num_key_value_heads - 1)
+
+
+def op_runs_bound(max_repeats: int) -> Bound:
+    """The Timing view's timed-runs box."""
+    return Bound("timed runs", True, 1, max_repeats)
+
+
+def tile_bound(n_tiles: int) -> Bound:
+    """The FlashAttention walk's tile selector (1-based)."""
+    return Bound("tile", True, 1, max(1, n_tiles))
+
+
+def beam_step_bound(n_steps: int) -> Bound:
+    """The Beams view's step slider."""
+    return Bound("tree after step", True, 1, max(1, n_steps))
+
+
+def quant_step_bound(positions: int) -> Bound:
+    """The Quantization lab's step slider over a run of `positions` steps."""
+    return Bound("step", True, 0, positions - 1)
+
+
+def branch_bound(n_branches: int, name: str = "branch") -> Bound:
+    """A branch number of a run with `n_branches` branches."""
+    return Bound(name, True, 0, n_branches - 1)
+
+
+def generated_step_bound(n_generated: int) -> Bound:
+    """A generated token's step, -1 for the newest (the Interventions lab's attribution)."""
+    return Bound("step", True, -1, n_generated - 1, note="(-1 = the newest)")
+
+
+def patch_position_bound(n_tokens: int) -> Bound:
+    """A position of the corrupted prompt (the Interventions lab's patching cell)."""
+    return Bound("position", True, 0, n_tokens - 1)
+
+
+def arrival_bound(max_steps: int) -> Bound:
+    """A Serving lab request's arrival step (a later one would never be served)."""
+    return Bound("arrival step", True, 0, max_steps)
+
+
+def requests_bound(n_questions: int) -> Bound:
+    """How many requests the prefix-caching comparison serves."""
+    return Bound("requests", True, 2, n_questions)
 
 
 def position_bound(newest: int) -> Bound:

@@ -1,7 +1,7 @@
 """Links that reproduce a run (`inspector.ui.run_links`): written from the session, opened on page load.
 
-`link_fill(h, ...)`, `link_run(h, ...)` and `link_query_for(h, ...)` are functions of the app's handlers `h`
-(`inspector.ui.handlers.Handlers` binds the first two as its methods; the page wires the third). On page load `link_fill` reads the URL's
+`link_fill(request)`, `link_run(h, ...)` and `link_query_for(h, ...)` are wired by the page (`h`: the page's
+run, `inspector.ui.handlers.Handlers`). On page load `link_fill` reads the URL's
 query: it fills the controls (prompt, chat, system prompt, sampling, max new tokens) and keeps the run in a
 `gr.State`; `link_run` then prefills and steps exactly as a visitor pressing the buttons would (same caps,
 same session), and replays the link's branches (`inspector.session.tree_replay`). A bad link leaves the
@@ -26,12 +26,11 @@ from inspector.session.branches import BranchTree, SavedTree
 from inspector.session.tree_replay import grow_tree
 from inspector.ui.fields import sampling_params
 from inspector.ui.model_thread import on_model_thread, run
-from inspector.ui.refusals import shows_refusals
+from inspector.ui.refusals import keep_sid, refuses
 from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_fields
 from inspector.ui.sessions import Entry
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
-RUN = "run"  # the entry's `labs` key of the run's origin (`RunOrigin`)
 MAX_LINK_CHARS = 16_000  # longer queries are refused: browsers and proxies cut long addresses
 
 
@@ -46,7 +45,7 @@ class RunOrigin:
 
 def remember_run(entry: Entry, prompt: Any, chat: Any, system: Any) -> None:
     """Keep what the entry's new run was prefilled from, for its link and its trace file."""
-    entry.labs[RUN] = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
+    entry.origin = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
 
 
 def run_origin(entry: Entry) -> RunOrigin | None:
@@ -54,7 +53,7 @@ def run_origin(entry: Entry) -> RunOrigin | None:
     saved = getattr(entry.session, "settings", None)  # a session opened from a trace file
     if isinstance(saved, dict):
         return RunOrigin(saved["prompt"], bool(saved["chat"]), saved["system"] or "") if saved.get("prompt") else None
-    return entry.labs.get(RUN)
+    return entry.origin
 
 
 def link_for(entry: Entry) -> tuple[RunLink, int]:
@@ -85,10 +84,15 @@ def tree_of(entry: Entry) -> tuple[SavedTree, int]:
     return tree.saved()
 
 
-@shows_refusals(lambda message, h, sid, *_: ["", h.status(h.store.get(sid), message, error=True)])
-def link_query_for(h: Any, sid: Any) -> list:
-    """The button "Link to this run": ["?query" for the page to put its own address before ("" when refused),
-    status line]."""
+def no_link(sid: Any) -> str:
+    """A refused link: no query (the page then shows no link)."""
+    return ""
+
+
+@refuses(lead=no_link)
+def link_query_for(h: Any, sid: Any) -> tuple[str, dict[str, Any]]:
+    """The button "Link to this run": ("?query" for the page to put its own address before, "" when refused;
+    the status line)."""
     entry = h.store.get(sid)
     if entry is None:
         raise InputError("no run to link to yet: press Prefill first")
@@ -99,10 +103,10 @@ def link_query_for(h: Any, sid: Any) -> list:
         raise InputError(f"this run's link would be {len(query):,} characters, too long for an address: "
                          f"save a trace instead")
     note = f" (it leaves out {left_out} intervention branches: their changes do not fit in a link)" if left_out else ""
-    return [f"?{query}", h.status(entry, f"link made from this run's prompt, settings and branches{note}")]
+    return f"?{query}", {"status": h.render.status(entry, f"link made from this run's prompt, settings and branches{note}")}
 
 
-def link_fill(h: Any, request: gr.Request) -> list:
+def link_fill(request: gr.Request) -> list:
     """Control values from the URL (skipped when it names no run), then the run itself (dict), an error
     message (str) or None for the State that `link_run` reads."""
     try:
@@ -115,17 +119,17 @@ def link_fill(h: Any, request: gr.Request) -> list:
     return [values[k] for k in CONTROLS] + [values]
 
 
-@shows_refusals(lambda message, h, sid, *_: [sid] + h.error_views(h.store.get(sid), message))
-def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> list:
-    """Prefill and step the linked run in this browser session, then grow its branches; [sid] + the views."""
+@refuses(lead=keep_sid)
+def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> tuple[Any, dict[str, Any]]:
+    """Prefill and step the linked run in this browser session, then grow its branches; (sid, the views)."""
     if link is None:
-        return [gr.skip()] * (1 + len(h.view_keys))
+        return gr.skip(), {}
     if isinstance(link, str):
-        return [gr.skip()] + h.error_views(h.store.get(sid), link)
+        raise InputError(link)  # the link could not be read: why, in the status line
     params = sampling_params(link["temperature"], link["top_k"], link["top_p"], link["min_p"], link["seed"])
     tree = link_tree(RunLink(**link))
     sid, linked = h.store.get_or_create(sid)
-    linked.labs["decoding"] = link_decoding(link.get("decoding", ""))  # the settings panel's, for the prefill
+    linked.decoding = link_decoding(link.get("decoding", ""))  # the settings panel's, for the prefill
     sid, entry = h.run_prefill(sid, link["prompt"], link["chat"], link["system"], params, link["max_new"])
     if tree is None:
         for _ in range(min(link["steps"], entry.max_new_tokens - 1)):
@@ -141,7 +145,7 @@ def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> list:
                 + (f", {n} branches, showing #{tree.current}" if n > 1 else ""))
     views = h.views(entry, layer, head, note)
     h.queue_forward_ahead(entry)
-    return [sid] + views
+    return sid, views
 
 
 @on_model_thread

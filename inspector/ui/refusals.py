@@ -1,52 +1,71 @@
-"""One way a refused request reaches the page: `shows_refusals(reply)` wraps a handler so that its refusal
-becomes its outputs with the message on the status line, never an exception in Gradio's log.
+"""The one way a refused request reaches the page: a handler decorated with `@refuses` turns a refusal
+into its owner's `refusal(message, sid)`: the status line says why, and nothing else on the page changes.
 
 A refusal is an `InspectorError` (bad input, a cap, a busy or expired session: `inspector.validate`'s
 NumberError among them) or a ValueError from a layer below that checks its own arguments (a token id
-outside the vocabulary). `reply(message, *args, **kwargs)` gets the one-line message and the handler's own
-arguments (a method's `self` first) and returns what the handler's outputs are on a refusal: the views
-with the status line, a tab's status and skipped figures, or a `gr.Error` raised for the script API.
-A generator handler (Play) stays a generator: a refusal ends it with one last update.
+outside the vocabulary). The handler's first argument is its owner — a panel (`inspector.ui.panel`), or the
+page's run (`inspector.ui.handlers.Handlers`) for the run's events and the functions of it — and its
+second the browser session's id, which `refusal` gets to name the run's phase on the page's status line.
+A generator handler (Play) stays a generator: a refusal ends it with one last update. `lead`: the handler
+returns (one output, its updates), and a refusal's first output is `lead(sid)` (`keep_sid`: the session id
+it was given). The script API's endpoints raise `gr.Error` instead (`api_error`): gradio_client raises it.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any, TypeVar
-
-import gradio as gr
+from typing import Any
 
 from inspector.errors import InspectorError, first_line
 
-REFUSALS = (InspectorError, ValueError)
-H = TypeVar("H", bound=Callable[..., Any])
+REFUSALS: tuple[type[BaseException], ...] = (InspectorError, ValueError)
 
 
-def shows_refusals(reply: Callable[..., Any], refusals: tuple[type[BaseException], ...] = REFUSALS) -> Callable[[H], H]:
-    """Decorator: the handler's refusal returns (or, for a generator, yields) `reply(message, *args, **kwargs)`.
-    `refusals`: the exceptions that count as one (a file handler adds OSError: an unreadable upload)."""
-    def wrap(handler: H) -> H:
+def keep_sid(sid: Any) -> Any:
+    """The first output of a refused handler that returns (session id, updates): the id it was given."""
+    return sid
+
+
+def refuses(handler: Callable[..., Any] | None = None, *, lead: Callable[[Any], Any] | None = None,
+            also: tuple[type[BaseException], ...] = ()) -> Any:
+    """Decorator: a refusal (`REFUSALS`, and `also`: e.g. OSError for a file) returns or yields
+    `owner.refusal(message, sid)` (see the module docstring)."""
+    caught = REFUSALS + also
+
+    def wrap(handler: Callable[..., Any]) -> Callable[..., Any]:
+        def reply(owner: Any, exc: BaseException, sid: Any) -> Any:
+            out = owner.refusal(first_line(exc), sid)
+            return (lead(sid), out) if lead is not None else out
+
         if inspect.isgeneratorfunction(handler):
             @wraps(handler)
-            def stream(*args: Any, **kwargs: Any) -> Any:
+            def stream(owner: Any, sid: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:
                 try:
-                    yield from handler(*args, **kwargs)
-                except refusals as exc:
-                    yield reply(first_line(exc), *args, **kwargs)
-            return stream  # type: ignore[return-value]
+                    yield from handler(owner, sid, *args, **kwargs)
+                except caught as exc:
+                    yield reply(owner, exc, sid)
+            return stream
 
         @wraps(handler)
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(owner: Any, sid: Any = None, *args: Any, **kwargs: Any) -> Any:
             try:
-                return handler(*args, **kwargs)
-            except refusals as exc:
-                return reply(first_line(exc), *args, **kwargs)
-        return call  # type: ignore[return-value]
-    return wrap
+                return handler(owner, sid, *args, **kwargs)
+            except caught as exc:
+                return reply(owner, exc, sid)
+        return call
+    return wrap if handler is None else wrap(handler)
 
 
-def raise_for_api(message: str, *args: Any, **kwargs: Any) -> Any:
-    """The script API's reply to a refusal: `gr.Error` with the one-line message (gradio_client raises it)."""
-    raise gr.Error(message)
+def api_error(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The script API's endpoints: a refusal raises `gr.Error` with the one-line message."""
+    @wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import gradio as gr
+
+        try:
+            return fn(*args, **kwargs)
+        except REFUSALS as exc:
+            raise gr.Error(first_line(exc)) from None
+    return call

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlencode
 
 from inspector.errors import InputError
-from inspector.generation.settings import DecodingSettings
+from inspector.session.settings import DecodingSettings
 from inspector.session.branches import MAX_BRANCHES, SavedBranch, SavedTree, check_saved
 from inspector.ui.fields import MAX_NEW, SAMPLING_UI, STEPS
 from inspector.validate import Bound, whole

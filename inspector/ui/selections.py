@@ -28,10 +28,10 @@ def fresh_selections(pinned: Any) -> tuple:
     return tuple(gr.skip() for _ in FRESH) if pinned else FRESH
 
 
-def reselect_pinned(select: Callable[..., list], n_views: int) -> Callable[..., list]:
+def reselect_pinned(select: Callable[..., dict]) -> Callable[..., dict]:
     """After a prefill: a pinned position (not -1) is selected in the new run; otherwise nothing changes."""
-    def handler(sid: Any, pinned: Any, position: Any, layer: Any, head: Any) -> list:
+    def handler(sid: Any, pinned: Any, position: Any, layer: Any, head: Any) -> dict:
         if not pinned or position in (None, -1, "-1"):
-            return [gr.skip()] * n_views
+            return {}
         return select(sid, position, layer, head)
     return handler

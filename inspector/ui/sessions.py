@@ -64,11 +64,19 @@ class Entry:
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
     tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
     branches: Any = None  # inspector.session.branches.BranchTree of the run, once it has branched
-    labs: dict[str, Any] = field(default_factory=dict)  # per-lab state of the lab tabs (inspector.ui.tab_context)
+    origin: Any = None  # inspector.ui.link_handlers.RunOrigin: the text the run was prefilled from
+    decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
+    labs: dict[str, Any] = field(default_factory=dict)  # panel key -> its PanelState (`inspector.ui.panel`)
 
     @property
     def busy(self) -> bool:
         return self.lock.locked()
+
+    def selected_position(self) -> int:
+        """The position the views show: the one clicked, or the newest when none is (or it is gone)."""
+        last = self.session.records[-1]
+        newest = last.start_pos + last.n_new - 1
+        return newest if self.selected is None or not 0 <= self.selected <= newest else self.selected
 
     def acquire(self, activity: str, wait_s: float = 0.0) -> None:
         """Take the session's lock for `activity`; BusyError naming what runs if it stays taken for `wait_s`."""
@@ -125,6 +133,16 @@ class SessionStore:
             if entry is not None:
                 entry.last_used = time.monotonic()
             return entry
+
+    def run_entry(self, sid: str | None) -> Entry:
+        """The entry of a browser session that holds a run; InputError saying why there is none (expired, or
+        nothing prefilled yet)."""
+        entry = self.get(sid)
+        if entry is None and self.expired_message(sid):
+            raise SessionExpiredError(self.expired_message(sid))
+        if entry is None or entry.session is None or not entry.session.records:
+            raise InputError("nothing to step yet: press Prefill first")
+        return entry
 
     def expired_message(self, sid: str | None) -> str | None:
         """Why the session behind `sid` is gone, if it was evicted; None otherwise."""

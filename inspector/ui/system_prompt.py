@@ -65,3 +65,14 @@ def system_note_html(info: TemplateSystem, chat: bool, system: Any) -> str:
         return note("default", "System prompt used (the chat template's default, while the box is empty): "
                                f"<q id=\"system-default\">{esc(info.default)}</q>")
     return note("empty", "No system prompt: the box is empty and the chat template adds none by default.")
+
+
+def chat_checkbox(tokenizer: Any) -> Any:
+    """The "Chat template" tick for the loaded model: ticked when the model has a chat template; unticked and
+    disabled, saying why, when it has none (a base model such as Gemma 3 270M reads the plain prompt)."""
+    import gradio as gr
+
+    if getattr(tokenizer, "has_chat_template", False):
+        return gr.Checkbox(True, label="Chat template", elem_id="chat-toggle", min_width=120)
+    return gr.Checkbox(False, label="Chat template (this model has none: a base model reads the plain prompt)",
+                       interactive=False, elem_id="chat-toggle", min_width=120)

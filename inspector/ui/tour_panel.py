@@ -16,7 +16,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.engine.kv_cache import kv_bytes
+from inspector.session.budget import kv_bytes
 from inspector.ui.bundle import ViewSlot
 from inspector.viz.precision import precision_note
 from inspector.viz.tour import TourFacts

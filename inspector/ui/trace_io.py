@@ -1,7 +1,7 @@
 """Trace files in the web app: export this browser's run to a download, import an uploaded one.
 
-Two handlers the page wires to its buttons, both taking the app's `Handlers` as `h`:
-- `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, status line).
+Two run events the page wires to its buttons, both taking the page's run (`Handlers`) as `h`:
+- `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, {"status": ...}).
   The file keeps the prompt the run was prefilled from (the controls' values only when it is not known) and
   every token-fork branch of the run (`BranchTree.saved`); opening it shows the same tree.
   Files go to one temporary folder per process, removed at exit; only the newest `EXPORTS_KEPT` are kept
@@ -14,7 +14,7 @@ Two handlers the page wires to its buttons, both taking the app's `Handlers` as 
 Caps come first: the file's size against the session memory cap before parsing, the restored session's
 retained bytes against it after (`limits.max_trace_mb`), and a trace of another model shape than the
 page's is refused (the views are laid out for the page's model). Errors go to the status line
-(`shows_refusals`, OSError included); the handlers never raise. The file work (saving, reading, rebuilding the KV cache) runs on the model thread.
+(`refuses`, OSError included); the handlers never raise. The file work (saving, reading, rebuilding the KV cache) runs on the model thread.
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ from inspector.session.branches import BranchTree
 from inspector.session.trace_file import load_trace, save_trace
 from inspector.ui.link_handlers import run_origin, tree_of
 from inspector.ui.model_thread import run
-from inspector.ui.refusals import REFUSALS, shows_refusals
+from inspector.ui.refusals import refuses
 from inspector.units import format_bytes
 
-FILE_REFUSALS = REFUSALS + (OSError,)  # a file that cannot be written or read is one line too
 EXPORTS_KEPT = 8  # exported files kept on disk per process (older ones are deleted)
 
 _lock = threading.Lock()
@@ -67,9 +66,14 @@ def _new_export_path(model_name: str) -> Path:
     return unique / f"trace-{safe}.safetensors"
 
 
-@shows_refusals(lambda message, h, sid, *_: (None, h.status(h.store.get(sid), message, error=True)), FILE_REFUSALS)
+def no_file(sid: Any) -> None:
+    """A refused export writes no file."""
+    return None
+
+
+@refuses(lead=no_file, also=(OSError,))  # a file that cannot be written is one line too
 def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
-                 system: str | None = None) -> tuple[str | None, str]:
+                 system: str | None = None) -> tuple[str | None, dict[str, Any]]:
     """Save this browser's run (prompt, chat, system: the page's settings, saved when given)."""
     entry = h.store.get(sid)
     if entry is None or entry.session is None or not entry.session.records:
@@ -87,11 +91,12 @@ def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool 
         size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system,
                    branches=tree if many else None)
     kept = f", {len(tree.branches)} branches" if many else ""
-    return str(path), h.status(entry, f"exported the trace: {path.name} ({format_bytes(size)}{kept}){note}")
+    return str(path), {"status": h.render.status(entry, f"exported the trace: {path.name} ({format_bytes(size)}"
+                                                        f"{kept}){note}")}
 
 
-@shows_refusals(lambda message, h, sid, *_: h.error_views(h.store.get(sid), message), FILE_REFUSALS)
-def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> list:
+@refuses(also=(OSError,))  # a file that cannot be read is one line too
+def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> dict[str, Any]:
     """Open an uploaded trace file in this browser's session and redraw every view from it."""
     path = _uploaded_path(file)
     cap = h.limits.max_trace_mb * 2**20
@@ -108,7 +113,7 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> l
         h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
         entry.session = session
         if session.saved_tree is not None:  # the run's branches; switching replays them on this session
-            entry.branches = BranchTree.from_saved(session.saved_tree, levers=session.levers)
+            entry.branches = BranchTree.from_saved(session.saved_tree, levers=session.own_levers)
         entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
     how = session.read_only or f"it steps on with {h.loaded.name}"
     views = h.views(entry, layer, head, f"opened {path.name}: {how}")
@@ -141,10 +146,8 @@ def _uploaded_path(file: Any) -> Path:
     return path
 
 
-
-
 def export_trace_shown(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
-                       system: str | None = None) -> tuple[Any, str]:
+                       system: str | None = None) -> tuple[Any, dict[str, Any]]:
     """`export_trace` for the page: the file component shown with the new file (left hidden on an error)."""
-    path, status = export_trace(h, sid, prompt, chat, system)
-    return (gr.update(value=path, visible=True) if path else gr.skip()), status
+    path, views = export_trace(h, sid, prompt, chat, system)
+    return (gr.update(value=path, visible=True) if path else gr.skip()), views

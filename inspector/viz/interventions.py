@@ -7,9 +7,11 @@ name in `customdata` ("head 5.3", "mlp 7"; a heatmap cell its layer and position
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
-from inspector.analysis.records import Attribution, Comparison, PatchSweep
+from inspector.analysis.records import Attribution, Comparison, PatchedRun, PatchSweep
 from inspector.viz.common import ATTN, CHOSEN, MLP, PROMPT, esc, figure, position_ticks, show_piece
 
 DLA_TOP = 20
@@ -146,3 +148,11 @@ def patch_table_html(s: PatchSweep) -> str:
     return (f"<div id='patch-table' data-layers='{len(s.layers)}' data-positions='{len(s.positions)}'>"
             f"<div class='ii-caption'>{caption}</div><table style='border-collapse:collapse;font-size:10px'>"
             f"<tr><th>layer</th>{head}</tr>{''.join(rows)}</table></div>")
+
+
+def patched_run_html(run: PatchedRun, tokenizer: Any) -> str:
+    """A patched run's recovered share, next tokens and greedy continuation."""
+    tops = ", ".join(f"{esc(show_piece(tokenizer.piece(i), 12))} {p:.0%}" for i, p in run.top)
+    return (f"<div id='iv-patched-run' data-cell='{run.layer}:{run.position}'><b>{esc(run.label)}</b>: recovered "
+            f"{run.recovered:.3f}; next tokens {tops}; greedy continuation: "
+            f"<code>{esc(tokenizer.decode(run.greedy_ids))}</code></div>")

@@ -1,0 +1,62 @@
+"""The Serving lab's memory calculator: weights + KV cache of real model configurations, no model work.
+
+A shipped config (`inspector.serving.memory.shipped_configs`), the context, batch, weights dtype and a
+memory budget -> the figure of `inspector.viz.serving.memory_figure` (weights and KV cache per attention
+layout) and one line of numbers; each control's change redraws it. Bad values are one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inspector.serving.memory import shipped_configs
+from inspector.serving.view import memory_bars
+from inspector.ui.fields import MEM_BATCH, MEM_CONTEXT, MEM_GIB, slider
+from inspector.ui.panel import Panel
+from inspector.ui.refusals import refuses
+from inspector.viz import serving as vs
+from inspector.viz.common import esc
+
+MEMORY_DTYPES = ["bf16", "fp16", "fp32", "int8", "int4"]
+
+
+class MemoryCalculator(Panel):
+    """Part of the Serving lab (see the module docstring)."""
+
+    key, title, tab_id = "serving_memory", "Memory calculator", "serving-mem-info"
+
+    def refusal(self, message: str, sid: Any = None) -> dict[str, Any]:
+        """Its status is the line under the figure."""
+        return {"line": self.status(message, error=True)}
+
+    def layout(self) -> None:
+        import gradio as gr
+
+        gr.Markdown("### Memory calculator: weights + KV cache of real model configurations")
+        configs = [c.repo_id for c in shipped_configs().values()]
+        with gr.Row():
+            self.config = gr.Dropdown(configs, value=configs[0], label="config", elem_id="serving-mem-config")
+            self.dtype = gr.Dropdown(MEMORY_DTYPES, value="bf16", label="weights dtype", elem_id="serving-mem-dtype")
+            self.context = slider(MEM_CONTEXT, 4096, 128, "context (tokens)", "serving-mem-context")
+            self.batch = slider(MEM_BATCH, 8, 1, "batch", "serving-mem-batch")
+            self.gib = slider(MEM_GIB, 80, 1, "memory (GiB)", "serving-mem-gib")
+        first = self.memory_view(configs[0], 4096, 8, "bf16", 80)
+        self.show("figure", gr.Plot(first["figure"], elem_id="serving-mem-fig", show_label=False))
+        self.show("line", gr.HTML(first["line"], elem_id="serving-mem-info"))
+
+    def wire(self) -> None:
+        self.on([self.config.change, self.dtype.change, self.context.release, self.batch.release, self.gib.release],
+                self.memory_view, [self.config, self.context, self.batch, self.dtype, self.gib],
+                trigger_mode="always_last")
+
+    @refuses
+    def memory_view(self, config: Any, context: Any, batch: Any, dtype: Any, memory_gib: Any) -> dict[str, Any]:
+        """The calculator's figure and one line of numbers (no model work)."""
+        context, batch = MEM_CONTEXT.parse(context), MEM_BATCH.parse(batch)
+        memory = MEM_GIB.parse(memory_gib) * 2**30
+        bars = memory_bars(str(config), context, batch, str(dtype), memory)
+        saved = bars[1].kv_bytes / bars[0].kv_bytes if bars[0].kv_bytes else 1.0
+        line = (f"{config}, {dtype}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; KV cache for {batch} x {context} "
+                f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB ({saved:.1f}x less than full MHA); "
+                f"{bars[0].fits_requests} requests of {context} tokens fit in {memory // 2**30} GiB")
+        return {"figure": vs.memory_figure(bars, memory), "line": f'<div id="serving-mem-line">{esc(line)}</div>'}

@@ -1,0 +1,143 @@
+"""Play: the one loop and the one pause for everything the page plays — the run's decode steps, the
+Speculative lab's rounds, the Serving lab's scheduler steps.
+
+`play_steps(entry, advance, pace)` holds the browser session's entry for "play" (one model call at a time
+per session: a Step or a lab's button pressed meanwhile is refused by name), then calls `advance()` (one
+step; True while there is more) until it says the end, raises an `InspectorError` (which ends Play with its
+message) or Pause sets `entry.pause`, and yields an `Update` after every step: whether to send the page an
+update now and whether with the open view's plots. It waits out `pace` between steps on the pause event, so
+Pause ends the wait at once and no lock but the entry's is held while waiting; the entry is released however
+Play ends (the end, a refusal, Pause, the browser gone). Every Pause button of the page sets the same event.
+
+Pace (`PlayPace`): the "Speed" control (tokens per second, 1 to 20, or as fast as the model goes) sets
+the seconds one step should take; at max speed the page gets an update at most every `MAX_SPEED_UPDATE_S`
+(each then shows every step since the last); the open view's plots are redrawn at most every
+`PLOT_INTERVAL_S` and always on the last step, so a browser that paints slower than the model steps never
+falls behind and steals the CPU from the model. `EVERY_STEP`: an update with plots after every step, no wait
+(the labs' Play).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from inspector.ui.fields import PLAY_SPEED, FreeNumber
+from inspector.ui.sessions import Entry, SessionStore
+
+DEFAULT_SPEED = 3  # slow enough to watch each token arrive
+PLOT_INTERVAL_S = 0.4  # the open view's plots at most 2.5 times a second
+MAX_SPEED_UPDATE_S = 0.1  # at the Speed control's max, the page gets at most 10 updates a second
+PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
+PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
+
+
+@dataclass(frozen=True)
+class PlayPace:
+    """Seconds per step (None: as fast as the model goes), and how often the page gets updates and plots."""
+
+    interval: float | None
+    plot_interval_s: float = PLOT_INTERVAL_S
+    max_speed_update_s: float = MAX_SPEED_UPDATE_S
+
+    @classmethod
+    def of(cls, speed: Any, fastest: Any = False) -> "PlayPace":
+        """The Speed control's values (refused by name, never clamped)."""
+        return cls(step_interval(speed, fastest))
+
+
+EVERY_STEP = PlayPace(0.0, plot_interval_s=0.0, max_speed_update_s=0.0)
+
+
+@dataclass(frozen=True)
+class Update:
+    """After one of Play's steps: send the page an update now (`send`), with the open view's plots (`plots`)."""
+
+    send: bool
+    plots: bool
+    last: bool = False
+
+
+def build_speed_controls() -> tuple[FreeNumber, Any]:
+    """The "Speed" box (tokens/s, 1 to 20; a number box: it fits the run controls' row) and its "max" tick."""
+    import gradio as gr
+
+    speed = FreeNumber(DEFAULT_SPEED, label="Speed (tok/s)", elem_id="play-speed", min_width=90)
+    fastest = gr.Checkbox(False, label="max", elem_id="play-max", min_width=60)
+    return speed, fastest
+
+
+def step_interval(speed: Any, fastest: Any = False) -> float | None:
+    """Seconds per Play step for the controls' values; None = no wait ("max" ticked: the box is unused)."""
+    if fastest:
+        return None
+    return 1.0 / float(PLAY_SPEED.parse(speed))
+
+
+def wait_for_pace(pause: threading.Event, started: float, interval: float | None) -> None:
+    """Wait until `started + interval` (monotonic) or until `pause` is set, whichever comes first."""
+    if interval is None:
+        return
+    left = started + interval - time.monotonic()
+    if left > 0:
+        pause.wait(left)
+
+
+def entry_when_prefilled(store: SessionStore, sid: Any) -> Entry:
+    """The session to play: one with a run, or one whose prefill is running (Play then waits for it). Play
+    pressed together with Prefill may arrive first: wait briefly for that prefill to start."""
+    deadline = time.monotonic() + PREFILL_START_WAIT_S
+    while True:
+        entry = store.get(sid)
+        if entry is not None and (entry.activity == "prefill" or (entry.session is not None and entry.session.records)):
+            if entry.activity != "prefill" and entry.session.finished:
+                from inspector.errors import InputError
+
+                raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
+            return entry
+        if time.monotonic() >= deadline:
+            return store.run_entry(sid)  # raises why there is nothing to play
+        time.sleep(0.05)
+
+
+def play_steps(entry: Entry, advance: Callable[[], bool], pace: PlayPace = EVERY_STEP, *,
+               check: Callable[[], Any] | None = None, activity: str = "play", hold: bool = True) -> Iterator[Update]:
+    """Step with `advance()` until the end, a refusal or Pause, yielding an `Update` after each step (see the
+    module docstring). A prefill running for the entry is waited for (`PREFILL_WAIT_S`); `check()` runs once
+    the entry is held (e.g. the prefill waited for may have failed). `hold=False`: the entry is held for each
+    step only, so another request of the session (the Serving lab's Load, which replaces what plays) can come
+    between two steps."""
+    if hold:
+        entry.acquire(activity, wait_s=PREFILL_WAIT_S if entry.activity == "prefill" else 0.0)
+    entry.pause.clear()
+    entry.playing = True
+    drawn = sent = 0.0
+    try:
+        if check is not None:
+            check()
+        while not entry.pause.is_set():
+            started = time.monotonic()
+            if hold:
+                more = advance()
+            else:
+                with entry.exclusive(activity):
+                    more = advance()
+            now = time.monotonic()
+            if more and pace.interval is None and now - sent < pace.max_speed_update_s:
+                yield Update(send=False, plots=False)  # faster than the page updates: shown with the next update
+                continue
+            plots = not more or now - drawn >= pace.plot_interval_s
+            yield Update(send=True, plots=plots, last=not more)
+            sent = now
+            if plots:
+                drawn = now
+            if not more:
+                break
+            wait_for_pace(entry.pause, started, pace.interval)
+    finally:
+        entry.playing = False
+        if hold:
+            entry.release()

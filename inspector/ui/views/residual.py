@@ -1,0 +1,44 @@
+"""The Residual stream view: the hidden vector's size at every layer and position, and the logit lens.
+
+Slots: a layers x positions heatmap of the residual norm (an image, `inspector.viz.heatimage`), the
+selected position's chart through the layers (what attention and the MLP add, before Gemma's post-norms
+too), and the logit lens of the newest step (computed on first request unless it ran ahead: the forward
+run ahead after a Step computes it when this view is open, `wants_lens`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inspector.ui.panel import Slot, ViewPanel
+from inspector.ui.sessions import Entry
+from inspector.viz import residual as vr
+from inspector.viz.common import empty_figure
+
+HINT = "Type a prompt and press Prefill"
+
+
+class ResidualView(ViewPanel):
+    key, title, tab_id = "residual", "Residual stream", "tab-residual"
+    caption = vr.CAPTION
+    slots = (Slot("resid_heat", "resid-heatmap"), Slot("resid_pos", "resid-position", plot=True),
+             Slot("lens", "logit-lens-view"))
+    wants_lens = True
+
+    def layout(self) -> None:
+        self.caption_md()
+        for s in self.slots:
+            self.slot(s.key)
+
+    def blank(self) -> dict[str, Any]:
+        return {"resid_heat": "", "resid_pos": empty_figure(HINT), "lens": ""}
+
+    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
+        s = entry.session
+        rec = s.records[-1]
+        pieces = s.token_pieces()
+        pos = entry.selected_position()
+        s.logit_lens(rec.step)  # an LM-head product per layer, once per step (kept)
+        return {"resid_heat": vr.residual_heatmap(s.records, pieces, pos),
+                "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else ""),
+                "lens": vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)}

@@ -1,0 +1,102 @@
+"""The Timing view: where the run's time went, per step, and per operation of one step.
+
+Slot: the time to first token and every decode step's time (forward, sampling, recording). Below it,
+"Time operations" (`OpTimingSection`) re-runs a chosen step's forward with a timer at every trace point
+(`inspector.session.op_timing.time_step_ops`, on the prefill thread under the browser's lock; the session's
+records and cache are not changed), reads the machine's roofline peaks (the Serving lab's, measured once
+and cached beside the model), and draws the table, the per-layer grid and the roofline
+(`inspector.viz.optiming`). Bad input is one line in the section's status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inspector.errors import InputError
+from inspector.serving.roofline import cached_peaks, peaks_directory
+from inspector.session.op_timing import MAX_REPEATS, time_step_ops
+from inspector.ui import model_thread
+from inspector.ui.fields import OP_STEP, FreeNumber, op_runs_bound
+from inspector.ui.panel import Page, Panel, Slot, ViewPanel
+from inspector.ui.refusals import refuses
+from inspector.ui.sessions import Entry
+from inspector.viz import optiming as vo
+from inspector.viz import timing as vt
+from inspector.viz.common import empty_figure
+
+HINT = "Type a prompt and press Prefill"
+OP_RUNS = op_runs_bound(MAX_REPEATS)
+
+
+def peaks_for(loaded: Any) -> Any:
+    """The machine's roofline peaks for the page model's dtype and device (None when they cannot be had)."""
+    try:
+        return cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype, getattr(loaded, "device", "cpu"))
+    except (OSError, RuntimeError):
+        return None
+
+
+class TimingView(ViewPanel):
+    key, title, tab_id = "timing", "Timing", "tab-timing"
+    caption = vt.CAPTION
+    slots = (Slot("timing_fig", "timing-chart", plot=True),)
+
+    def __init__(self, page: Page) -> None:
+        super().__init__(page)
+        self.ops = OpTimingSection(page)
+
+    def layout(self) -> None:
+        self.caption_md()
+        self.slot("timing_fig")
+        self.ops.layout()
+
+    def wire(self) -> None:
+        self.ops.wire()
+
+    def blank(self) -> dict[str, Any]:
+        return {"timing_fig": empty_figure(HINT)}
+
+    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
+        return {"timing_fig": vt.timing_chart(entry.session.records)}
+
+
+class OpTimingSection(Panel):
+    """Part of the Timing view: "Time operations" (see the module docstring)."""
+
+    key, title, tab_id = "op_timing", "Time operations", "op-timing-view"
+    status_id = "op-timing-status"
+
+    def layout(self) -> None:
+        import gradio as gr
+
+        gr.Markdown(vo.CAPTION, elem_classes="ii-caption")
+        with gr.Row():
+            self.step = FreeNumber(-1, label=OP_STEP.name + " (-1 = newest, 0 = prefill)", precision=0,
+                                   elem_id="op-step", min_width=120)
+            self.runs = FreeNumber(3, label=OP_RUNS.name, precision=0, elem_id="op-runs", min_width=100)
+            self.button = gr.Button("Time operations", elem_id="op-time-btn", size="sm")
+        self.show("status", gr.HTML(self.status("Time operations re-runs a step's forward with a timer at every "
+                                                "trace point")))
+        self.show("table", gr.HTML('<div id="op-timing"></div>', elem_id="op-timing-view"))
+        self.show("roofline", gr.Plot(empty_figure("press Time operations"), elem_id="op-roofline", show_label=False))
+
+    def wire(self) -> None:
+        self.on(self.button.click, self.time_operations, [self.page.sid, self.step, self.runs],
+                show_progress="minimal")
+
+    @refuses
+    def time_operations(self, sid: Any, step: Any, runs: Any) -> dict[str, Any]:
+        """The button: time one step's operations."""
+        step, runs = OP_STEP.parse(step), OP_RUNS.parse(runs)
+        entry = self.page.store.get(sid)
+        if entry is None or entry.session is None or not entry.session.records:
+            raise InputError("nothing to time yet: press Prefill first")
+        newest = len(entry.session.records) - 1
+        if step > newest:
+            raise InputError(f"step to time must be -1 or 0..{newest} (this run's steps), got {step}")
+        with entry.exclusive("time operations"):
+            timing = model_thread.run_prefill(time_step_ops, entry.session, step, runs)
+        peaks = model_thread.run_prefill(peaks_for, self.page.loaded)
+        done = f"timed {timing.kind} step {timing.step}: {timing.seconds * 1e3:.2f} ms over {len(timing.totals)} operations"
+        return {"status": self.status(done), "table": vo.op_table_html(timing, peaks) + vo.op_layers_html(timing),
+                "roofline": vo.op_roofline(timing, peaks)}
