@@ -21,6 +21,11 @@ def make_page(loaded, store: SessionStore | None = None, **limits) -> Page:
     return Handlers.bare(loaded, store, lim).page
 
 
+def make_ctx(loaded, **limits) -> Page:
+    """`make_page` with limits only (the page's store, caps and panels: `ctx.store`, `ctx.panels[key]`)."""
+    return make_page(loaded, **limits)
+
+
 def panel(loaded, key: str, store: SessionStore | None = None, **limits):
     """One panel of a fresh bare page (`make_page`)."""
     return make_page(loaded, store, **limits).panels[key]

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from inspector.ui.branch_handlers import branch, switch
+from inspector.ui.link_handlers import link_fill, link_run
 from inspector.engine import steps as engine
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
@@ -24,7 +26,6 @@ from tests.test_branching import other_token
 from tests.test_ui_handlers import make, status
 from tests.test_ui_trace_io import no_run_ahead  # noqa: F401
 from tests.viz_records import tiny_loaded  # noqa: F401
-from inspector.ui.handlers import VIEW_KEYS
 
 SAMPLED = SamplingParams(temperature=0.9, top_k=8, seed=4)
 SAMPLING = (0.9, 8, 1.0, 0.0, 4)  # the page's controls for SAMPLED
@@ -32,7 +33,7 @@ PROMPT = "The quick brown fox"
 
 
 def views_branches(views) -> str:
-    return views[VIEW_KEYS.index("branches")]
+    return views["branches"]
 
 
 def full_forward(loaded, ids: list[int]) -> torch.Tensor:
@@ -87,7 +88,7 @@ def test_the_page_branches_from_a_clicked_token(tiny_loaded):  # noqa: F811
     assert f'class="ii-branch-force ii-chosen" data-step="2" data-id="{root[2]}"' in point
     forced = other_token(s, 2)
     assert f'data-step="2" data-id="{forced}"' in point
-    views = h.branch(sid, f"2:{forced}", 0, 0)
+    views = branch(h, sid, f"2:{forced}", 0, 0)
     assert "branched: step 2" in status(views) and s.generated_ids == root[:2] + [forced]
     h.step(sid, *SAMPLING, 0, 0)
     tree = views_branches(h.step(sid, *SAMPLING, 0, 0))
@@ -124,14 +125,14 @@ def page_tree(h, store) -> str:
     for _ in range(6):
         h.step(sid, *SAMPLING, 0, 0)
     s = store.get(sid).session
-    assert "ii-error" not in status(h.branch(sid, f"4:{other_token(s, 4)}", 0, 0))
+    assert "ii-error" not in status(branch(h, sid, f"4:{other_token(s, 4)}", 0, 0))
     h.step(sid, *SAMPLING, 0, 0)
-    assert "ii-error" not in status(h.switch(sid, "0", 0, 0))
-    assert "ii-error" not in status(h.branch(sid, f"1:{other_token(s, 1)}", 0, 0))
+    assert "ii-error" not in status(switch(h, sid, "0", 0, 0))
+    assert "ii-error" not in status(branch(h, sid, f"1:{other_token(s, 1)}", 0, 0))
     for _ in range(3):
         h.step(sid, *SAMPLING, 0, 0)
-    assert "ii-error" not in status(h.branch(sid, f"3:{other_token(s, 3)}", 0, 0))  # a fork of branch 2
-    assert "ii-error" not in status(h.switch(sid, "1", 0, 0))
+    assert "ii-error" not in status(branch(h, sid, f"3:{other_token(s, 3)}", 0, 0))  # a fork of branch 2
+    assert "ii-error" not in status(switch(h, sid, "1", 0, 0))
     return sid
 
 
@@ -145,7 +146,7 @@ def test_a_link_carries_every_branch_and_the_shown_one(tiny_loaded):  # noqa: F8
     sid = page_tree(h, store)
     entry = store.get(sid)
     query, line = link_query_for(h, sid)
-    assert query.startswith("?prompt=") and "ii-error" not in line
+    assert query.startswith("?prompt=") and "ii-error" not in status(line)
     params = dict(parse_qsl(query[1:]))
     assert params["prompt"] == PROMPT and params["seed"] == "4" and params["branch"] == "1"
     assert len(params["branches"].split("_")) == 3 and params["branches"].split("_")[2].startswith("2-3-")
@@ -154,8 +155,8 @@ def test_a_link_carries_every_branch_and_the_shown_one(tiny_loaded):  # noqa: F8
     assert link_tree(link).current == 1
 
     sid2 = store.new_id()
-    filled = h.link_fill(type("R", (), {"query_params": params})())
-    out = h.link_run(sid2, filled[-1], 0, 0)
+    filled = link_fill(type("R", (), {"query_params": params})())
+    out = link_run(h, sid2, filled[-1], 0, 0)
     assert "opened from a link: prefill + 6 steps, 4 branches, showing #1" in status(out[1:])
     opened = store.get(sid2)
     assert tree_shape(opened) == tree_shape(entry)
@@ -163,8 +164,8 @@ def test_a_link_carries_every_branch_and_the_shown_one(tiny_loaded):  # noqa: F8
     for a, b in zip(opened.session.records, entry.session.records):
         np.testing.assert_allclose(a.logits.astype(np.float32), b.logits.astype(np.float32), atol=1e-3)
     # the opened tree is live: switching replays branch 3 there as on the original page
-    h.switch(sid2, "3", 0, 0)
-    h.switch(sid, "3", 0, 0)
+    switch(h, sid2, "3", 0, 0)
+    switch(h, sid, "3", 0, 0)
     assert opened.session.generated_ids == entry.session.generated_ids
 
 
@@ -195,9 +196,9 @@ def test_a_link_naming_tokens_the_model_lacks_is_one_line(tiny_loaded):  # noqa:
     h, store = make(tiny_loaded)
     for tokens, message in [("1.99999999", "branch 0 cannot be replayed: token id 99999999 is outside"),
                             (".".join(["5"] * 40), "branch 0 cannot be replayed: the run finished")]:
-        filled = h.link_fill(type("R", (), {"query_params": {"prompt": PROMPT, "chat": "0", "max_new": "8",
+        filled = link_fill(type("R", (), {"query_params": {"prompt": PROMPT, "chat": "0", "max_new": "8",
                                                              "tokens": tokens}})())
-        out = h.link_run(store.new_id(), filled[-1], 0, 0)
+        out = link_run(h, store.new_id(), filled[-1], 0, 0)
         assert message in status(out[1:]) and "ii-error" in status(out[1:])
 
 
@@ -211,7 +212,7 @@ def test_a_saved_trace_keeps_every_branch(tiny_loaded, tmp_path):  # noqa: F811
     sid = page_tree(h, store)
     entry = store.get(sid)
     path, line = trace_io.export_trace(h, sid, "the box's edited text", True, "")
-    assert "4 branches" in line
+    assert "4 branches" in status(line)
     back = load_trace(path, tiny_loaded)
     assert back.settings["prompt"] == PROMPT and back.settings["chat"] is False  # the run's, not the box's
     assert back.saved_tree.current == 1 and len(back.saved_tree.branches) == 4
@@ -223,8 +224,8 @@ def test_a_saved_trace_keeps_every_branch(tiny_loaded, tmp_path):  # noqa: F811
     assert "opened" in status(views) and tree_shape(opened) == tree_shape(entry)
     assert 'data-branches="4" data-current="1"' in views_branches(views)
     assert views_branches(views).count('class="ii-diverge"') == 3
-    h.switch(sid, "2", 0, 0)
-    h2.switch(sid2, "2", 0, 0)  # switching replays the branch with the recording model
+    switch(h, sid, "2", 0, 0)
+    switch(h2, sid2, "2", 0, 0)  # switching replays the branch with the recording model
     assert opened.session.generated_ids == entry.session.generated_ids
     query, _ = link_query_for(h2, sid2)  # a link from the opened trace: its saved prompt and tree
     assert dict(parse_qsl(query[1:]))["prompt"] == PROMPT
@@ -270,8 +271,8 @@ def test_a_tree_that_does_not_fit_the_run_is_refused(tiny_loaded, tmp_path):  # 
 def test_the_link_button_refuses_in_one_line(tiny_loaded, monkeypatch):  # noqa: F811
     h, store = make(tiny_loaded)
     query, line = link_query_for(h, store.new_id())
-    assert query == "" and "press Prefill first" in line and "ii-error" in line
+    assert query == "" and "press Prefill first" in status(line) and "ii-error" in status(line)
     sid, *_ = h.prefill(None, PROMPT, False, "", *SAMPLING, 8, 0, 0)
     monkeypatch.setattr("inspector.ui.link_handlers.MAX_LINK_CHARS", 40)
     query, line = link_query_for(h, sid)
-    assert query == "" and "too long for an address: save a trace instead" in line
+    assert query == "" and "too long for an address: save a trace instead" in status(line)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from inspector.ui.branch_handlers import branch, switch
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 from inspector.session.branches import MAX_BRANCHES, BranchTree
 from inspector.session.session import Session
 from inspector.ui.branch_handlers import parse_branch_request
-from inspector.ui.handlers import VIEW_KEYS
 from tests.test_ui_handlers import SAMPLING, make, status
 from tests.viz_records import tiny_loaded  # noqa: F401
 
@@ -91,28 +91,28 @@ def test_page_branch_and_switch(tiny_loaded):
         views = h.step(sid, *SAMPLING, 0, 0)
     s = store.get(sid).session
     root = list(s.generated_ids)
-    assert 'data-branches="1"' in views[VIEW_KEYS.index("branches")]
+    assert 'data-branches="1"' in views["branches"]
     h.show_tab("sampling")(sid, 0, 0)
-    info = h.views(store.get(sid), 0, 0)[VIEW_KEYS.index("samp_info")]
+    info = h.views(store.get(sid), 0, 0)["samp_info"]
     assert f'class="ii-branch-force ii-chosen" data-step="4" data-id="{root[4]}"' in info
 
     forced = other_token(s, 3)
-    views = h.branch(sid, f"3:{forced}", 0, 0)
+    views = branch(h, sid, f"3:{forced}", 0, 0)
     assert "branched: step 3" in status(views) and "ii-error" not in status(views)
     assert s.generated_ids == root[:3] + [forced]
-    tree = views[VIEW_KEYS.index("branches")]
+    tree = views["branches"]
     assert 'data-branches="2" data-current="1"' in tree and 'data-branch="0"' in tree
     h.step(sid, *SAMPLING, 0, 0)
-    branch = list(s.generated_ids)
+    forked = list(s.generated_ids)
 
-    views = h.switch(sid, "0", 0, 0)
+    views = switch(h, sid, "0", 0, 0)
     assert "switched to branch #0" in status(views) and s.generated_ids == root
-    assert 'data-current="0"' in views[VIEW_KEYS.index("branches")]
-    views = h.switch(sid, 1, 0, 0)
-    assert s.generated_ids == branch
+    assert 'data-current="0"' in views["branches"]
+    views = switch(h, sid, 1, 0, 0)
+    assert s.generated_ids == forked
 
     for bad, msg in [("3:" + str(s.generated_ids[3]), "already took"), ("99:1", "no step 99"), ("x", "step:token")]:
-        assert msg in status(h.branch(sid, bad, 0, 0))
-    assert "no branch 7" in status(h.switch(sid, "7", 0, 0))
+        assert msg in status(branch(h, sid, bad, 0, 0))
+    assert "no branch 7" in status(switch(h, sid, "7", 0, 0))
     h.prefill(sid, "Hello world", False, "", *SAMPLING, 4, 0, 0)  # a new run starts a new tree
     assert store.get(sid).branches is None

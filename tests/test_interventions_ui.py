@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from inspector.ui import interventions_tab as tab
 from tests.lab_context import make_ctx
 from tests.lab_context import status as raw_status
 from tests.viz_records import tiny_loaded  # noqa: F401 (fixture)
@@ -35,29 +34,29 @@ def page_run(tiny_loaded):  # noqa: F811
 def test_apply_makes_a_labelled_branch_and_switching_restores_each(page_run):
     ctx, sid, entry = page_run
     before = list(entry.session.generated_ids)
-    out = tab.apply(ctx, sid, "head output (attn.hook_z)", "zero", "1", "2", "0", "1", "0", "", "", "0")
+    out = ctx.panels["interventions"].apply(sid, "head output (attn.hook_z)", "zero", "1", "2", "0", "1", "0", "", "", "0")
     assert status(out) == "branch #1: head 1.2 off (7 tokens run again under it)"
-    assert "head 1.2 off ◀ in use" in out[1] and "data-branches='2'" in out[1]
+    assert "head 1.2 off ◀ in use" in out["branches"] and "data-branches='2'" in out["branches"]
     assert len(entry.session.generated_ids) == len(before) and entry.session.levers.interventions[0].label == "head 1.2 off"
-    out = tab.ablate_part(ctx, sid, "mlp 0")  # a DLA bar click stacks on the branch in use
+    out = ctx.panels["interventions"].ablate_part(sid, "mlp 0")  # a DLA bar click stacks on the branch in use
     assert status(out).startswith("branch #2: MLP 0 off") and len(entry.session.levers.interventions) == 2
     assert entry.branches.branches[2].parent == 1
-    out = tab.switch(ctx, sid, "0")
+    out = ctx.panels["interventions"].switch(sid, "0")
     assert status(out) == "switched to branch #0" and entry.session.generated_ids == before
     assert entry.session.levers.interventions == ()
-    out = tab.compare_branches(ctx, sid, "0", "2")
-    assert status(out) == "compared #0 and #2" and "compare-table" in out[1]
-    out = tab.attribution(ctx, sid, "-1")
-    assert status(out) == "attribution of step 6" and "dla-bars" in out[1] and "commitment-strip" in out[2]
+    out = ctx.panels["interventions"].compare_branches(sid, "0", "2")
+    assert status(out) == "compared #0 and #2" and "compare-table" in out["compare"]
+    out = ctx.panels["interventions"].attribution(sid, "-1")
+    assert status(out) == "attribution of step 6" and "dla-bars" in out["dla"] and "commitment-strip" in out["strip"]
 
 
 def test_patching_and_a_patched_cell(page_run):
     ctx, sid, _ = page_run
-    out = tab.patch_sweep(ctx, sid, "the dog sat on the mat", "the bat sat on the mat", "#", "!", "resid_pre")
+    out = ctx.panels["interventions"].patching.sweep(sid, "the dog sat on the mat", "the bat sat on the mat", "#", "!", "resid_pre")
     assert "must be exactly one token" not in status(out), status(out)
-    assert status(out).startswith("patched 2 layers x 16 positions") and out[1].count("ii-patch-cell") == 32
-    out = tab.patched_cell(ctx, sid, "0:3")
-    assert status(out) == "patched run at layer 0, position 3" and "greedy continuation" in out[2]
+    assert status(out).startswith("patched 2 layers x 16 positions") and out["table"].count("ii-patch-cell") == 32
+    out = ctx.panels["interventions"].patching.patched_cell(sid, "0:3")
+    assert status(out) == "patched run at layer 0, position 3" and "greedy continuation" in out["patched"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -69,20 +68,20 @@ def test_patching_and_a_patched_cell(page_run):
 ])
 def test_bad_apply_input_is_one_line(page_run, args, message):
     ctx, sid, _ = page_run
-    out = tab.apply(ctx, sid, *args, "0.5", "1", "0", "love", "hate", "4")
-    assert message in status(out) and 'data-error="1"' in out[0]
+    out = ctx.panels["interventions"].apply(sid, *args, "0.5", "1", "0", "love", "hate", "4")
+    assert message in status(out) and 'data-error="1"' in out["status"]
 
 
 def test_bad_input_elsewhere_is_one_line(page_run, tiny_loaded):  # noqa: F811
     ctx, sid, _ = page_run
     assert "steering needs two non-empty prompts" in status(
-        tab.apply(ctx, sid, "steer at resid_pre", "zero", "1", "0", "1", "1", "0", " ", "x", "4"))
-    assert "branch must be a whole number from 0 to 0" in status(tab.switch(ctx, sid, "5"))
+        ctx.panels["interventions"].apply(sid, "steer at resid_pre", "zero", "1", "0", "1", "1", "0", " ", "x", "4"))
+    assert "branch must be a whole number from 0 to 0" in status(ctx.panels["interventions"].switch(sid, "5"))
     assert "patching needs prompts of the same token length" in status(
-        tab.patch_sweep(ctx, sid, "the dog sat", "the bat sat on", "#", "!", "resid_pre"))
-    assert "run a patching sweep first" in status(tab.patched_cell(ctx, sid, "0:0"))
+        ctx.panels["interventions"].patching.sweep(sid, "the dog sat", "the bat sat on", "#", "!", "resid_pre"))
+    assert "run a patching sweep first" in status(ctx.panels["interventions"].patching.patched_cell(sid, "0:0"))
     fresh = make_ctx(tiny_loaded)
-    assert "press Prefill on the page first" in status(tab.attribution(fresh, None, "-1"))
+    assert "press Prefill on the page first" in status(fresh.panels["interventions"].attribution(None, "-1"))
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import html
 import pytest
 
 from inspector.session.compare import family_card, next_tokens
-from inspector.ui import models_tab
+from inspector.ui.labs import models as models_tab
 from inspector.viz.models import family_html
 from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -39,21 +39,21 @@ def test_family_card_names_the_additions_and_the_layer_kinds(tiny_gemma, tiny_lo
 def test_compare_puts_both_models_side_by_side(tiny_gemma, tiny_loaded, monkeypatch):  # noqa: F811
     monkeypatch.setitem(models_tab._loaded, "gemma3-270m", tiny_gemma)
     ctx = make_ctx(tiny_loaded)
-    out = models_tab.compare(ctx, None, "gemma3-270m", PROMPT, False, "")
+    out = ctx.panels["models"].compare(None, "gemma3-270m", PROMPT, False, "")
     right = next_tokens(tiny_gemma, PROMPT, False)
     assert f"and {len(right.ids)} prompt tokens" in status(out)
-    assert out[1].count('class="side"') == 2 and f'data-tokens="{len(right.ids)}"' in out[1]
+    assert out["side"].count('class="side"') == 2 and f'data-tokens="{len(right.ids)}"' in out["side"]
     assert right.ids == tiny_gemma.tokenizer.encode(PROMPT)  # no BOS: this tokenizer_config does not ask for one
     # a chat prompt: the page's model has a template, the second one (no template) reads the plain prompt
     tiny_gemma.tokenizer.chat_template = None
-    out = models_tab.compare(ctx, None, "gemma3-270m", PROMPT, True, "")
+    out = ctx.panels["models"].compare(None, "gemma3-270m", PROMPT, True, "")
     assert "has no chat template, so it reads the plain prompt" in status(out)
 
 
 @pytest.mark.parametrize("key, prompt, message", [("gpt-5", PROMPT, "unknown model 'gpt-5'"),
                                                    ("gemma3-270m", "  ", "the prompt is empty")])
 def test_bad_input_is_one_status_line(tiny_loaded, key, prompt, message):  # noqa: F811
-    out = models_tab.compare(make_ctx(tiny_loaded), None, key, prompt, False, "")
+    out = make_ctx(tiny_loaded).panels["models"].compare(None, key, prompt, False, "")
     assert message in status(out) and "\n" not in status(out)
 
 

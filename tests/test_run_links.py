@@ -8,8 +8,8 @@ from urllib.parse import parse_qsl
 import gradio as gr
 import pytest
 
+from inspector.ui.link_handlers import link_fill, link_run
 from inspector.errors import InputError
-from inspector.ui.handlers import VIEW_KEYS
 from inspector.ui.run_links import RunLink, link_query, parse_link
 from tests.test_ui_handlers import make, status
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -45,10 +45,10 @@ def request(query: dict):
 def test_page_load_runs_the_linked_run(tiny_loaded):
     h, store = make(tiny_loaded)
     link = RunLink(prompt="The quick brown fox", chat=False, temperature=0.8, seed=5, max_new=8, steps=3)
-    filled = h.link_fill(request(dict(parse_qsl(link_query(link)))))
+    filled = link_fill(request(dict(parse_qsl(link_query(link)))))
     assert filled[0] == "The quick brown fox" and filled[1] is False and filled[-2] == 8
     sid = store.new_id()
-    out = h.link_run(sid, filled[-1], 0, 0)
+    out = link_run(h, sid, filled[-1], 0, 0)
     assert out[0] == sid and "opened from a link: prefill + 3 steps" in status(out[1:])
     linked = store.get(sid).session.generated_ids
 
@@ -58,10 +58,10 @@ def test_page_load_runs_the_linked_run(tiny_loaded):
         h.step(sid2, 0.8, 0, 1.0, 0.0, 5, 0, 0)
     assert store.get(sid2).session.generated_ids == linked and len(linked) == 4
 
-    skipped = h.link_run(sid, None, 0, 0)  # no link: every output left as it is
-    assert len(skipped) == 1 + len(VIEW_KEYS) and all(x == gr.skip() for x in skipped)
-    bad = h.link_fill(request({"prompt": "x", "top_k": "many"}))
-    out = h.link_run(sid, bad[-1], 0, 0)
-    assert "link parameter top_k: top-k must be a whole number" in status(out[1:]) and len(out) == 1 + len(VIEW_KEYS)
-    out = h.link_run(sid, h.link_fill(request({"prompt": "x" * 100_000}))[-1], 0, 0)
+    skipped = link_run(h, sid, None, 0, 0)  # no link: every output left as it is
+    assert skipped[0] == gr.skip() and skipped[1] == {}
+    bad = link_fill(request({"prompt": "x", "top_k": "many"}))
+    out = link_run(h, sid, bad[-1], 0, 0)
+    assert "link parameter top_k: top-k must be a whole number" in status(out[1:]) and set(out[1]) == {"status"}
+    out = link_run(h, sid, link_fill(request({"prompt": "x" * 100_000}))[-1], 0, 0)
     assert "ii-error" in status(out[1:])  # the prompt caps hold for links too

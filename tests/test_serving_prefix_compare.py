@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from inspector.serving.prefix_compare import SYSTEM, compare
-from inspector.ui import serving_prefix as sp
 from inspector.viz import prefix_cache as vp
 from tests.lab_context import make_ctx
 from tests.test_serving_prefix import SYSTEM as SYSTEM_IDS
@@ -57,14 +56,14 @@ def test_table_and_figure(tiny_loaded):  # noqa: F811
 
 
 def status(out) -> str:
-    return html.unescape(out[0])
+    return html.unescape(out["status"])
 
 
 def test_compare_handler(tiny_chat_loaded):  # noqa: F811
     ctx = make_ctx(tiny_chat_loaded)
-    out = sp.run_compare(ctx, "s1", 3, 2, 16, "You are the help desk of a public library. Be brief.")
+    out = ctx.panels["serving"].compare.run_compare("s1", 3, 2, 16, "You are the help desk of a public library. Be brief.")
     assert 'data-error="0"' in status(out) and "3 requests of" in status(out) and "served 4 ways" in status(out)
-    assert out[1].count("<tr data-config=") == 4 and len(out[2].data) == 2
+    assert out["table"].count("<tr data-config=") == 4 and len(out["figure"].data) == 2
 
 
 @pytest.mark.parametrize("args,message", [
@@ -77,5 +76,5 @@ def test_compare_handler(tiny_chat_loaded):  # noqa: F811
     ((3, 2, 16, SYSTEM), "the model's context window is 256 tokens"),  # the tiny model's context
 ])
 def test_bad_input_is_one_line(tiny_chat_loaded, args, message):  # noqa: F811
-    out = sp.run_compare(make_ctx(tiny_chat_loaded), "s1", *args)
+    out = make_ctx(tiny_chat_loaded).panels["serving"].compare.run_compare("s1", *args)
     assert 'data-error="1"' in status(out) and message in status(out), status(out)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
-from inspector.ui import speculative_tab as tab
 from inspector.viz import speculative as vsp
 from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -45,33 +44,33 @@ def test_builders_show_kept_rejected_discarded_and_the_correction():
 def test_start_round_play_to_the_end_with_the_plain_comparison(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    out = tab.start(ctx, sid, "ngram", 1, 3, PROMPT, False, "", 12, *SAMPLING)
-    assert 'data-error="0"' in status(out) and "prefill done" in status(out) and 'data-generated="1"' in out[1]
-    out = tab.round_(ctx, sid)
-    assert "round 1: kept" in status(out) and 'data-rounds="1"' in out[2] and 'data-rounds="1"' in out[4]
-    outs = list(tab.play(ctx, sid))
+    out = ctx.panels["speculative"].start(sid, "ngram", 1, 3, PROMPT, False, "", 12, *SAMPLING)
+    assert 'data-error="0"' in status(out) and "prefill done" in status(out) and 'data-generated="1"' in out["text"]
+    out = ctx.panels["speculative"].round(sid)
+    assert "round 1: kept" in status(out) and 'data-rounds="1"' in out["rounds"] and 'data-rounds="1"' in out["stats"]
+    outs = list(ctx.panels["speculative"].play(sid))
     last = outs[-1]
-    assert 'data-finished="max_tokens"' in last[1] and 'data-generated="12"' in last[1]
-    assert "data-speedup=" in last[4] and "finished (max_tokens)" in status(last)
-    run = ctx.store.get(sid).labs["speculative"]["run"]
+    assert 'data-finished="max_tokens"' in last["text"] and 'data-generated="12"' in last["text"]
+    assert "data-speedup=" in last["stats"] and "finished (max_tokens)" in status(last)
+    run = ctx.store.get(sid).labs["speculative"].run
     assert run.stats.plain is not None and run.stats.plain.tokens == run.stats.tokens == 11
-    out = tab.round_(ctx, sid)
+    out = ctx.panels["speculative"].round(sid)
     assert 'data-error="1"' in status(out) and "press Start to begin again" in status(out)
 
 
 def test_pause_stops_play_after_the_current_round(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    tab.start(ctx, sid, "early-exit", 1, 1, PROMPT, False, "", 40, *SAMPLING)
-    gen = tab.play(ctx, sid)
+    ctx.panels["speculative"].start(sid, "early-exit", 1, 1, PROMPT, False, "", 40, *SAMPLING)
+    gen = ctx.panels["speculative"].play(sid)
     first = next(gen)
     assert "playing" in status(first)
-    busy = tab.round_(ctx, sid)
+    busy = ctx.panels["speculative"].round(sid)
     assert 'data-error="1"' in status(busy) and "busy" in status(busy)
-    tab.pause(ctx, sid)
+    ctx.panels["speculative"].pause(sid)
     rest = list(gen)
     assert "paused after round" in status(rest[-1])
-    assert "round" in status(tab.round_(ctx, sid))  # unlocked again
+    assert "round" in status(ctx.panels["speculative"].round(sid))  # unlocked again
 
 
 @pytest.mark.parametrize("args, message", [
@@ -85,15 +84,15 @@ def test_pause_stops_play_after_the_current_round(tiny_loaded):  # noqa: F811
 ])
 def test_bad_controls_are_one_line(tiny_loaded, args, message):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
-    out = tab.start(ctx, ctx.store.new_id(), *args, PROMPT, False, "", 8, *SAMPLING)
+    out = ctx.panels["speculative"].start(ctx.store.new_id(), *args, PROMPT, False, "", 8, *SAMPLING)
     assert 'data-error="1"' in status(out) and message in status(out) and "\n" not in status(out)
 
 
 def test_caps_before_model_work(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded, max_steps=5)
     sid = ctx.store.new_id()
-    assert "INSPECTOR_MAX_STEPS" in status(tab.start(ctx, sid, "ngram", 1, 3, PROMPT, False, "", 6, *SAMPLING))
-    assert "prompt is empty" in status(tab.start(ctx, sid, "ngram", 1, 3, "  ", False, "", 4, *SAMPLING))
-    assert "temperature" in status(tab.start(ctx, sid, "ngram", 1, 3, PROMPT, False, "", 4, -1, 0, 1.0, 0.0, 0))
-    assert "press Start first" in status(tab.round_(ctx, sid))
-    assert "press Start first" in status(list(tab.play(ctx, sid))[-1])
+    assert "INSPECTOR_MAX_STEPS" in status(ctx.panels["speculative"].start(sid, "ngram", 1, 3, PROMPT, False, "", 6, *SAMPLING))
+    assert "prompt is empty" in status(ctx.panels["speculative"].start(sid, "ngram", 1, 3, "  ", False, "", 4, *SAMPLING))
+    assert "temperature" in status(ctx.panels["speculative"].start(sid, "ngram", 1, 3, PROMPT, False, "", 4, -1, 0, 1.0, 0.0, 0))
+    assert "press Start first" in status(ctx.panels["speculative"].round(sid))
+    assert "press Start first" in status(list(ctx.panels["speculative"].play(sid))[-1])

@@ -11,8 +11,7 @@ import pytest
 
 from inspector.engine.kv_cache import kv_bytes
 from inspector.errors import InputError
-from inspector.ui.handlers import VIEW_KEYS
-from inspector.ui.play_speed import step_interval, wait_for_pace
+from inspector.ui.play import step_interval, wait_for_pace
 from inspector.ui.selections import FRESH, fresh_selections, reselect_pinned
 from inspector.ui.system_prompt import TemplateSystem, system_note_html, template_system
 from inspector.ui.tour_panel import tour_facts
@@ -118,7 +117,7 @@ def test_play_at_a_speed_paces_its_steps(tiny_loaded):
     assert len(updates) >= 6 and time.monotonic() - t0 >= 0.5
     sid = h.prefill(sid, "The quick brown fox", False, "", *SAMPLING, 7, 0, 0)[0]
     bad = list(h.play(sid, *SAMPLING, 0, 0, -5, False))
-    assert len(bad) == 1 and "speed (tokens/s) must be" in bad[0][VIEW_KEYS.index("status")]
+    assert len(bad) == 1 and "speed (tokens/s) must be" in bad[0]["status"]
 
 
 def test_system_note_says_what_is_used():
@@ -147,7 +146,7 @@ def test_fresh_selections_unless_pinned(tiny_loaded):
     assert store.get(sid).selected == 2
     h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0)
     assert store.get(sid).selected is None  # the server's selection starts fresh with every run
-    reselect = reselect_pinned(h.select, len(VIEW_KEYS))
+    reselect = reselect_pinned(h.select)
     reselect(sid, False, 2, 0, 0)
     assert store.get(sid).selected is None
     reselect(sid, True, 2, 0, 0)

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from inspector.ui import training_tab as tab
+from inspector.ui.labs import training as tab
+from inspector.viz import training as vt
 from inspector.engine.config import SamplingParams
 from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -20,11 +21,12 @@ TEXT = "The quick brown fox jumps over the lazy dog. Tokenizers split text into 
 def test_run_fills_every_view(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    out = tab.run_training(ctx, sid, TEXT)
+    out = ctx.panels["training"].run(sid, TEXT)
     assert 'data-error="0"' in status(out), status(out)
     n = len(tiny_loaded.tokenizer.prompt_ids(TEXT, False))
     assert f"{n} tokens teacher-forced" in status(out)
-    summary, tokens, layers, weights, outside, memory, memory_fig = out[1:]
+    summary, tokens, layers, weights, outside, memory, memory_fig = (
+        out[k] for k in ("summary", "tokens", "layers", "weights", "outside", "memory", "memory_fig"))
     assert "perplexity" in summary and "mean loss" in summary
     assert tokens.count('class="ii-loss-tok"') == n and tokens.count("data-loss=") == n - 1
     assert "rgb(255," in tokens  # coloured by loss
@@ -43,17 +45,17 @@ def test_run_fills_every_view(tiny_loaded):  # noqa: F811
 def test_the_text_defaults_to_the_current_run_else_the_prompt(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    assert tab.current_text(ctx, sid, "page prompt") == "page prompt"
-    assert tab.fill_if_empty(ctx, sid, "", "page prompt") == "page prompt"
-    assert tab.fill_if_empty(ctx, sid, "", "") != ""  # nothing to fill: the box is left as it is (skip)
+    assert ctx.panels["training"].current_text(sid, "page prompt") == "page prompt"
+    assert ctx.panels["training"].fill_if_empty(sid, "", "page prompt") == {"text": "page prompt"}
+    assert ctx.panels["training"].fill_if_empty(sid, "", "") == {}  # nothing to fill: the box is left as it is
     entry = ctx.store.get_or_create(sid)[1]
     entry.session.prefill("Hello world", SamplingParams(temperature=0.0), max_new_tokens=4)
     entry.session.step(SamplingParams(temperature=0.0))
     ids = entry.session.prompt_ids + entry.session.generated_ids
-    text = tab.current_text(ctx, sid, "page prompt")
+    text = ctx.panels["training"].current_text(sid, "page prompt")
     assert text == tiny_loaded.tokenizer.decode(ids) and text.startswith("Hello world")
-    assert tab.fill_if_empty(ctx, sid, "typed", "page prompt") != text  # a typed text stays (skip)
-    out = tab.run_training(ctx, sid, "", "page prompt")  # an empty box: the run's text
+    assert ctx.panels["training"].fill_if_empty(sid, "typed", "page prompt") == {}  # a typed text stays
+    out = ctx.panels["training"].run(sid, "", "page prompt")  # an empty box: the run's text
     assert f"{len(ids)} tokens teacher-forced" in status(out)
 
 
@@ -67,13 +69,13 @@ def test_the_text_defaults_to_the_current_run_else_the_prompt(tiny_loaded):  # n
 ], ids=["empty", "blank", "too-many-characters", "too-many-tokens", "one-token", "none"])
 def test_bad_texts_are_one_line(tiny_loaded, text, message):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
-    out = tab.run_training(ctx, ctx.store.new_id(), text, "")
+    out = ctx.panels["training"].run(ctx.store.new_id(), text, "")
     line = status(out)
     assert 'data-error="1"' in line and message in line, line
     assert "\n" not in line
 
 
 def test_loss_colour_scale():
-    assert tab.vt.loss_color(0.0) == "rgb(255,255,255)"
-    assert tab.vt.loss_color(tab.vt.LOSS_SCALE * 2) == "rgb(255,80,80)"
-    assert math.isclose(float(tab.vt.loss_color(5.0).split(",")[1]), 255 - 87.5, abs_tol=0.6)
+    assert vt.loss_color(0.0) == "rgb(255,255,255)"
+    assert vt.loss_color(vt.LOSS_SCALE * 2) == "rgb(255,80,80)"
+    assert math.isclose(float(vt.loss_color(5.0).split(",")[1]), 255 - 87.5, abs_tol=0.6)
