@@ -12,6 +12,7 @@ from inspector.errors import InputError
 from inspector.ui import admission, model_thread
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import VIEW_KEYS
+from inspector.ui.labs.speculative import SpeculativeState
 from tests.test_ui_handlers import SAMPLING, make, status
 from tests.viz_records import tiny_loaded  # noqa: F401
 
@@ -120,7 +121,8 @@ def test_play_pressed_during_a_prefill_starts_when_it_finishes(tiny_loaded, monk
     monkeypatch.setattr(Session, "prefill_ids", slow_prefill)
     h, store = make(tiny_loaded)
     sid = h.page_load()[0]  # the page's id, known before the first prefill returns
-    assert len(h.page_load()) == 1 + len(VIEW_KEYS) and store.get(sid) is None
+    loaded_id, views = h.page_load()
+    assert set(views) == set(VIEW_KEYS) and store.get(sid) is None and loaded_id != sid
     prefill = threading.Thread(target=h.prefill, args=(sid, "The quick brown fox", False, "", *SAMPLING, 4, 0, 0))
     prefill.start()
     assert started.wait(10)
@@ -167,7 +169,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 def prefilled(h) -> str:
     """A new browser session after a prefill, its forward run ahead already done (so it holds still)."""
     sid = h.prefill(None, PROMPT, False, "", *SAMPLING, 4, 0, 0)[0]
-    model_thread.run(lambda: None)  # the decode thread runs in order: the run-ahead forward has finished
+    model_thread.settle()  # the forward run ahead (queued after a delay) has run: the session holds still
     return sid
 
 
@@ -191,7 +193,7 @@ def test_a_speculative_run_adds_what_it_holds_to_its_session(tiny_loaded, drafte
     assert admission.held_nbytes(entry) == {admission.SESSION: page}
 
     run = speculative_run(tiny_loaded, drafter, max_new=20)
-    entry.labs["speculative"] = {"run": run}
+    entry.labs["speculative"] = SpeculativeState(run)
     measured = run.cache.allocated_nbytes + (run.drafter.cache.allocated_nbytes if layers else 0)
     held = admission.held_nbytes(entry)
     assert held == {admission.SESSION: page, "speculative": measured} and sum(held.values()) == page + measured
@@ -218,7 +220,7 @@ def test_the_labs_count_against_the_session_cap(tiny_loaded):
     assert "session" in str(exc.value)
     admission.admit_memory(store, sid, AppLimits(max_trace_mb=(page + spec * 2) / 2**20), "speculative", spec)
     # once the run is held, the page's next prefill counts it too
-    entry.labs["speculative"] = {"run": speculative_run(tiny_loaded, "early-exit:1", 20)}
+    entry.labs["speculative"] = SpeculativeState(speculative_run(tiny_loaded, "early-exit:1", 20))
     assert not admission.over_session_cap(store, entry, AppLimits(max_trace_mb=(page + spec) * 1.01 / 2**20))
     assert admission.over_session_cap(store, entry, limits)
     with pytest.raises(InputError, match="speculative"):
@@ -262,17 +264,14 @@ def test_shared_quant_models_count_once_for_the_server(tiny_loaded):
         admission.admit_memory(store, None, fits_alone, admission.SESSION, held[0])
 
 
-def tab_ctx(h, store):
-    """The lab tabs' context over the page's own store and limits (as build_app makes it)."""
-    from inspector.ui.tab_context import TabContext
-
-    return TabContext(h.loaded, store, h.limits, None, None, None, None, (None,) * 5, None)
+def with_limits(h, limits):
+    """The page's caps from now on (its panels and run read them from the page)."""
+    h.limits = h.page.limits = limits
 
 
 def test_the_lab_tabs_admit_their_memory_with_the_page_session(tiny_loaded):
     """Start, Load and Run ask admission with what the browser's session and its other labs hold."""
-    from inspector.engine.kv_cache import kv_bytes
-    from inspector.ui import quant_tab, serving_tab, speculative_tab
+    from inspector.session.budget import kv_bytes
 
     h, store = make(tiny_loaded)
     sid = prefilled(h)
@@ -281,32 +280,33 @@ def test_the_lab_tabs_admit_their_memory_with_the_page_session(tiny_loaded):
     n = len(tiny_loaded.tokenizer.encode(PROMPT))
     spec = admission.estimated_speculative_nbytes(cfg, elem, n, 8, 1)
     # a cap with room for the page's session, not for the run beside it: Start is refused by the session cap
-    h.limits = AppLimits(max_trace_mb=(page + spec / 2) / 2**20)
-    out = speculative_tab.start(tab_ctx(h, store), sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
+    speculative, serving, quant = (h.page.panels[k] for k in ("speculative", "serving", "quant"))
+    with_limits(h, AppLimits(max_trace_mb=(page + spec / 2) / 2**20))
+    out = speculative.start(sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
     assert "INSPECTOR_MAX_TRACE_MB" in html_status(out) and "session" in html_status(out)
-    assert "speculative" not in store.get(sid).labs or not store.get(sid).labs["speculative"]
+    assert "speculative" not in store.get(sid).labs or store.get(sid).labs["speculative"].run is None
     # with room, the run is held and counted for the session
-    h.limits = AppLimits(max_trace_mb=(page + spec * 3) / 2**20)
-    speculative_tab.start(tab_ctx(h, store), sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
+    with_limits(h, AppLimits(max_trace_mb=(page + spec * 3) / 2**20))
+    speculative.start(sid, "early-exit", 1, 2, PROMPT, False, "", 8, *SAMPLING)
     held = admission.held_nbytes(store.get(sid))
     assert 0 < held["speculative"] <= spec and held[admission.SESSION] == page  # the drafter fills its cache later
     # the Serving pool must fit beside both
     too_many = 3 * spec // kv_bytes(cfg, 4, elem) + 1  # blocks of 4 positions past the room left
-    out = serving_tab.load(tab_ctx(h, store), sid, PROMPT, 2, 4, too_many, 1, False, "", 4, *SAMPLING)
+    out = serving.load(sid, PROMPT, 2, 4, too_many, 1, False, "", 4, *SAMPLING)
     assert "INSPECTOR_MAX_TRACE_MB" in html_status(out) and "speculative" in html_status(out)
-    serving_tab.load(tab_ctx(h, store), sid, PROMPT, 2, 4, 8, 1, False, "", 4, *SAMPLING)
+    serving.load(sid, PROMPT, 2, 4, 8, 1, False, "", 4, *SAMPLING)
     assert admission.held_nbytes(store.get(sid))["serving"] > 0
     # the Quantization lab's model is built only when the server has room, and then kept once for it
-    h.limits = AppLimits(max_sessions=1, max_trace_mb=(sum(admission.held_nbytes(store.get(sid)).values()) + 1)
-                         / 2**20)
-    out = quant_tab.run_quant(tab_ctx(h, store), sid, "int8", "fp32", PROMPT, False, "", 2)
+    with_limits(h, AppLimits(max_sessions=1, max_trace_mb=(sum(admission.held_nbytes(store.get(sid)).values()) + 1)
+                             / 2**20))
+    out = quant.run(sid, "int8", "fp32", PROMPT, False, "", 2)
     assert "the server is full" in html_status(out) and not store.shared["quant"].built("int8")
-    h.limits = AppLimits(max_trace_mb=64)
-    quant_tab.run_quant(tab_ctx(h, store), sid, "int8", "fp32", PROMPT, False, "", 2)
+    with_limits(h, AppLimits(max_trace_mb=64))
+    quant.run(sid, "int8", "fp32", PROMPT, False, "", 2)
     assert store.shared["quant"].built("int8") and admission.process_nbytes(store) > 0
 
 
 def html_status(out) -> str:
     import html
 
-    return html.unescape(out[0])
+    return html.unescape(out["status"])

@@ -11,11 +11,9 @@ import pytest
 
 from inspector.errors import InputError
 from inspector.ui import fields
-from inspector.ui import quant_tab as qt
-from inspector.ui import serving_tab as st
-from inspector.ui import speculative_tab as spt
-from inspector.ui.refusals import shows_refusals
-from inspector.ui.render import VIEW_KEYS
+from inspector.ui.labs import serving as st
+from inspector.ui.labs.serving_memory import MemoryCalculator
+from inspector.ui.refusals import keep_sid, refuses
 from inspector.viz.common import status_line_html
 from tests.lab_context import make_ctx
 from tests.test_ui_handlers import make, status
@@ -69,22 +67,33 @@ def test_release_check_reports_only_bad_values():
         assert 'data-error="1"' in out and text in out
 
 
-def test_shows_refusals_wraps_plain_and_generator_handlers():
-    @shows_refusals(lambda message, *args: ("refused", message, args))
-    def plain(x):
-        if x < 0:
-            raise InputError("x must be >= 0\nsecond line")
-        return "ok"
+def test_refuses_wraps_plain_and_generator_handlers():
+    class Owner:
+        def refusal(self, message, sid=None):
+            return {"status": ("refused", message, sid)}
 
-    @shows_refusals(lambda message, *args: ("refused", message))
-    def stream(n):
-        yield 1
-        fields.MAX_BATCH.parse(n)
-        yield 2
+        @refuses
+        def plain(self, sid, x):
+            if x < 0:
+                raise InputError("x must be >= 0\nsecond line")
+            return {"status": "ok"}
 
-    assert plain(1) == "ok" and plain(-1) == ("refused", "x must be >= 0", (-1,))
-    assert list(stream(3)) == [1, 2]
-    assert list(stream(None)) == [1, ("refused", "max batch is empty: enter a whole number from 1 to 16")]
+        @refuses
+        def stream(self, sid, n):
+            yield 1
+            fields.MAX_BATCH.parse(n)
+            yield 2
+
+        @refuses(lead=keep_sid)
+        def with_sid(self, sid, x):
+            raise ValueError(f"bad {x}")
+
+    o = Owner()
+    assert o.plain("s", 1) == {"status": "ok"} and o.plain("s", -1) == {"status": ("refused", "x must be >= 0", "s")}
+    assert list(o.stream("s", 3)) == [1, 2]
+    assert list(o.stream("s", None)) == [1, {"status": ("refused", "max batch is empty: enter a whole number from 1 "
+                                                              "to 16", "s")}]
+    assert o.with_sid("s", 2) == ("s", {"status": ("refused", "bad 2", "s")})
 
 
 def test_page_handlers_refuse_bad_numbers_in_the_status_line(tiny_loaded):  # noqa: F811
@@ -98,10 +107,10 @@ def test_page_handlers_refuse_bad_numbers_in_the_status_line(tiny_loaded):  # no
         for args, name in [((bad, 0, 0), "selected position"), ((-1, bad, 0), "layer"), ((-1, 0, bad), "query head")]:
             assert f"{name} " in status(h.select(sid, *args)), (bad, name)
         out = h.step(sid, bad, *GOOD[1:], 0, 0)
-        assert "temperature" in status(out) and len(out) == len(VIEW_KEYS) + 1
+        assert "temperature" in status(out) and set(out) == {"status"}
         out = list(h.play(sid, *GOOD[:4], -1 if bad == 99999 else bad, 0, 0))[-1]  # seed (99999 is one)
         assert "seed" in status(out)
-        assert "top-p" in h.preview(sid, 0, 0, bad, 0, 0)[2]
+        assert "top-p" in h.preview(sid, 0, 0, bad, 0, 0)["status"]
         assert "min-p" in status(h.resample(sid, 0, 0, 1, bad, 0, 0, 0))
     assert "selected position must be a whole number from -1 to" in status(h.select(sid, 99999, 0, 0))
     h.show_tab("attention")(sid, 0, 0)
@@ -113,18 +122,20 @@ def test_page_handlers_refuse_bad_numbers_in_the_status_line(tiny_loaded):  # no
 def test_lab_tab_parsers(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
+    spt, serving = ctx.panels["speculative"], ctx.panels["serving"]
     for bad in BAD:
-        out = spt.start(ctx, sid, "ngram", 1, bad, "Hello", False, "", 4, *GOOD)
-        assert "draft length k" in out[0] and 'data-error="1"' in out[0]
-        assert "early-exit layer L" in spt.start(ctx, sid, "early-exit", bad, 2, "Hello", False, "", 4, *GOOD)[0]
+        out = spt.start(sid, "ngram", 1, bad, "Hello", False, "", 4, *GOOD)
+        assert "draft length k" in out["status"] and 'data-error="1"' in out["status"]
+        assert "early-exit layer L" in spt.start(sid, "early-exit", bad, 2, "Hello", False, "", 4, *GOOD)["status"]
         far = 10**6 if bad == 99999 else bad  # past the end of the pool and calculator fields too
-        out = st.load(ctx, sid, "Hello", 2, 4, far, 1, False, "", 4, *GOOD)
-        assert "pool blocks" in out[0]
+        out = serving.load(sid, "Hello", 2, 4, far, 1, False, "", 4, *GOOD)
+        assert "pool blocks" in out["status"]
         for args, name in [((far, 8, 80), "context (tokens)"), ((4096, far, 80), "batch"), ((4096, 8, far), "memory (GiB)")]:
-            assert name in st.memory_view("HuggingFaceTB/SmolLM2-135M", args[0], args[1], "bf16", args[2])[1]
+            out = MemoryCalculator(None).memory_view("HuggingFaceTB/SmolLM2-135M", args[0], args[1], "bf16", args[2])
+            assert name in out["line"]
     with pytest.raises(InputError, match="request 1: arrival step must be a whole number from 0 to 2000"):
         st.parse_requests("99999 | 4 | Hello", 4)
     assert st.parse_requests("Hi\n0 | 99999999999999999999999 | Hello", 4)[1][1] == 99999999999999999999999
-    out = st.load(ctx, sid, "Hi\n0 | 99999999999999999999999 | Hello", 2, 4, 0, 1, False, "", 4, *GOOD)
-    assert "max new tokens is capped" in out[0]  # the server's cap, checked by admission
-    assert qt.step_bound(3).allowed == "a whole number from 0 to 2"
+    out = serving.load(sid, "Hi\n0 | 99999999999999999999999 | Hello", 2, 4, 0, 1, False, "", 4, *GOOD)
+    assert "max new tokens is capped" in out["status"]  # the server's cap, checked by admission
+    assert fields.quant_step_bound(3).allowed == "a whole number from 0 to 2"
