@@ -27,21 +27,22 @@ def test_encode_writes_figures_as_plotly_json_and_html_as_strings():
 
 
 def test_pack_keeps_only_changed_views():
-    assert pack(("a", "b", "c"), ["x", gr.skip(), "z"]) == {"a": "x", "c": "z"}
-    assert pack(("a", "b"), [gr.skip(), gr.skip()]) == gr.skip()  # nothing changed: no update at all
+    assert pack({"a": "x", "b": gr.skip(), "c": "z"}) == {"a": "x", "c": "z"}
+    assert pack({"a": gr.skip(), "b": gr.skip()}) == gr.skip()  # nothing changed: no update at all
+    assert pack({}) == gr.skip()
 
 
 def test_bundled_adapts_functions_and_generators():
     def handler(sid, x):
-        return [sid, f"<b>{x}</b>", gr.skip()]
+        return sid, {"status": f"<b>{x}</b>", "text": gr.skip()}
 
     def stream(x):
-        yield [x, gr.skip()]
-        yield [gr.skip(), x + 1]
+        yield {"status": x, "text": gr.skip()}
+        yield {"status": gr.skip(), "text": x + 1}
 
-    wrapped = bundled(handler, ("status", "text"), lead=1)
+    wrapped = bundled(handler, lead=1)
     assert wrapped("id-1", 5) == ["id-1", {"status": "<b>5</b>"}]
-    streaming = bundled(stream, ("status", "text"))
+    streaming = bundled(stream)
     import inspect
 
     assert inspect.isgeneratorfunction(streaming)  # Gradio streams it as before

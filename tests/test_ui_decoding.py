@@ -91,4 +91,4 @@ def test_apply_keeps_settings_for_the_next_prefill(tiny_loaded):  # noqa: F811
     session.prefill("the cat", SamplingParams(), max_new_tokens=3)
     assert session.records[-1].sample.stages == ["repetition penalty", "bad words"]
     assert "must be a number &gt; 0" in apply(store, sid, *values(rep="-1"))
-    assert store.get(sid).labs["decoding"].repetition_penalty == 1.5  # a refused change keeps the last good one
+    assert store.get(sid).decoding.repetition_penalty == 1.5  # a refused change keeps the last good one

@@ -194,14 +194,14 @@ def test_the_device_switch_resets_every_session_and_refuses_while_one_runs(sessi
     import html
 
     from inspector.engine.config import SamplingParams as SP
-    from inspector.ui import models_tab
+    from inspector.ui.labs import models as models_tab
     from lab_context import make_ctx
 
     loaded = sessions["llama"].loaded
     ctx = make_ctx(loaded)
     sid, entry = ctx.store.get_or_create(None)
     entry.session.prefill(PROMPT, SP(), max_new_tokens=4)
-    say = lambda device: html.unescape(models_tab.switch_device(ctx, device))  # noqa: E731
+    say = lambda device: html.unescape(ctx.panels["models"].device.switch_device(None, device)["status"])  # noqa: E731
     assert "device must be one of cpu, cuda, mps" in say("tpu")
     assert "the model is already on cpu" in say("cpu")
     with entry.exclusive("step"):

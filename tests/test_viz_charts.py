@@ -51,8 +51,8 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
     """Every figure the builders drew while the page's handlers (main views and labs) ran, by builder."""
     from inspector.engine.config import SamplingParams
     from inspector.generation.beam import beam_search
-    from inspector.ui import (interventions_tab, kvpolicy_tab, optiming_view, quant_tab, serving_prefix, serving_tab,
-                              speculative_tab, training_tab)
+    from inspector.serving.memory import shipped_configs
+    from inspector.ui.labs.serving_memory import MemoryCalculator
     from tests.test_ui_handlers import make
 
     out: dict[str, list[go.Figure]] = {}
@@ -78,22 +78,23 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
             h.show_tab(tab)(sid, 1, 1)
         h.select(sid, 2, 1, 1)
         h.preview(sid, 1.5, 3, 0.9, 0.0, 2)
-        optiming_view.time_operations(h, sid, -1, 1)  # the Timing view's per-operation roofline
+        h.page.panels["timing"].ops.time_operations(sid, -1, 1)  # the Timing view's per-operation roofline
         inspector.viz.sampling.sampling_bars(h.store.get(sid).session.records[-1].sample)  # the CLI's chart
 
         ctx = make_ctx(tiny_loaded)
+        labs = ctx.panels
         lab = ctx.store.new_id()
-        quant_tab.run_quant(ctx, lab, "int4-g32", "int8", PROMPT, False, "", 4)
-        quant_tab.histogram(ctx, lab, "int8", "model.layers.0.mlp.down_proj.weight")
-        kvpolicy_tab.run_policy(ctx, lab, "h2o", 8, 2, 0, 0, PROMPT, False, "", 4)
-        kvpolicy_tab.run_flash(ctx, lab, 1, 1, " ".join([PROMPT] * 3), False, "")
-        serving_tab.load(ctx, lab, "The capital of France is\nHello there", 2, 4, 0, 1, False, "", 4, *SAMPLING)
-        serving_tab.step(ctx, lab)
-        serving_prefix.run_compare(ctx, lab, 3, 2, 16, "You are the help desk of a public library. Be brief.")
-        training_tab.run_training(ctx, lab, PROMPT)
-        serving_tab.memory_view(next(iter(serving_tab.shipped_configs().values())).repo_id, 4096, 8, "bf16", 80)
-        speculative_tab.start(ctx, lab, "ngram", 1, 3, PROMPT, False, "", 8, 0.0, 0, 1.0, 0.0, 0)
-        speculative_tab.round_(ctx, lab)
+        labs["quant"].run(lab, "int4-g32", "int8", PROMPT, False, "", 4)
+        labs["quant"].histogram(lab, "int8", "model.layers.0.mlp.down_proj.weight")
+        labs["kvpolicy"].run_policy(lab, "h2o", 8, 2, 0, 0, PROMPT, False, "", 4)
+        labs["kvpolicy"].run_flash(lab, 1, 1, " ".join([PROMPT] * 3), False, "")
+        labs["serving"].load(lab, "The capital of France is\nHello there", 2, 4, 0, 1, False, "", 4, *SAMPLING)
+        labs["serving"].step(lab)
+        labs["serving"].compare.run_compare(lab, 3, 2, 16, "You are the help desk of a public library. Be brief.")
+        labs["training"].run(lab, PROMPT)
+        MemoryCalculator(None).memory_view(next(iter(shipped_configs().values())).repo_id, 4096, 8, "bf16", 80)
+        labs["speculative"].start(lab, "ngram", 1, 3, PROMPT, False, "", 8, 0.0, 0, 1.0, 0.0, 0)
+        labs["speculative"].round(lab)
         tok = tiny_loaded.tokenizer
         beam_tree(beam_search(tiny_loaded.model, tok.encode("Hello there"), 3, 4, eos_ids=sorted(tiny_loaded.stop_ids),
                               piece=tok.piece, decode=tok.decode))
@@ -101,8 +102,8 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
         entry.session.prefill("The quick brown fox", SamplingParams(temperature=0.8, seed=2), max_new_tokens=6)
         for _ in range(3):
             entry.session.step(SamplingParams(temperature=0.8, seed=2))
-        interventions_tab.apply(ctx, page, "head output (attn.hook_z)", "zero", "1", "1", "0", "1", "0", "", "", "0")
-        interventions_tab.compare_branches(ctx, page, "0", "1")
+        labs["interventions"].apply(page, "head output (attn.hook_z)", "zero", "1", "1", "0", "1", "0", "", "", "0")
+        labs["interventions"].compare_branches(page, "0", "1")
     finally:
         patch.undo()
     return out

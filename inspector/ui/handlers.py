@@ -69,6 +69,8 @@ class Handlers:
         """Bind a handler whose result is {view key: value} (after `lead` ordinary outputs) to the view bundle
         (`inspector.ui.panel.bind`: one trigger or a list); returns the event."""
         lead = lead or []
+        name = getattr(handler, "__name__", None) or getattr(getattr(handler, "func", None), "__name__", "event")
+        options.setdefault("api_name", f"ui_{name}")  # the script API's names (`prefill`, `step`) stay free
         return bind(triggers, bundled(handler, lead=len(lead)), inputs, [*lead, self.bundle], **options)
 
     def refusal(self, message: str, sid: Any = None) -> dict[str, Any]:

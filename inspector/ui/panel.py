@@ -168,6 +168,7 @@ class Panel:
         registered under those names (`outputs`: the names it may update; all of the panel's by default)."""
         names = list(self.outputs) if outputs is None else outputs
         components = [self.outputs[n] for n in names]
+        options.setdefault("api_name", f"{self.key}_{getattr(handler, '__name__', 'event')}")  # never the API's names
         return bind(triggers, named_outputs(handler, {n: self.outputs[n] for n in names}), inputs, components,
                     **options)
 
