@@ -79,3 +79,23 @@ def test_modules_are_small_and_say_what_they_do(path: Path):
     assert len(text.splitlines()) <= MAX_LINES, f"{path.name}: split it (one job per module)"
     if path.name != "__init__.py" or text.strip():
         assert ast.get_docstring(ast.parse(text)), f"{path.relative_to(PACKAGE)} has no docstring stating its contract"
+
+
+def test_the_page_does_no_tensor_math():
+    """inspector/ui/ reaches tensors only through sessions, labs and analyses: no module of it imports torch,
+    but the model thread's, which pins each thread's torch thread count."""
+    ui = PACKAGE / "ui"
+    importing = sorted(str(p.relative_to(ui)) for p in ui.rglob("*.py")
+                       if any(m == "torch" or m.startswith("torch.") for m in all_imports(p)))
+    assert importing == ["model_thread.py"]
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every module a file imports (any package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found

@@ -81,3 +81,16 @@ def sampling_info_html(sample: SampleRecord, step: int, preview_of: int | None =
         f'<div>entropy {sample.entropy_raw:.2f} nats raw → {sample.entropy_final:.2f} nats final · '
         f'<span id="sampling-survivors">{sample.survivors:,}</span> of {sample.vocab_size:,} tokens survive</div></div>'
     )
+
+
+def entropy_chart(records: list) -> go.Figure:
+    """Each step's uncertainty: the entropy (nats) of the model's next-token distribution and of the one the
+    token was drawn from (after the sampling stages), per step; records without a draw are left out."""
+    steps = [r for r in records if r.sample is not None]
+    x = [r.step for r in steps]
+    traces = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": [r.sample.entropy_raw for r in steps],
+               "name": "model's distribution"},
+              {"type": "scatter", "mode": "lines+markers", "x": x, "y": [r.sample.entropy_final for r in steps],
+               "name": "after the sampling stages"}]
+    return figure(traces, "Entropy of each step's next-token distribution", 280,
+                  xaxis={"title": {"text": "step (0 = the prefill's token)"}}, yaxis={"title": {"text": "entropy (nats)"}})
