@@ -29,6 +29,13 @@ def test_ci_runs_the_readme_test_command_exactly():
     assert quick_start_commands()[1] in ci
 
 
+def test_ci_takes_the_newcomers_path_with_the_torch_pip_resolves():
+    """CI installs no torch of its own before the README's command: it tests what a newcomer gets."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert not [line for line in commands if "torch" in line], commands
+
+
 def test_ci_fails_on_no_tests_collected():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "set -euo pipefail" in ci

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from html import escape
@@ -475,3 +476,25 @@ def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, mon
     assert "running the next forward ahead failed: out of memory" in caplog.text
     out = h.step(sid, *SAMPLING, 0, 0)
     assert "decode step 1" in status(out) and "ii-error" not in status(out)
+
+
+def version(out) -> int:
+    return int(re.search(r'data-version="(\d+)"', status(out)).group(1))
+
+
+def test_every_update_names_the_state_it_shows_and_a_later_state_has_a_larger_number(tiny_loaded):
+    """A sampling preview computed before a Step carries an older version than the Step's update, so the page
+    drops it if it arrives after (answers of queued and unqueued events can cross)."""
+    h, store = make(tiny_loaded)
+    sid, views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
+    after_prefill = version(views)
+    preview = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
+    assert version(preview) == after_prefill  # a preview changes no state
+    stepped = h.step(sid, *SAMPLING, 0, 0)
+    assert version(stepped) > version(preview)
+    refused = h.step(sid, 5.0, 0, 1.5, 0, 0, 0, 0)  # a refusal shows the state as it is
+    assert version(refused) == version(stepped)
+    reset = h.reset(sid, 0, 0)
+    assert version(reset) > version(stepped)
+    other, views = h.prefill(None, "Hello", False, "", *SAMPLING, 8, 0, 0)
+    assert version(views) > version(reset)  # one counter for every session

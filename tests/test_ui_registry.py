@@ -129,3 +129,24 @@ def test_the_training_estimate_bounds_the_default_model(default_model):
     estimate = estimated_step_nbytes(default_model.config, sum(p.numel() for p in default_model.model.parameters()),
                                      len(ids))
     assert measured <= estimate <= 1.5 * measured
+
+
+def test_a_model_without_a_chat_template_starts_with_chat_off_and_says_why(tiny_loaded, monkeypatch):  # noqa: F811
+    """A base model (no chat template, as Gemma 3 270M): the page opens with "Chat template" unticked and
+    disabled, naming why, its examples send plain prompts, and the first Prefill with the page's values runs."""
+    import gradio as gr
+
+    from inspector.ui.app import build_app
+
+    monkeypatch.setattr(tiny_loaded.tokenizer, "chat_template", None)
+    assert not tiny_loaded.tokenizer.has_chat_template
+    demo = build_app(tiny_loaded)
+    chat = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "chat-toggle")
+    assert chat.value is False and chat.interactive is False and "has none" in chat.label
+    examples = next(b for b in demo.blocks.values() if isinstance(b, gr.Dataset))
+    assert all(row[1] is False for row in examples.samples)
+    note = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "system-note-view")
+    assert 'data-system="off"' in note.value
+    h, _ = make(tiny_loaded)
+    sid, views = h.prefill(None, "The quick brown fox", chat.value, "", *SAMPLING, 4, 0, 0)
+    assert "prefill done" in views["status"] and "ii-error" not in views["status"]

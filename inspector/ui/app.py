@@ -140,7 +140,9 @@ def settings_panel(page: Page) -> None:
     page.sampling = (temperature, top_k, top_p, min_p, seed)
     page.system_note = gr.HTML(system_note_html(page.system_info, page.chat.value, ""), elem_id="system-note-view")
     page.decoding = build_decoding_controls()  # penalties, bans, stop, constraint, beams (Sampling view stages)
-    gr.Examples(EXAMPLES, inputs=[page.prompt, page.chat], label="Example prompts")
+    chat_ok = bool(page.chat.interactive is not False)  # a model without a chat template reads plain prompts
+    gr.Examples([[text, chat and chat_ok] for text, chat in EXAMPLES], inputs=[page.prompt, page.chat],
+                label="Example prompts")
 
 
 def token_column() -> dict[str, Any]:

@@ -6,6 +6,9 @@ value is a JSON object {view key: new value} holding only the views that changed
 each value into its slot: `Plotly.react` on a plot slot's kept div, `innerHTML` for an HTML slot. A slot
 mounted later (the first time its tab opens) draws the last value the page received for it.
 
+An update whose status line carries an older state version than the one shown is dropped whole (answers
+may arrive out of order: a queued event answered after a later unqueued Step).
+
 Why: Gradio's cost per update grows with the number of outputs, even skipped ones (click to paint, two
 updates to 17 outputs took 106 ms; the same to one output 67 ms).
 
@@ -58,9 +61,20 @@ window.iiShowView = show;
 // The hidden `drawn` marker (which step the plots show) changes with the plots it marks.
 const pending = new Set();
 const drawPlots = () => { const keys = [...pending]; pending.clear(); keys.forEach(show); };
+// An update older than the one shown (the state version in its status line: inspector/ui/render.py) is
+// dropped whole: answers can arrive out of order (a queued preview answered after an unqueued Step).
+const versionOf = (update) => {
+  const m = typeof update.status === 'string' ? /data-version="(\\d+)"/.exec(update.status) : null;
+  return m ? Number(m[1]) : null;
+};
 const apply = () => {
   if (!props.value) return;
   const update = JSON.parse(props.value);
+  const version = versionOf(update);
+  if (version !== null) {
+    if (version < (window.iiVersion || 0)) return;
+    window.iiVersion = version;
+  }
   for (const key of Object.keys(update)) {
     views[key] = update[key];
     const slot = document.querySelector(`.ii-slot[data-view="${key}"]`);

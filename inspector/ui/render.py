@@ -54,13 +54,18 @@ class Renderer:
         return v
 
     def status(self, entry: Entry | None, message: str = "", error: bool = False) -> str:
-        """The page's status line: the run's phase and timings, with a message."""
+        """The page's status line: the run's phase and timings, with a message, marked with the version of the
+        state it shows (`Entry.version`): the page applies no update older than the one it shows."""
         s = entry.session if entry else None
         if s is None or not s.records:
-            return vh.status_html("idle", vt.timing_stats([]), message, error)
-        phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished, entry.playing)
-        memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
-        return vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
+            line = vh.status_html("idle", vt.timing_stats([]), message, error)
+        else:
+            phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished,
+                                  entry.playing)
+            memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
+            line = vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
+        version = entry.version if entry is not None else 0
+        return f'<span class="ii-version" hidden data-version="{version}"></span>' + line
 
     def error_views(self, entry: Entry | None, error: Exception | str) -> dict[str, Any]:
         """The status line with the message (an exception's first line); every other view stays as it is."""

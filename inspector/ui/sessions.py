@@ -13,6 +13,7 @@ session), and `entries()` every live entry, so admission can count what the whol
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -26,6 +27,7 @@ from inspector.errors import InputError
 from inspector.ui.app_model import AppLimits
 
 EXPIRED_IDS_KEPT = 4096  # ids of evicted sessions remembered, to tell a returning owner what happened
+_versions = itertools.count(1)  # one counter for every entry: a later state anywhere has a larger number
 
 
 def new_ui_session(loaded: Any) -> Any:
@@ -67,6 +69,9 @@ class Entry:
     origin: Any = None  # inspector.ui.link_handlers.RunOrigin: the text the run was prefilled from
     decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
     labs: dict[str, Any] = field(default_factory=dict)  # panel key -> its PanelState (`inspector.ui.panel`)
+    # which state of the run the page shows: a new number each time a model call releases the entry, so an
+    # update built before a later one (a sampling preview answered after a Step) is known as older
+    version: int = field(default_factory=lambda: next(_versions))
 
     @property
     def busy(self) -> bool:
@@ -90,6 +95,7 @@ class Entry:
 
     def release(self) -> None:
         self.activity = None
+        self.version = next(_versions)
         self.lock.release()
 
     @contextmanager
@@ -175,6 +181,7 @@ class SessionStore:
             with entry.lock:
                 self.reset_locked(entry)
                 entry.pause.clear()
+                entry.version = next(_versions)
 
     def reset_locked(self, entry: Entry) -> None:
         """Fresh engine state for an entry whose lock the caller holds."""

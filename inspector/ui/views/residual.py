@@ -3,7 +3,8 @@
 Slots: a layers x positions heatmap of the residual norm (an image, `inspector.viz.heatimage`), the
 selected position's chart through the layers (what attention and the MLP add, before Gemma's post-norms
 too), and the logit lens of the newest step (computed on first request unless it ran ahead: the forward
-run ahead after a Step computes it when this view is open, `wants_lens`).
+run ahead after a Step computes it when this view is open, `wants_lens`). While Play runs the lens is not
+computed (an LM-head product per layer would slow every step down); the step Play stops at gets it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from inspector.viz import residual as vr
 from inspector.viz.common import empty_figure
 
 HINT = "Type a prompt and press Prefill"
+PLAYING_LENS = ('<div id="logit-lens-playing" class="ii-caption">The logit lens is drawn when Play stops or is '
+                "paused.</div>")
 
 
 class ResidualView(ViewPanel):
@@ -38,7 +41,11 @@ class ResidualView(ViewPanel):
         rec = s.records[-1]
         pieces = s.token_pieces()
         pos = entry.selected_position()
-        s.logit_lens(rec.step)  # an LM-head product per layer, once per step (kept)
-        return {"resid_heat": vr.residual_heatmap(s.records, pieces, pos),
-                "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else ""),
-                "lens": vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)}
+        views = {"resid_heat": vr.residual_heatmap(s.records, pieces, pos),
+                 "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")}
+        if entry.playing:
+            views["lens"] = PLAYING_LENS
+        else:
+            s.logit_lens(rec.step)  # an LM-head product per layer, once per step (kept)
+            views["lens"] = vr.logit_lens_html(rec, rec.sample.token_piece if rec.sample else None)
+        return views
