@@ -15,7 +15,8 @@ is what it added to the residual stream (after Gemma's post-feed-forward norm; o
 its own needs freezing). What the run's interventions added is accounted as well: an edit of the attention
 output beyond its heads and bias (`attn_rest`) and of the residual stream itself, e.g. steering
 (`other`). So the parts sum to the pre-cap logit under any lever, to fp32 rounding (they are computed in
-fp64 from the recorded fp32 activations). Gemma 2's final soft-cap, logit = cap * tanh(pre-cap / cap), is
+fp64 from the recorded fp32 activations; a bf16 model's logit itself is rounded to bf16, so there the sum
+is within that rounding). Gemma 2's final soft-cap, logit = cap * tanh(pre-cap / cap), is
 not linear; the record keeps both logits (`Attribution.logit`, `Attribution.logit_precap`).
 An intervention after the last residual (the final norm's output, the logits) would change the logit
 outside this sum: `attribute` refuses it with one line.
