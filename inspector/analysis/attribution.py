@@ -1,13 +1,25 @@
 """Direct logit attribution: one token's logit split into what each part of the model wrote.
 
-The residual stream at the last position after the last block is a sum: the token's embedding, each
-layer's attention output (o_proj of the heads' z: head h writes W_O[:, h*d:(h+1)*d] @ z_h) and each
-layer's MLP output. The logit is unembed[t] . (norm_weight * x / rms(x)); freezing rms(x) at this
-position (it is one number for the whole sum) makes the logit linear in x, so with
-u = unembed[t] * norm_weight / rms(x) each part contributes u . part and the parts sum to the logit (to
-fp32 rounding; the parts are computed in fp64 from the recorded fp32 activations). What the run's
-interventions added is accounted too: an edit of the attention output after o_proj (`attn_rest`) and
-of the residual stream itself, e.g. steering (`other`), so the sum stays the logit under any lever.
+The residual stream x at the last position after the last block is a sum: the token's embedding (times
+sqrt(D) on Gemma, as the model adds it), each layer's attention output and each layer's MLP output. The
+logit before any final soft-cap is unembed[t] . (g * x / rms(x)), g the final norm's gain (its weight w,
+or 1 + w on Gemma); rms(x) = sqrt(mean(x^2) + eps) is one number for the whole sum, and freezing it at
+this position makes the logit linear in x: with u = unembed[t] * g / rms(x) each part contributes u . part.
+
+Attention's output is o_proj(z) = sum_h W_O[:, h*d:(h+1)*d] @ z_h + b_O, so head h writes W_O_h @ z_h
+(a v bias, as Qwen2's, is inside z_h: the pattern sums to 1) and an o_proj bias is a part of its own.
+Gemma's sandwich block passes that output through a post-attention RMSNorm before the residual adds it:
+its scale, rms of o_proj's output at this position, is frozen too, so each head's share goes through the
+same linear map (s = g_post / rms(raw)) and the heads and bias sum to what attention added. The MLP's part
+is what it added to the residual stream (after Gemma's post-feed-forward norm; one part, so no scale of
+its own needs freezing). What the run's interventions added is accounted as well: an edit of the attention
+output beyond its heads and bias (`attn_rest`) and of the residual stream itself, e.g. steering
+(`other`). So the parts sum to the pre-cap logit under any lever, to fp32 rounding (they are computed in
+fp64 from the recorded fp32 activations; a bf16 model's logit itself is rounded to bf16, so there the sum
+is within that rounding). Gemma 2's final soft-cap, logit = cap * tanh(pre-cap / cap), is
+not linear; the record keeps both logits (`Attribution.logit`, `Attribution.logit_precap`).
+An intervention after the last residual (the final norm's output, the logits) would change the logit
+outside this sum: `attribute` refuses it with one line.
 """
 
 from __future__ import annotations
@@ -19,20 +31,25 @@ import torch
 
 from inspector.analysis.records import Attribution, LayerParts
 from inspector.engine import steps
-from inspector.engine.model import Transformer
+from inspector.engine.model import RMSNorm, Transformer
 from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.levers import Levers, check_interventions
 
+AFTER_THE_RESIDUAL = ("ln_final.", "unembed.")  # points past the sum the parts explain
+
 
 class _LastPosition:
-    """Keeps the last position's embedding, every layer's z, attention and MLP output, and the final residual."""
+    """Keeps the last position's embedding, every layer's z, attention output (before and after a post-norm)
+    and MLP output, the final residual, and the logits before a final soft-cap."""
 
-    def __init__(self, num_layers: int) -> None:
+    def __init__(self, num_layers: int, post_norms: bool, softcap: bool) -> None:
         self.last = f"blocks.{num_layers - 1}.hook_resid_post"
-        self.names = {"hook_embed", self.last}
+        self.names = {"hook_embed", self.last} | ({"unembed.hook_logits_raw"} if softcap else set())
         for i in range(num_layers):
             self.names |= {f"blocks.{i}.attn.hook_z", f"blocks.{i}.hook_attn_out", f"blocks.{i}.hook_mlp_out"}
+            if post_norms:
+                self.names.add(f"blocks.{i}.hook_attn_out_raw")
         self.values: dict[str, torch.Tensor] = {}
 
     def wants(self, name: str) -> bool:
@@ -43,6 +60,14 @@ class _LastPosition:
             self.values[name] = value[0, -1].detach().double()
 
 
+def norm_map(norm: RMSNorm, x: torch.Tensor, gemma: bool) -> tuple[torch.Tensor, float]:
+    """The norm at input x (D,) as a linear map with its scale frozen: (g / rms(x) (D,) fp64, rms(x)),
+    g = 1 + w for Gemma's norms, w for the others."""
+    rms = float(torch.sqrt(x.pow(2).mean() + norm.eps))
+    gain = norm.weight.double() + 1.0 if gemma else norm.weight.double()
+    return gain / rms, rms
+
+
 @torch.inference_mode()
 def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, levers: Levers = loop.NO_LEVERS,
               piece: Callable[[int], str] = str) -> Attribution:
@@ -50,31 +75,44 @@ def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, 
     cfg = model.config
     if not ids:
         raise InputError("the prompt is empty: give it some text")
-    check_interventions(levers.interventions, cfg.num_hidden_layers)
-    rec = _LastPosition(cfg.num_hidden_layers)
+    check_interventions(levers.interventions, cfg.num_hidden_layers, cfg)
+    late = [iv.label or iv.point for iv in levers.interventions if iv.point.startswith(AFTER_THE_RESIDUAL)]
+    if late:
+        raise InputError(f"attribution splits the residual stream before the final norm; {', '.join(late)} "
+                         "edits after it: drop that intervention to attribute")
+    cap = cfg.final_logit_softcapping
+    rec = _LastPosition(cfg.num_hidden_layers, cfg.gemma, cap is not None)
     logits = loop.forward(model, steps.new_cache(model), [list(ids)], Levers(interventions=levers.interventions), rec)[0]
     t = int(logits.argmax()) if token is None else int(token)
     if not 0 <= t < cfg.vocab_size:
         raise InputError(f"token id must be from 0 to {cfg.vocab_size - 1}, got {t}")
     v = rec.values
     x = v[rec.last]  # (D,) the residual stream entering the final norm
-    inv_rms = 1.0 / torch.sqrt(x.pow(2).mean() + cfg.rms_norm_eps)  # the frozen scale
-    u = model.unembed_weight[t].double() * model.model.norm.weight.double() * inv_rms  # (D,)
+    scale, final_rms = norm_map(model.model.norm, x, cfg.gemma)
+    u = model.unembed_weight[t].double() * scale  # (D,) the token's unembedding read through the frozen norm
     H, d = cfg.num_attention_heads, cfg.head_dim
     embed = float(v["hook_embed"] @ u)
-    layers, accounted = [], v["hook_embed"].clone()
+    layers, post_rms, accounted = [], [], v["hook_embed"].clone()
     for i, block in enumerate(model.model.layers):
-        w_o = block.self_attn.o_proj.weight.double()  # (D, H*d)
-        u_heads = (u @ w_o).view(H, d)  # (H, d): u read back through each head's slice of o_proj
+        u_attn = u
+        if cfg.gemma:  # o_proj's output passes the post-attention norm before the residual adds it
+            post, rms = norm_map(block.post_attention_layernorm, v[f"blocks.{i}.hook_attn_out_raw"], True)
+            u_attn = u * post
+            post_rms.append(rms)
+        o_proj = block.self_attn.o_proj
+        u_heads = (u_attn @ o_proj.weight.double()).view(H, d)  # (D,) @ (D, H*d) -> (H, d): per head's slice
         z = v[f"blocks.{i}.attn.hook_z"].view(H, d)  # (H*d,) -> (H, d)
         heads = (z * u_heads).sum(-1)  # (H,)
+        bias = 0.0 if o_proj.bias is None else float(o_proj.bias.double() @ u_attn)
         attn_out, mlp_out = v[f"blocks.{i}.hook_attn_out"], v[f"blocks.{i}.hook_mlp_out"]
-        attn_rest = float(attn_out @ u) - float(heads.sum())  # o_proj bias, edits of the attention output
-        layers.append(LayerParts([float(h) for h in heads], float(mlp_out @ u), attn_rest))
+        attn_rest = float(attn_out @ u) - float(heads.sum()) - bias  # edits of z's sum, o_proj's output, attn_out
+        layers.append(LayerParts([float(h) for h in heads], float(mlp_out @ u), attn_rest, bias))
         accounted += attn_out + mlp_out
     other = float((x - accounted) @ u)  # what edits of the residual stream added
+    precap = None if cap is None else float(v["unembed.hook_logits_raw"][t])
     return Attribution(t, piece(t), float(logits[t]), embed, layers, other,
-                       [iv.label or iv.point for iv in levers.interventions])
+                       [iv.label or iv.point for iv in levers.interventions], softcap=cap, logit_precap=precap,
+                       final_rms=final_rms, post_rms=post_rms or None)
 
 
 def attribute_step(session: Any, step: int) -> Attribution:

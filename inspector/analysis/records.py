@@ -2,8 +2,10 @@
 
 `PatchSweep`: the normalized logit difference recovered, (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt),
 per layer and position, LD = logit(answer) - logit(wrong) at the last position.
-`Attribution`: the parts of one token's logit (embedding, every head, every MLP, and what interventions
-added) through the final norm with its scale frozen; they sum to `logit` up to fp32 rounding.
+`Attribution`: the parts of one token's logit (embedding, every head, every o_proj bias, every MLP, and
+what interventions added) through the final norm with its scale frozen at this position (and Gemma's
+post-attention norms with theirs); they sum to `logit_precap`, the logit before a final soft-cap (`logit`
+itself without one), up to fp32 rounding. `decomposed()`, `condition()` and `cap_note()` say so in words for the views.
 `Comparison`: two branches of one prompt step by step.
 `TokenLosses`, `TrainingStep`: a text teacher-forced (per-token cross-entropy, perplexity) and one backward
 pass over it (gradient norms per weight and per layer, memory of inference beside a training step, each
@@ -43,30 +45,61 @@ class PatchSweep:
 
 @dataclass
 class LayerParts:
-    heads: list[float]  # each head's output through o_proj, onto the token's frozen-norm unembedding
-    mlp: float
-    attn_rest: float = 0.0  # attention output not made by the heads' z: an o_proj bias, an edit of attn_out
+    heads: list[float]  # each head's output through o_proj (and a post-attention norm's frozen scale)
+    mlp: float  # what the MLP added to the residual stream
+    attn_rest: float = 0.0  # attention output beyond its heads and bias: what an edit of it added
+    attn_bias: float = 0.0  # o_proj's bias (0 without one)
 
 
 @dataclass
 class Attribution:
     token_id: int
     piece: str
-    logit: float  # what the model computed
+    logit: float  # what the model samples from (after the final soft-cap, when the family has one)
     embed: float
     layers: list[LayerParts]
     other: float = 0.0  # what interventions added to the residual stream itself (steering)
     labels: list[str] = field(default_factory=list)  # the interventions the run had
+    softcap: float | None = None  # the final soft-cap c (Gemma 2): logit = c * tanh(logit_precap / c)
+    logit_precap: float | None = None  # the logit before the soft-cap; None without one (then `logit`)
+    final_rms: float = 1.0  # the final norm's frozen scale: rms of the residual stream at this position
+    post_rms: list[float] | None = None  # per layer, the post-attention norm's frozen rms (Gemma); else None
+
+    @property
+    def explained(self) -> float:
+        """The logit the parts sum to: before the soft-cap when there is one."""
+        return self.logit if self.logit_precap is None else self.logit_precap
 
     @property
     def total(self) -> float:
-        return self.embed + self.other + sum(sum(lp.heads) + lp.mlp + lp.attn_rest for lp in self.layers)
+        return self.embed + self.other + sum(sum(lp.heads) + lp.mlp + lp.attn_rest + lp.attn_bias
+                                             for lp in self.layers)
+
+    def decomposed(self) -> str:
+        """What the parts sum to, in words: "logit", or "pre-cap logit" with a final soft-cap."""
+        return "logit" if self.softcap is None else "pre-cap logit"
+
+    def condition(self) -> str:
+        """Why the parts add up and what a part is, in one sentence."""
+        frozen = ("the final norm's and each post-attention norm's scale (1/rms) frozen at this position's values"
+                  if self.post_rms else "the final norm's scale (1/rms) frozen at this position's value")
+        return (f"With {frozen}, each part is what it wrote to the residual stream read through a fixed linear "
+                "map, so the parts add up; a part is not what removing it would change")
+
+    def cap_note(self) -> str:
+        """How the model's logit follows from the pre-cap one, with this run's numbers ("" without a cap)."""
+        if self.softcap is None:
+            return ""
+        c = f"{self.softcap:g}"
+        return f"the model's logit is {c}·tanh({self.explained:.3f} / {c}) = {self.logit:.3f}"
 
     def ranked(self) -> list[tuple[str, float]]:
         """Every part as (name, value), largest magnitude first: "embed", "head L.H", "mlp L", ..."""
         parts = [("embed", self.embed)]
         for i, lp in enumerate(self.layers):
             parts += [(f"head {i}.{h}", v) for h, v in enumerate(lp.heads)] + [(f"mlp {i}", lp.mlp)]
+            if lp.attn_bias != 0.0:
+                parts.append((f"attn {i} bias", lp.attn_bias))
             if abs(lp.attn_rest) > 1e-6:
                 parts.append((f"attn {i} other", lp.attn_rest))
         if abs(self.other) > 1e-6:
@@ -74,8 +107,12 @@ class Attribution:
         return sorted(parts, key=lambda kv: -abs(kv[1]))
 
     def to_json(self) -> dict:
-        return {"token_id": self.token_id, "piece": self.piece, "logit": self.logit, "embed": self.embed,
-                "layers": [{"heads": lp.heads, "mlp": lp.mlp, "attn_rest": lp.attn_rest} for lp in self.layers],
+        return {"token_id": self.token_id, "piece": self.piece, "logit": self.logit,
+                "logit_precap": self.explained, "softcap": self.softcap, "decomposes": self.decomposed(),
+                "frozen_scales": {"final_norm_rms": self.final_rms, "post_attention_norm_rms": self.post_rms},
+                "embed": self.embed,
+                "layers": [{"heads": lp.heads, "mlp": lp.mlp, "attn_bias": lp.attn_bias, "attn_rest": lp.attn_rest}
+                           for lp in self.layers],
                 "other": self.other, "sum": self.total, "interventions": self.labels}
 
 

@@ -3,6 +3,8 @@ comparison of two branches, and the commitment layer along the token strip.
 
 Pure functions of `inspector.analysis.records` data (no torch, no gradio). Clickable parts carry their
 name in `customdata` ("head 5.3", "mlp 7"; a heatmap cell its layer and position) for the page to act on.
+The DLA views say what the parts sum to (the logit, or the pre-cap logit under a final soft-cap, with the
+capped one beside it) and the condition that makes them add up (the norm scales frozen at this position).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ DIVERGING = [[0.0, "#2563eb"], [0.5, "#f8fafc"], [1.0, "#dc2626"]]  # blue (nega
 
 
 def _color(name: str) -> str:
-    return ATTN if name.startswith("head") else MLP if name.startswith("mlp") else PROMPT
+    return ATTN if name.startswith(("head", "attn")) else MLP if name.startswith("mlp") else PROMPT
 
 
 def dla_figure(a: Attribution, top: int = DLA_TOP) -> go.Figure:
@@ -29,10 +31,12 @@ def dla_figure(a: Attribution, top: int = DLA_TOP) -> go.Figure:
     trace = {"type": "bar", "orientation": "h", "x": [v for _, v in parts], "y": names, "customdata": names,
              "marker": {"color": [_color(n) for n in names]},
              "hovertemplate": "%{y}: %{x:+.3f}<extra>click a head or MLP to ablate it</extra>"}
-    title = (f"Direct logit attribution of {show_piece(a.piece)!r}: logit {a.logit:.3f} = sum of parts "
-             f"{a.total:.3f} (top {len(parts)})")
-    return figure([trace], title, height=max(260, 18 * len(parts) + 80), xaxis={"title": {"text": "logit contribution"}},
-                  yaxis={"automargin": True, "title": {"text": "part (attention head or MLP)"}}, margin={"l": 110, "r": 20, "t": 40, "b": 40})
+    cap = f"; {a.cap_note()}" if a.softcap is not None else ""
+    title = (f"Direct logit attribution of {show_piece(a.piece)!r}: {a.decomposed()} {a.explained:.3f} = sum of parts "
+             f"{a.total:.3f} (top {len(parts)}){cap}<br><sup>{a.condition()}</sup>")
+    return figure([trace], title, height=max(280, 18 * len(parts) + 100),
+                  xaxis={"title": {"text": f"contribution to the {a.decomposed()}"}},
+                  yaxis={"automargin": True, "title": {"text": "part (attention head or MLP)"}}, margin={"l": 110, "r": 20, "t": 60, "b": 40})
 
 
 def patch_figure(s: PatchSweep) -> go.Figure:
@@ -118,9 +122,11 @@ def dla_html(a: Attribution, top: int = DLA_TOP) -> str:
                     f"<span style='position:relative;flex:1;height:14px;background:#f3f4f6'>"
                     f"<span style='position:absolute;{side};height:14px;background:{_color(name)}'></span></span>"
                     f"<span style='width:70px;text-align:right;font-family:monospace'>{v:+.3f}</span></div>")
-    head = (f"<div class='ii-caption'>Direct logit attribution of <b>{esc(show_piece(a.piece))}</b>: logit "
-            f"{a.logit:.3f} = sum of parts <span id='dla-sum'>{a.total:.3f}</span> (top {len(parts)}; click a head "
-            f"or MLP to ablate it)</div>")
+    cap = f"; {esc(a.cap_note())}" if a.softcap is not None else ""
+    head = (f"<div class='ii-caption'>Direct logit attribution of <b>{esc(show_piece(a.piece))}</b>: "
+            f"{a.decomposed()} {a.explained:.3f} = sum of parts <span id='dla-sum'>{a.total:.3f}</span>{cap} "
+            f"(top {len(parts)}; click a head or MLP to ablate it)</div>"
+            f"<div class='ii-caption' id='dla-condition'>{esc(a.condition())}.</div>")
     return f"<div id='dla-bars' data-token='{a.token_id}'>{head}{''.join(rows)}</div>"
 
 
