@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from engine_fixtures import hf_pair, tiny_model
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
-from inspector.analysis import head_ablation, heads
-from inspector.analysis.head_records import ROLES
+from inspector.analysis import heads_ablation, heads
+from inspector.analysis.records_heads import ROLES
 from inspector.commands.cli import main
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
@@ -176,7 +176,7 @@ def test_ablation_through_the_lever_equals_transformers_with_hooks(case):
     hf, ours, cfg = family_pair(case)
     probe = heads.make_probe(cfg.vocab_size, n=8, count=3, seed=2, exclude=[0, 1, 2])
     chosen = [(1, 2), (2, 0), (0, 3)]
-    levers = Levers(interventions=head_ablation.head_ablations(cfg, chosen))
+    levers = Levers(interventions=heads_ablation.head_ablations(cfg, chosen))
     handles = [hf.model.layers[L].self_attn.o_proj.register_forward_pre_hook(zero_head_hook(h, cfg.head_dim))
                for L, h in chosen]
     try:
@@ -186,10 +186,10 @@ def test_ablation_through_the_lever_equals_transformers_with_hooks(case):
             hd.remove()
     logits = loop.forward(ours, steps.new_cache(ours, 3), probe.ids.tolist(), levers, all_positions=True)
     assert float((logits - ref_logits).abs().max()) < 1e-4
-    first, repeat = head_ablation.probe_losses(ours, probe, levers)
+    first, repeat = heads_ablation.probe_losses(ours, probe, levers)
     assert first == pytest.approx(ref_first, abs=1e-5) and repeat == pytest.approx(ref_repeat, abs=1e-5)
     plain = hf_probe_losses(hf, probe, 0)
-    assert head_ablation.probe_losses(ours, probe) == pytest.approx(plain[1:], abs=1e-5)
+    assert heads_ablation.probe_losses(ours, probe) == pytest.approx(plain[1:], abs=1e-5)
     assert (first, repeat) != pytest.approx(plain[1:], abs=1e-3)  # the ablation changed something
 
 
@@ -198,15 +198,15 @@ def test_ablation_rows_none_top_k_and_random_other_heads():
     cfg = model.config
     probe = heads.make_probe(300, n=6, count=2, seed=0)
     atlas = heads.score_probe(model, probe)
-    ab = head_ablation.ablation(model, atlas, "previous-token", 3, seed=5)
+    ab = heads_ablation.ablation(model, atlas, "previous-token", 3, seed=5)
     none, top, rand = ab.rows
     assert (none.label, top.label, rand.label) == ("none", "top 3 previous-token heads", "3 random heads")
     assert top.heads == [(L, h) for L, h, _ in atlas.top("previous_token", 3)]
     assert len(set(rand.heads)) == 3 and not set(rand.heads) & set(top.heads)
-    assert head_ablation.ablation(model, atlas, "previous_token", 3, seed=5).rows[2].heads == rand.heads
-    assert (none.loss_first, none.loss_repeat) == pytest.approx(head_ablation.probe_losses(model, probe))
+    assert heads_ablation.ablation(model, atlas, "previous_token", 3, seed=5).rows[2].heads == rand.heads
+    assert (none.loss_first, none.loss_repeat) == pytest.approx(heads_ablation.probe_losses(model, probe))
     assert (top.loss_first, top.loss_repeat) == pytest.approx(
-        head_ablation.probe_losses(model, probe, Levers(interventions=head_ablation.head_ablations(cfg, top.heads))))
+        heads_ablation.probe_losses(model, probe, Levers(interventions=heads_ablation.head_ablations(cfg, top.heads))))
     assert ab.to_json()["rows"][1]["heads"] == [list(h) for h in top.heads]
 
 
@@ -221,7 +221,7 @@ def test_ablation_in_a_run_is_a_normal_branch_of_it(tiny_llama_dir):  # noqa: F8
     for _ in range(5):
         s.step(params)
     before_ids, before_logits = list(s.generated_ids), s.trace.forwards[-1].logits.clone()
-    record, levers = head_ablation.ablate_in_run(s, [(1, 2), (0, 1)])
+    record, levers = heads_ablation.ablate_in_run(s, [(1, 2), (0, 1)])
     assert record.label == "heads 1.2, 0.1 off" and record.heads == [(1, 2), (0, 1)]
     assert [iv.label for iv in s.own_levers.interventions] == ["head 1.2 off", "head 0.1 off"] and s.own_levers == levers
     fresh = Session(loaded, levers=levers)
@@ -305,8 +305,8 @@ def test_library_refusals_are_one_line():
                        (lambda: heads.make_probe(300, count=0), "probes must be a whole number >= 1"),
                        (lambda: heads.make_probe(3, exclude=[0, 1]), "1 ordinary tokens"),
                        (lambda: heads.check_role("copy"), "unknown head role 'copy'"),
-                       (lambda: head_ablation.check_k(cfg, 13), "from 1 to 12"),
-                       (lambda: head_ablation.check_k(cfg, 0), "from 1 to 12"),
+                       (lambda: heads_ablation.check_k(cfg, 13), "from 1 to 12"),
+                       (lambda: heads_ablation.check_k(cfg, 0), "from 1 to 12"),
                        (lambda: heads.prompt_scores(model, [5]), "at least 2 tokens"),
                        (lambda: heads.head_pattern(model, [5, 6], 3, 0, [], ""), "layer must be"),
                        (lambda: heads.head_pattern(model, [5, 6], 0, 4, [], ""), "head must be")]:

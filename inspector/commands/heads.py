@@ -1,6 +1,6 @@
 """`inspector heads [--probe-len N --probes K --seed S] [--role ROLE --top-k K] [--json]`: what each attention
 head does (`inspector.analysis.heads`), and what the model loses without the strongest heads of one role
-(`inspector.analysis.head_ablation`).
+(`inspector.analysis.heads_ablation`).
 
 The probe: K sequences of N token ids drawn uniformly from the ordinary tokens (special / control tokens
 excluded) with seed S, each repeated once (after a BOS when the tokenizer starts plain prompts with one).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.analysis.head_records import ROLE_NAMES, ROLES  # numpy only: no torch before a model loads
+from inspector.analysis.records_heads import ROLE_NAMES, ROLES  # numpy only: no torch before a model loads
 from inspector.commands.flags import json_flags, model_flags
 from inspector.validate import SEED, Bound
 
@@ -51,15 +51,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from inspector.analysis import head_ablation, heads
+    from inspector.analysis import heads_ablation, heads
     from inspector.models.loader import load_model
 
     loaded = load_model(args.model, device=args.device)
     cfg = loaded.config
-    k = head_ablation.check_k(cfg, args.top_k)  # refusals before the forwards
+    k = heads_ablation.check_k(cfg, args.top_k)  # refusals before the forwards
     probe = heads.model_probe(loaded, args.probe_len, args.probes, args.seed)
     atlas = heads.atlas(loaded.model, probe)
-    result = head_ablation.ablation(loaded.model, atlas, args.role, k, args.seed)
+    result = heads_ablation.ablation(loaded.model, atlas, args.role, k, args.seed)
     if args.json:
         print(json.dumps({"heads": atlas.heads_json(),
                           "probe": {**probe.to_json(), "seconds": atlas.seconds, "rows_per_forward": atlas.batched_rows},
