@@ -8,8 +8,8 @@ lever the page's Interventions lab uses), in every forward of the run it applies
   p+1 .. p+n-1 (its tokens 2..n, each from the tokens before it), the repeated copy's over p+n+1 .. p+2n-1
   (its tokens 2..n: each one followed the same earlier token in the first copy, so a model that copies
   from context can predict it). Both are n-1 predictions per sequence, averaged over the K sequences.
-  A model with working induction heads predicts the repeated copy far better than the first (random
-  tokens: the first copy's loss is near that of guessing).
+  The first copy's tokens are random: nothing before them predicts them. A model with working induction
+  heads predicts the repeated copy far better than the first.
 - `ablation(model, atlas, role, k, seed)`: those losses with no head off, with the atlas's top-k heads of
   `role` off, and with k heads drawn at random (numpy PCG64, `seed`) from the heads not in that top-k.
 - `ablate_in_run(session, heads, label)`: the session's run made again from its prompt with `heads` off
