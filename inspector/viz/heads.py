@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from inspector.analysis.records_heads import (ROLE_NAMES, ROLES, HeadAblation, HeadAtlas, HeadPattern, Probe,
                                              RunAblation)
-from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, SPECIAL, esc, figure, position_ticks, show_piece
+from inspector.viz.common import (BLUES, CHOSEN, GENERATED, GRID, PROMPT, SPECIAL, esc, figure, position_ticks,
+                                  show_piece)
 
 SINK = "#6b7280"  # grey: attention parked on position 0
 ROLE_COLORS = {"previous_token": PROMPT, "first_token": SINK, "duplicate_token": SPECIAL, "induction": CHOSEN}
@@ -80,8 +81,8 @@ def pattern_pair_figure(probe: HeadPattern, run: HeadPattern) -> go.Figure:
 
     def axes(hp: HeadPattern, domain: list[float], anchor: str) -> tuple[dict, dict]:
         ticks = position_ticks([f"{i}:{show_piece(p, 6)}" for i, p in enumerate(hp.pieces[:hp.pattern.shape[0]])])
-        x = {"domain": domain, "anchor": anchor, "title": {"text": f"key: {hp.what}"}, "tickangle": -60, **ticks}
-        y = {"anchor": anchor.replace("y", "x"), "autorange": "reversed", "title": {"text": "query"}, **ticks}
+        x = {**GRID, "domain": domain, "anchor": anchor, "title": {"text": f"key: {hp.what}"}, "tickangle": -60, **ticks}
+        y = {**GRID, "anchor": anchor.replace("y", "x"), "autorange": "reversed", "title": {"text": "query"}, **ticks}
         return x, y
 
     x1, y1 = axes(probe, [0.0, 0.45], "y")
