@@ -85,7 +85,7 @@ class HeadPattern:
     head: int
     pattern: np.ndarray  # (T, T) float32, row = query, 0 above the diagonal
     pieces: list[str]  # one per position
-    what: str  # "probe sequence 0 (n = 48, repeated from position 48)", "this run's prompt"
+    what: str  # "probe sequence 0 (n = 48, repeated from position 48)", "this run (13 tokens)"
     repeat_from: int | None = None  # on a probe: the first position of the repeated copy
 
 
