@@ -409,6 +409,7 @@ def test_normal_run_after_fuzz(env: Env, capsys, monkeypatch):
 RUN, QUANT = ("run", "--prompt", "hi"), ("quant", "--prompt", "hi", "--quant", "int8")
 SERVE, MEMORY = ("serve-sim", "--prompts", "prompts.txt"), ("memory", "--config", "meta-llama/Llama-3.1-8B")
 KV_EVAL = ("kv-eval", "--text-file", "text.txt", "--policy", "h2o")
+HEADS = ("heads",)
 NUMERIC_FLAGS = [
     (RUN, "--max-new-tokens", "max-new-tokens", ("0",)),
     (RUN, "--temperature", "temperature", ("-1e-9", "1e-9")),  # between 0 and the smallest non-zero temperature
@@ -446,6 +447,10 @@ NUMERIC_FLAGS = [
     (KV_EVAL, "--budget", "budget", ("0", "2.5")),
     (KV_EVAL, "--sinks", "sinks", ("0",)),
     (KV_EVAL, "--prefill", "prefill", ("0",)),
+    (HEADS, "--probe-len", "probe-len", ("1", "2.5")),
+    (HEADS, "--probes", "probes", ("0",)),
+    (HEADS, "--seed", "seed", ("-1",)),
+    (HEADS, "--top-k", "top-k", ("0",)),
 ]
 BAD_NUMBERS = ("", "abc", "nan", "inf", "1e309", "-5")
 FLAG_CASES = [(cmd, flag, field, value) for cmd, flag, field, past in NUMERIC_FLAGS for value in BAD_NUMBERS + past]

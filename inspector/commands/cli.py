@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from inspector.errors import InspectorError
 
-COMMANDS = ("info", "run", "space", "memory", "serve_sim", "trace", "quant", "kv_eval", "patch", "attribute", "loss")
+COMMANDS = ("info", "run", "space", "memory", "serve_sim", "trace", "quant", "kv_eval", "patch", "attribute", "loss", "heads")
 
 
 class Parser(argparse.ArgumentParser):
