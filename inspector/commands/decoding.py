@@ -71,17 +71,7 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     """`run --num-beams B`: beam search, then the best hypothesis (or the JSON object)."""
     import sys
 
-    from inspector.generation.beam import beam_search
-    from inspector.generation.decoding import decoding_processors
-    from inspector.generation.levers import Levers
-
-    tok = loaded.tokenizer
-    ids = tok.prompt_ids(args.prompt, args.chat, args.system)
-    eos = sorted(loaded.stop_ids)
-    procs = decoding_processors(settings, len(ids), tok, eos, loaded.config.vocab_size)
-    rec = beam_search(loaded.model, ids, settings.num_beams, args.max_new_tokens, eos_ids=eos,
-                      length_penalty=settings.length_penalty, levers=Levers(processors=procs), piece=tok.piece,
-                      decode=lambda t: tok.decode([i for i in t if i not in loaded.stop_ids]))
+    rec = beam_record(loaded, args.prompt, args.chat, args.system, settings, args.max_new_tokens)
     best = rec.hypotheses[0]
     if args.json:
         print(json.dumps(beam_dict(loaded, rec), ensure_ascii=False))
@@ -90,6 +80,22 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     print(f"[beam search, {rec.num_beams} beams: best of {len(rec.hypotheses)} hypotheses, score {best.score:.3f} "
           f"(logprob {best.logprob:.3f}), {len(best.token_ids)} tokens, finished: {rec.finish}]", file=sys.stderr)
     return 0
+
+
+def beam_record(loaded: Any, prompt: str, chat: bool, system: str | None, settings: DecodingSettings,
+                max_new_tokens: int) -> Any:
+    """The `BeamRecord` of `run --num-beams` (the Python API's `Model.beam_search` too)."""
+    from inspector.generation.beam import beam_search
+    from inspector.generation.decoding import decoding_processors
+    from inspector.generation.levers import Levers
+
+    tok = loaded.tokenizer
+    ids = tok.prompt_ids(prompt, chat, system)
+    eos = sorted(loaded.stop_ids)
+    procs = decoding_processors(settings, len(ids), tok, eos, loaded.config.vocab_size)
+    return beam_search(loaded.model, ids, settings.num_beams, max_new_tokens, eos_ids=eos,
+                       length_penalty=settings.length_penalty, levers=Levers(processors=procs), piece=tok.piece,
+                       decode=lambda t: tok.decode([i for i in t if i not in loaded.stop_ids]))
 
 
 def beam_dict(loaded: Any, rec: Any) -> dict[str, Any]:
