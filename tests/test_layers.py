@@ -24,6 +24,9 @@ ALLOWED = {
     "space": set(),  # the Space bundle and its upload
     "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
     "ui": {"engine", "models", "generation", "session", "serving", "viz", "speculative", "quant", "analysis"},  # the web app
+    # the Python API: the page's builders (viz) and the CLI's flags, checks and analyses (commands), never ui
+    "api": {"engine", "models", "generation", "session", "serving", "speculative", "quant", "analysis", "viz",
+            "commands"},
 }
 MAX_LINES = 400
 

@@ -127,15 +127,17 @@ class Model:
                 **levers: Any) -> Run | SpeculativeRun:
         """Tokenize `prompt`, run the prefill and sample the first token: a `Run` to step.
 
-        Keywords are `inspector run`'s flags with `-` as `_`, same meanings, defaults and ranges: sampling
-        (temperature 0 = greedy, top_k, top_p, min_p, seed), decoding processors (repetition_penalty,
+        Keywords are `inspector run`'s flags with `-` as `_`, same meanings, defaults and ranges: the prompt's
+        (chat: the chat template, system: its system prompt, max_new_tokens), sampling (temperature 0 =
+        greedy, top_k, top_p, min_p, seed), decoding processors (repetition_penalty,
         presence_penalty, frequency_penalty, no_repeat_ngram_size, logit_bias {id: bias} or ["ID=V"],
         bad_words, min_new_tokens, stop, json_schema (a file), regex, choice), interventions (ablate_head
         "L.H" or a list, ablate_mlp, scale_head "L.H=F", steer L with steer_towards, steer_away,
         steer_alpha), quant "int8" | "int4[:GROUP]" | "bf16", kv_quant "int8", no_cache,
         on_context_full "stop" | "window", speculative "ngram" | "early-exit:L" with draft_len (a
         `SpeculativeRun`), and a KV-cache eviction policy: policy "window" | "sinks" | "h2o" | "snapkv" with
-        budget and sinks (`inspector kv-eval`'s). num_beams > 1 is `Model.beam_search`."""
+        budget and sinks (`inspector kv-eval`'s). num_beams > 1 (with length_penalty) is
+        `Model.beam_search`."""
         policy = {k: levers.pop(k) for k in POLICY_KEYWORDS if k in levers}
         given = dict(chat=chat, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
                      top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, **levers)

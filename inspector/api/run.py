@@ -50,8 +50,11 @@ class Run:
     # ---- generation
     def step(self, n: int = 1) -> ForwardRecord:
         """Run `n` decode steps (fewer when the generation finishes first); the newest forward's record.
-        InputError when it has already finished."""
+        InputError when it has already finished, or for a read-only trace."""
         n = int(Bound("n", True, 1).parse(n))
+        read_only = getattr(self.session, "read_only", None)  # a trace opened without its recording model
+        if read_only is not None:
+            raise InputError(read_only)
         if self.finished:
             raise InputError(f"generation has finished ({self.finished}): prefill again to go on")
         for _ in range(n):
