@@ -64,4 +64,17 @@ def test_default_model_equals_transformers():
 def test_gemma3_270m_equals_transformers():
     model = inspector.load("gemma3-270m")
     assert model.config.model_type == "gemma3_text"
-    check(model, hf_model(model.loaded.weights_path), "def fibonacci(n):", False, 16, 1e-4)
+    run = check(model, hf_model(model.loaded.weights_path), "def fibonacci(n):", False, 16, 1e-4)
+    # the contract's accessors and every view on Gemma's block (post-norms, local and global layers)
+    assert run.residual_norms(0).shape == (19, len(run.prompt_ids))
+    assert run.attention(5, step=3).shape == (4, 1, len(run.prompt_ids) + 3)
+    for view in ("residual", "attention", "kv", "kv_growth", "sampling", "timing"):
+        assert run.figure(view, step=2, layer=5).data, view
+    assert "post-norm" in run.figure("residual").layout.title.text
+
+
+def test_bf16_runs_give_float32_logits(tmp_path):
+    directory = make_tiny_checkpoint(tmp_path / "m")
+    run = inspector.load(directory, dtype="bf16").prefill("The quick brown fox", max_new_tokens=3)
+    assert run.model.dtype == "bfloat16" and run.logits(0).dtype == np.float32
+    assert int(run.logits(0).argmax()) == run.generated_ids[0]

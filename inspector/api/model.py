@@ -13,6 +13,7 @@ in `inspector.api.analyses`.
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import replace
 from functools import cached_property
@@ -101,15 +102,15 @@ class Model:
     def pieces(self, ids: list[int]) -> list[str]:
         """The display piece of every token id."""
         vocab = self.config.vocab_size
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab]
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < vocab]
         if bad:
             raise InputError(f"token ids are whole numbers from 0 to {vocab - 1}, got {bad[0]!r:.40}")
-        return self.loaded.tokenizer.pieces(list(ids))
+        return self.loaded.tokenizer.pieces([int(i) for i in ids])
 
     def decode(self, ids: list[int]) -> str:
         """The text of token ids."""
         self.pieces(ids)  # checks them
-        return self.loaded.tokenizer.decode(list(ids))
+        return self.loaded.tokenizer.decode([int(i) for i in ids])
 
     @cached_property
     def _inventory(self) -> Inventory:
@@ -163,7 +164,7 @@ class Model:
                 session.set_levers(replace(session.own_levers, cache_policy=cache_policy))
             session.prefill(prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
         return Run(session, params, model=self, prompt=prompt, chat=args.chat, system=args.system,
-                   saveable=_unsaveable(args, cache_policy))
+                   unsaveable=_unsaveable(args, cache_policy))
 
     # ---- analyses: the CLI commands' results (`inspector.api.analyses`)
     attribute = analyses.attribute

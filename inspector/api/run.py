@@ -34,13 +34,13 @@ class Run:
     """One generation: step it, read what each forward recorded, draw the page's views, save it."""
 
     def __init__(self, session: Session, params: SamplingParams, *, model: Any = None, prompt: str | None = None,
-                 chat: bool | None = None, system: str | None = None, saveable: str | None = None) -> None:
-        """Made by `Model.prefill` and `inspector.open_trace`, not directly. `saveable`: None, or why `save`
+                 chat: bool | None = None, system: str | None = None, unsaveable: str | None = None) -> None:
+        """Made by `Model.prefill` and `inspector.open_trace`, not directly. `unsaveable`: None, or why `save`
         refuses (the levers a trace file does not keep)."""
         self.session = session  # the engine's session: everything below reads it
         self.params = params  # the sampling parameters every step draws with
         self.model = model  # the `inspector.api.model.Model` that runs it (None: a read-only trace)
-        self._prompt, self._chat, self._system, self._unsaveable = prompt, chat, system, saveable
+        self._prompt, self._chat, self._system, self._unsaveable = prompt, chat, system, unsaveable
 
     def __repr__(self) -> str:
         state = f"finished: {self.finished}" if self.finished else "running"

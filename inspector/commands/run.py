@@ -157,8 +157,8 @@ def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettin
 
 
 def new_session(args: argparse.Namespace, loaded: Any, settings: DecodingSettings, record: bool) -> Any:
-    """The generation session `run` steps: over quantized weights and/or KV cache with --quant / --kv-quant
-    (then `loaded` is the quantized copy's), else over `loaded` with the intervention flags' levers."""
+    """The generation session `run` steps, with the decoding flags' settings: over a quantized copy of `loaded`
+    (weights and/or KV cache) with --quant / --kv-quant, else over `loaded` with the intervention flags' levers."""
     from inspector.session.session import Session
 
     if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
