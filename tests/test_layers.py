@@ -25,6 +25,9 @@ ALLOWED = {
     "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
     # the web app talks to sessions, labs and analyses, which own the model: no engine, no generation loop
     "ui": {"models", "session", "serving", "viz", "speculative", "quant", "analysis"},
+    # the Python API: the page's builders (viz) and the CLI's flags, checks and analyses (commands), never ui
+    "api": {"engine", "models", "generation", "session", "serving", "speculative", "quant", "analysis", "viz",
+            "commands"},
 }
 # inspector/ui/views and inspector/ui/labs: the page's panels, part of the web app
 ALLOWED["views"] = ALLOWED["labs"] = ALLOWED["ui"] | {"ui"}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from inspector.commands.flags import chat_flags, json_flags, model_flags, prompt_flags
 
@@ -43,15 +44,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.prompt.strip():
         raise InputError("prompt is empty")
-    from inspector.analysis.attribution import attribute
-    from inspector.commands.intervene import token_id
     from inspector.models.loader import load_model
 
     loaded = load_model(args.model)
-    tok = loaded.tokenizer
-    ids = tok.prompt_ids(args.prompt, args.chat, args.system)
-    token = None if args.token is None else token_id(args.token, tok, "--token")
-    result = attribute(loaded.model, ids, token, piece=tok.piece)
+    result = attribution(loaded, args.prompt, chat=args.chat, system=args.system, token=args.token)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
         return 0
@@ -63,3 +59,19 @@ def run(args: argparse.Namespace) -> int:
     for name, value in result.ranked()[:SHOWN]:
         print(f"  {name:<16} {value:+.4f}")
     return 0
+
+
+def attribution(loaded: Any, prompt: str, *, chat: bool = False, system: str | None = None,
+                token: str | None = None) -> Any:
+    """The `Attribution` this command prints for `prompt` on `loaded` (the Python API's too); `token` as
+    --token takes it (one token's text or #ID; None: the top-1)."""
+    from inspector.analysis.attribution import attribute
+    from inspector.commands.intervene import token_id
+    from inspector.errors import InputError
+
+    if not prompt.strip():
+        raise InputError("prompt is empty")
+    tok = loaded.tokenizer
+    ids = tok.prompt_ids(prompt, chat, system)
+    chosen = None if token is None else token_id(token, tok, "--token")
+    return attribute(loaded.model, ids, chosen, piece=tok.piece)

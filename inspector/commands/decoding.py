@@ -71,10 +71,7 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     """`run --num-beams B`: beam search, then the best hypothesis (or the JSON object)."""
     import sys
 
-    from inspector.session.beams import search
-
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
-    rec = search(loaded, ids, settings, args.max_new_tokens)
+    rec = beam_record(loaded, args.prompt, args.chat, args.system, settings, args.max_new_tokens)
     best = rec.hypotheses[0]
     if args.json:
         print(json.dumps(beam_dict(loaded, rec), ensure_ascii=False))
@@ -83,6 +80,15 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     print(f"[beam search, {rec.num_beams} beams: best of {len(rec.hypotheses)} hypotheses, score {best.score:.3f} "
           f"(logprob {best.logprob:.3f}), {len(best.token_ids)} tokens, finished: {rec.finish}]", file=sys.stderr)
     return 0
+
+
+def beam_record(loaded: Any, prompt: str, chat: bool, system: str | None, settings: DecodingSettings,
+                max_new_tokens: int) -> Any:
+    """The `BeamRecord` of `run --num-beams` (the Python API's `Model.beam_search` and the page's Beams view
+    search the same way: `inspector.session.beams.search`)."""
+    from inspector.session.beams import search
+
+    return search(loaded, loaded.tokenizer.prompt_ids(prompt, chat, system), settings, max_new_tokens)
 
 
 def beam_dict(loaded: Any, rec: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
 from inspector.errors import InputError
@@ -67,19 +68,9 @@ def run(args: argparse.Namespace) -> int:
     text = read_text(args.text_file)
 
     from inspector.models.loader import load_model
-    from inspector.quant.kv_eval import evaluate
 
     loaded = load_model(args.model)
-    ids = loaded.tokenizer.prompt_ids(text, False)
-    context = loaded.config.max_position_embeddings
-    if len(ids) > context:
-        raise InputError(f"the text is {len(ids)} tokens; the model's context window is {context} tokens")
-    if len(ids) < 2:
-        raise InputError(f"the text is {len(ids)} token: kv-eval needs at least 2 tokens")
-    prefill = len(ids) // 2 if args.prefill is None else args.prefill
-    if prefill >= len(ids):
-        raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
-    result, _ = evaluate(loaded.model, ids, spec, prefill)
+    result = kv_evaluation(loaded, text, spec, args.prefill)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -89,3 +80,20 @@ def run(args: argparse.Namespace) -> int:
           f"top-1 {result['top1_agreement']:.1%}, ppl {result['ppl']:.2f} (full {result['ppl_full']:.2f}), "
           f"KV {result['kv_bytes']:,} of {result['kv_bytes_full']:,} bytes, {result['seconds']:.1f} s")
     return 0
+
+
+def kv_evaluation(loaded: Any, text: str, spec: Any, prefill: int | None = None) -> dict[str, Any]:
+    """The object `--json` prints for `text` under the checked `CacheSpec` `spec` on `loaded` (the Python
+    API's too); `prefill` as --prefill (None: half the text's tokens)."""
+    from inspector.quant.kv_eval import evaluate
+
+    ids = loaded.tokenizer.prompt_ids(text, False)
+    context = loaded.config.max_position_embeddings
+    if len(ids) > context:
+        raise InputError(f"the text is {len(ids)} tokens; the model's context window is {context} tokens")
+    if len(ids) < 2:
+        raise InputError(f"the text is {len(ids)} token: kv-eval needs at least 2 tokens")
+    prefill = len(ids) // 2 if prefill is None else prefill
+    if prefill >= len(ids):
+        raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
+    return evaluate(loaded.model, ids, spec, prefill)[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
 from inspector.commands.kv_eval import read_text
@@ -34,23 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     text = read_text(args.text_file)  # missing, empty, non-UTF-8: before the model loads
 
-    from inspector.analysis.training import check_text, token_losses, training_step
     from inspector.models.loader import load_model
 
     loaded = load_model(args.model, device=args.device)
-    ids = loaded.tokenizer.prompt_ids(text, False)
-    check_text(ids, loaded.config.max_position_embeddings)
-    pieces = loaded.tokenizer.pieces(ids)
-    if args.grad_norms:
-        step = training_step(loaded.model, ids, pieces)
-        losses, out = step.losses, step.to_json()
-    else:
-        step, (losses, _) = None, token_losses(loaded.model, ids, pieces)
-        out = losses.to_json()
+    losses, step = text_loss(loaded, text, args.grad_norms)
+    out = step.to_json() if step is not None else losses.to_json()
+    pieces = losses.pieces
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{len(ids)} tokens, {len(losses.losses)} predicted: mean loss {losses.mean_loss:.4f} nats, "
+    print(f"{len(losses.token_ids)} tokens, {len(losses.losses)} predicted: mean loss {losses.mean_loss:.4f} nats, "
           f"perplexity {losses.perplexity:.2f}")
     worst = sorted(range(len(losses.losses)), key=lambda t: -losses.losses[t])[:5]
     print("hardest tokens: " + ", ".join(f"{pieces[t + 1]!r} {losses.losses[t]:.2f}" for t in worst))
@@ -61,3 +55,20 @@ def run(args: argparse.Namespace) -> int:
             total = sum(m.bytes for m in parts)
             print(f"{side}: {format_bytes(total)} = " + " + ".join(f"{m.label} {format_bytes(m.bytes)} ({m.how})" for m in parts))
     return 0
+
+
+def text_loss(loaded: Any, text: str, grad_norms: bool = False) -> tuple[Any, Any]:
+    """(TokenLosses, TrainingStep with --grad-norms else None) of `text` teacher-forced through `loaded`: what
+    this command prints (the Python API's too)."""
+    from inspector.analysis.training import check_text, token_losses, training_step
+    from inspector.errors import InputError
+
+    if not text.strip():
+        raise InputError("the text is empty: give a text to teacher-force")
+    ids = loaded.tokenizer.prompt_ids(text, False)
+    check_text(ids, loaded.config.max_position_embeddings)
+    pieces = loaded.tokenizer.pieces(ids)
+    if grad_norms:
+        step = training_step(loaded.model, ids, pieces)
+        return step.losses, step
+    return token_losses(loaded.model, ids, pieces)[0], None

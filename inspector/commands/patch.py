@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
 from inspector.errors import InputError
@@ -33,20 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.clean.strip() or not args.corrupt.strip():
-        raise InputError("--clean and --corrupt need text: both prompts are required")
-    from inspector.analysis.patching import sweep
-    from inspector.commands.intervene import token_id
+    check_prompts(args.clean, args.corrupt)  # before the model loads
     from inspector.models.loader import load_model
 
     loaded = load_model(args.model)
-    tok = loaded.tokenizer
-    clean, corrupt = tok.encode(args.clean), tok.encode(args.corrupt)
-    if len(clean) != len(corrupt):
-        raise InputError(f"--clean is {len(clean)} tokens and --corrupt {len(corrupt)}: patching needs prompts of "
-                         "the same token length")
-    answer, wrong = token_id(args.answer, tok, "--answer"), token_id(args.wrong, tok, "--wrong")
-    result = sweep(loaded.model, clean, corrupt, answer, wrong, args.point, pieces=(tok.pieces(clean), tok.pieces(corrupt)))
+    result = patching(loaded, args.clean, args.corrupt, args.answer, args.wrong, args.point)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
         return 0
@@ -56,3 +48,27 @@ def run(args: argparse.Namespace) -> int:
     for v, L, p in cells[:SHOWN]:
         print(f"  layer {L:>2}  position {p:>3} {result.pieces[p]!r:>14}: {v:+.3f}")
     return 0
+
+
+def patching(loaded: Any, clean: str, corrupt: str, answer: str, wrong: str, point: str = "resid_pre") -> Any:
+    """The `PatchSweep` this command prints (the Python API's too); answer and wrong as --answer / --wrong
+    take them (one token's text or #ID)."""
+    from inspector.analysis.patching import sweep
+    from inspector.commands.intervene import token_id
+
+    check_prompts(clean, corrupt)
+    if point not in POINTS:
+        raise InputError(f"--point must be one of {', '.join(POINTS)}, got {point!r}")
+    tok = loaded.tokenizer
+    clean_ids, corrupt_ids = tok.encode(clean), tok.encode(corrupt)
+    if len(clean_ids) != len(corrupt_ids):
+        raise InputError(f"--clean is {len(clean_ids)} tokens and --corrupt {len(corrupt_ids)}: patching needs "
+                         "prompts of the same token length")
+    answer_id, wrong_id = token_id(answer, tok, "--answer"), token_id(wrong, tok, "--wrong")
+    return sweep(loaded.model, clean_ids, corrupt_ids, answer_id, wrong_id, point,
+                 pieces=(tok.pieces(clean_ids), tok.pieces(corrupt_ids)))
+
+
+def check_prompts(clean: str, corrupt: str) -> None:
+    if not clean.strip() or not corrupt.strip():
+        raise InputError("--clean and --corrupt need text: both prompts are required")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, prompt_flags
 from inspector.errors import InputError
@@ -29,22 +30,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from inspector.quant.schemes import parse_kv, parse_scheme
 
-    scheme, kv = parse_scheme(args.quant), parse_kv(args.kv_quant)  # bad input fails before the model loads
+    parse_scheme(args.quant), parse_kv(args.kv_quant)  # bad input fails before the model loads
     if not args.prompt.strip():
         raise InputError("prompt is empty")
 
     from inspector.units import format_bytes
     from inspector.models.loader import load_model
-    from inspector.quant.lab import QuantLab
-    from inspector.quant.schemes import check_shapes
 
     loaded = load_model(args.model, device=args.device)
-    check_shapes(scheme, loaded.config)
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
-    if len(ids) + args.max_new_tokens > loaded.config.max_position_embeddings:
-        raise InputError(f"prompt plus --max-new-tokens exceed the context window "
-                         f"({loaded.config.max_position_embeddings} tokens)")
-    rec = QuantLab(loaded).run(ids, args.max_new_tokens, scheme.name, kv)
+    rec = fidelity(loaded, args.prompt, args.quant, args.kv_quant, chat=args.chat, system=args.system,
+                   max_new_tokens=args.max_new_tokens)
     if args.json:
         print(json.dumps(rec.summary()))
         return 0
@@ -60,3 +55,20 @@ def run(args: argparse.Namespace) -> int:
     worst = min(rec.layers, key=lambda x: x.resid_cos_min)
     print(f"residual cosine: lowest {worst.resid_cos_min:.5f} after layer {worst.layer}")
     return 0
+
+
+def fidelity(loaded: Any, prompt: str, quant: str, kv_quant: str | None = None, *, chat: bool = False,
+             system: str | None = None, max_new_tokens: int = 32) -> Any:
+    """The `FidelityRecord` this command prints for `prompt` on `loaded` (the Python API's too)."""
+    from inspector.quant.lab import QuantLab
+    from inspector.quant.schemes import check_shapes, parse_kv, parse_scheme
+
+    scheme, kv = parse_scheme(quant), parse_kv(kv_quant)
+    if not prompt.strip():
+        raise InputError("prompt is empty")
+    check_shapes(scheme, loaded.config)
+    ids = loaded.tokenizer.prompt_ids(prompt, chat, system)
+    if len(ids) + max_new_tokens > loaded.config.max_position_embeddings:
+        raise InputError(f"prompt plus --max-new-tokens exceed the context window "
+                         f"({loaded.config.max_position_embeddings} tokens)")
+    return QuantLab(loaded).run(ids, max_new_tokens, scheme.name, kv)

@@ -45,6 +45,7 @@ from inspector.commands.flags import (DRAFT_LEN, chat_flags, decoding_flags, int
 from inspector.commands.intervene import levers_from, wants_interventions
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
+from inspector.generation.settings import DecodingSettings
 
 DTYPES = ("fp32", "bf16")
 TOP_N = 20
@@ -55,7 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
                               description=__doc__.split("\n\n")[0],
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
-                                       decoding_flags(), model_flags(), json_flags(), intervention_flags()])
+                                       decoding_flags(), model_flags(), json_flags(), intervention_flags(),
+                                       run_flags()])
+    p.set_defaults(func=run)
+
+
+def run_flags() -> argparse.ArgumentParser:
+    """The flags only `inspector run` takes (the Python API takes them as keyword arguments too)."""
+    p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' dtype (default fp32)")
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
@@ -74,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--draft-len", type=DRAFT_LEN.argparse, default=None, metavar="K",
                    help=f"tokens drafted per round with --speculative, {DRAFT_LEN.allowed} "
                         f"(default {DEFAULT_DRAFT_LEN})")
-    p.set_defaults(func=run)
+    return p
 
 
 def params_from(args: argparse.Namespace) -> SamplingParams:
@@ -121,7 +129,9 @@ def result_dict(session: Any) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace) -> int:
+def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettings]:
+    """The sampling parameters and decoding settings of `run`'s flags, after every check that needs no model
+    (InputError naming the flags that do not combine)."""
     if not args.prompt.strip():
         raise InputError("prompt is empty")
     params = params_from(args)
@@ -143,11 +153,32 @@ def run(args: argparse.Namespace) -> int:
                          "drop --speculative / --quant / --kv-quant / --save-trace / --num-beams")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
+    return params, settings
+
+
+def new_session(args: argparse.Namespace, loaded: Any, settings: DecodingSettings, record: bool) -> Any:
+    """The generation session `run` steps, with the decoding flags' settings: over a quantized copy of `loaded`
+    (weights and/or KV cache) with --quant / --kv-quant, else over `loaded` with the intervention flags' levers."""
+    from inspector.session.session import Session
+
+    if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
+        from inspector.quant.session import quantized_session
+
+        _, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
+                                       record=record, on_context_full=args.on_context_full)
+    else:
+        session = Session(loaded, recompute=args.no_cache, record=record,
+                          on_context_full=args.on_context_full, levers=levers_from(args, loaded))
+    session.set_decoding(settings)
+    return session
+
+
+def run(args: argparse.Namespace) -> int:
+    params, settings = check_args(args)
 
     import torch
 
     from inspector.models.loader import load_model
-    from inspector.session.session import Session
 
     from inspector.engine.model import set_attention
 
@@ -158,15 +189,7 @@ def run(args: argparse.Namespace) -> int:
         return run_speculative(args, loaded, params, draft_len)
     if settings.num_beams > 1:
         return run_beam(args, loaded, settings)
-    if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
-        from inspector.quant.session import quantized_session
-
-        loaded, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
-                                            record=args.json, on_context_full=args.on_context_full)
-    else:
-        session = Session(loaded, recompute=args.no_cache, record=args.json or args.save_trace is not None,
-                          on_context_full=args.on_context_full, levers=levers_from(args, loaded))
-    session.set_decoding(settings)
+    session = new_session(args, loaded, settings, record=args.json or args.save_trace is not None)
     session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
     shown = 0
     if not args.json:

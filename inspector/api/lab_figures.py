@@ -1,0 +1,39 @@
+"""`figure(result)`: an analysis result (`Model.attribute`, `patch`, `loss(grad_norms=True)`, `quant`,
+`beam_search`) drawn by the builder its lab tab on the page uses (`inspector.viz`). Importing this module
+imports plotly; `inspector.figure` imports it only when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import plotly.graph_objects as go
+
+from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
+from inspector.errors import InputError
+from inspector.generation.records import BeamRecord
+from inspector.quant.records import FidelityRecord
+from inspector.viz import beams as vb
+from inspector.viz import interventions as vi
+from inspector.viz import quant as vq
+from inspector.viz import training as vt
+
+# result type -> the lab's builder
+BUILDERS: dict[type, Callable[[Any], go.Figure]] = {
+    Attribution: vi.dla_figure,
+    PatchSweep: vi.patch_figure,
+    TrainingStep: vt.layer_norms_figure,
+    FidelityRecord: vq.strip_figure,
+    BeamRecord: vb.beam_tree,
+}
+
+
+def figure(result: Any) -> go.Figure:
+    """The lab figure of an analysis result; InputError for anything else (a run draws with `run.figure`)."""
+    build = BUILDERS.get(type(result))
+    if build is None:
+        hint = " (a TokenLosses has none: loss(text, grad_norms=True) gives the Training tab's)" \
+            if isinstance(result, TokenLosses) else ""
+        kinds = ", ".join(t.__name__ for t in BUILDERS)
+        raise InputError(f"no figure for a {type(result).__name__}{hint}: figure() draws {kinds}")
+    return build(result)

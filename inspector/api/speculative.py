@@ -1,0 +1,119 @@
+"""`SpeculativeRun`: `Model.prefill(..., speculative="ngram" | "early-exit:L", draft_len=K)`, the same
+drafters and verify loop as `inspector run --speculative` (`inspector.speculative.decoding.SpeculativeRun`).
+
+A step is one round: the drafter proposes up to K tokens, the full model verifies them in one forward and
+keeps a prefix (plus a corrected or bonus token). No recorder runs in a speculative forward, so there are
+no per-forward logits, norms or attention to read: the rounds are the record (`rounds`, `stats`), drawn by
+the Speculative lab's builder (`figure("speculative")`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from inspector.errors import InputError
+from inspector.validate import Bound, shown
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from inspector.api.views import Html
+    from inspector.engine.config import SamplingParams
+    from inspector.speculative.records import RoundRecord, SpecStats
+
+VIEWS = ("speculative", "rounds")
+
+
+class SpeculativeRun:
+    """A speculative generation: step rounds, read the text, the rounds and the acceptance statistics."""
+
+    def __init__(self, run: Any, model: Any, tokenize_ms: float) -> None:
+        """Made by `Model.prefill(..., speculative=...)`, not directly."""
+        self.engine_run = run  # inspector.speculative.decoding.SpeculativeRun
+        self.model = model
+        self.tokenize_ms = tokenize_ms
+
+    def __repr__(self) -> str:
+        return (f"<inspector SpeculativeRun ({self.stats.drafter}, k={self.stats.draft_len}): "
+                f"{len(self.generated_ids)} generated in {len(self.rounds)} rounds, finished: {self.finished}>")
+
+    def step(self, n: int = 1) -> RoundRecord:
+        """Run `n` rounds (fewer when the generation finishes first); the newest round's record."""
+        n = int(Bound("n", True, 1).parse(n))
+        if self.finished:
+            raise InputError(f"generation has finished ({self.finished}): prefill again to go on")
+        for _ in range(n):
+            if self.finished:
+                break
+            self.engine_run.round()
+        return self.rounds[-1]
+
+    def play(self) -> Iterator[RoundRecord]:
+        """Rounds to the end, yielding each round's record."""
+        while not self.finished:
+            yield self.step()
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The prompt's token ids."""
+        return list(self.engine_run.prompt_ids)
+
+    @property
+    def generated_ids(self) -> list[int]:
+        """The generated token ids (the prefill's, then every round's kept drafts and correction)."""
+        return list(self.engine_run.generated_ids)
+
+    @property
+    def text(self) -> str:
+        """The generated text."""
+        return self.engine_run.text
+
+    @property
+    def finished(self) -> str | None:
+        """None while it can go on, else the finish reason."""
+        return self.engine_run.finished
+
+    @property
+    def rounds(self) -> list[RoundRecord]:
+        """Every round: the drafts with q and p, how many were accepted, the correction, the KV cache lengths."""
+        return self.engine_run.rounds
+
+    @property
+    def stats(self) -> SpecStats:
+        """Rounds, drafted, accepted, acceptance rate, tokens per full-model forward."""
+        return self.engine_run.stats
+
+    def to_json(self) -> dict[str, Any]:
+        """What `inspector run --speculative ... --json` prints for this run."""
+        from inspector.commands.run import speculative_dict
+
+        return speculative_dict(self.model.loaded, self.engine_run, self.tokenize_ms)
+
+    def figure(self, view: str = "speculative") -> go.Figure | Html:
+        """The Speculative lab's views: "speculative" (the KV cache per round: written, rolled back, kept), "rounds"
+        (each round's drafts, accepted and corrected, as HTML)."""
+        from inspector.api.views import Html
+        from inspector.viz import speculative as vsp
+
+        if view == "speculative":
+            return vsp.kv_figure(self.rounds)
+        if view == "rounds":
+            return Html(vsp.rounds_html(self.rounds) + vsp.stats_html(self.stats))
+        raise InputError(f"unknown view {shown(view)}: a speculative run's views are {', '.join(VIEWS)}")
+
+
+def start(model: Any, args: Any, params: SamplingParams, draft_len: int) -> SpeculativeRun:
+    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`)."""
+    from inspector.speculative.decoding import SpeculativeRun as Engine
+    from inspector.speculative.drafters import make_drafter
+
+    loaded = model.loaded
+    drafter = make_drafter(args.speculative, loaded.model)
+    t0 = time.perf_counter()
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
+    tokenize_ms = (time.perf_counter() - t0) * 1e3
+    run = Engine(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=True)
+    run.prefill(ids)
+    return SpeculativeRun(run, model, tokenize_ms)
