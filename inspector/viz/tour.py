@@ -166,7 +166,7 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
                         "top-k, top-p and min-p cut the tail, and one token is drawn from the softmax of what is "
                         "left (temperature 0: the top one, no draw).",
             "token": "The drawn token is the step's output. Step (→) feeds it back for the next one.",
-            "piece": "The token's text is appended to the output. Then the loop repeats: one token in, one forward "
+            "piece": "The token's bytes are appended to the text. Then the loop repeats: one token in, one forward "
                      "reading the KV cache, one token out.",
             "weights": _weights_text(f, None),
             "timing": "The prefill handles all prompt tokens in one forward: with tokenizing and the first draw, "
