@@ -15,11 +15,14 @@ against the ridge point, this machine's when `facts.ridge` is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from inspector.session.records import ForwardRecord
 from inspector.units import format_bytes
 from inspector.viz.common import esc, show_piece
 from inspector.viz.glossary import glossary_html
+
+SLIDING = "sliding_attention"  # a config's layer type for a sliding-window (local) layer (HF's name)
 
 # (key, title, tab label, tab elem_id) in the order of the pipeline strip (inspector/viz/pipeline.py), then
 # the two views that are not a stage of it, then the shortcuts and glossary
@@ -63,6 +66,15 @@ class TourFacts:
     ridge: float | None = None  # this machine's ridge point, FLOP per byte (the Serving lab's Peaks.ridge)
     window: int | None = None  # a sliding-window layer's window, when the model has such layers
     local_layers: int = 0  # how many of its layers are sliding-window (local) ones
+
+    @classmethod
+    def from_config(cls, cfg: Any, bytes_per_element: int, kv_bytes_per_token: int, dtype: str = "float32",
+                    precision_note: str = "", weight_bytes: int = 0, ridge: float | None = None) -> TourFacts:
+        """Every number from a model config (a `ModelConfig`, read by attribute), so none is typed in by hand."""
+        local = sum(cfg.layer_type(i) == SLIDING for i in range(cfg.num_hidden_layers))
+        return cls(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
+                   cfg.head_dim, cfg.vocab_size, bytes_per_element, kv_bytes_per_token, dtype, precision_note,
+                   weight_bytes, ridge, cfg.sliding_window if local else None, local)
 
 
 def kv_total(facts: TourFacts, positions: int) -> int:
@@ -229,8 +241,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
 
 def _layers_text(f: TourFacts) -> str:
     share = f.num_heads // max(1, f.num_kv_heads)
-    local = (f" {f.local_layers} of the layers are local: each position there sees only the newest {f.window:,} "
-             "positions." if f.local_layers and f.window else "")
+    local = (f" {f.local_layers} of the {f.num_layers} layers {'is' if f.local_layers == 1 else 'are'} local: each "
+             f"position there sees only the newest {f.window:,} positions." if f.local_layers and f.window else "")
     return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
             f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
             f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to itself and the positions before it.{local}")
