@@ -63,7 +63,7 @@ def layer_bars(kv: list[KVLayerStat]) -> go.Figure:
                       "font": {"size": 10, "color": "#4b5563"}})
     return figure(traces, f"KV cache per layer: {n} entries each, K and V", 300 + 40 * bool(notes), barmode="stack",
                   legend={"orientation": "h", "y": -0.25}, xaxis={"title": {"text": "layer"}},
-                  yaxis={"title": {"text": "bytes in use"}}, annotations=notes, margin={"t": 40 + 48 * bool(notes)})
+                  yaxis={"title": {"text": "in use (bytes)"}}, annotations=notes, margin={"t": 40 + 48 * bool(notes)})
 
 
 def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) -> go.Figure:
@@ -83,7 +83,7 @@ def growth_chart(records: list[ForwardRecord], weight_bytes: int | None = None) 
     return figure([line], title, 300, shapes=[vline(0.5, "#6b7280", 1, "dash")], annotations=notes,
                   xaxis={"title": {"text": "step (0 = prefill, then one per decode step)"},
                          "dtick": max(1, len(steps) // 20)},
-                  yaxis={"title": {"text": "bytes in use"}, "rangemode": "tozero"})
+                  yaxis={"title": {"text": "in use (bytes)"}, "rangemode": "tozero"})
 
 
 def allocated_bytes(kv: list[KVLayerStat]) -> int:
