@@ -48,7 +48,8 @@ def beam_tree(rec: BeamRecord, upto: int | None = None) -> go.Figure:
              marker={"size": 9, "color": [CHOSEN if n.id in chosen else COLORS.get(n.status, REMOVED) for n in nodes],
                      "symbol": ["diamond" if n.status == FINISHED else "circle" for n in nodes]},
              customdata=[[n.status, n.token, n.logprob] for n in nodes], showlegend=False,
-             hovertemplate="%{text} (id %{customdata[1]})<br>cumulative log-prob %{customdata[2]:.3f}<br>%{customdata[0]}"
+             hovertemplate="%{text} (id %{customdata[1]})<br>cumulative log-prob %{customdata[2]:.3f}"
+                           "<br>%{customdata[0]}"
                            "<extra></extra>"),
         root,
     ]

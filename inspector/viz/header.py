@@ -35,7 +35,8 @@ def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int
         ("weights in memory", format_bytes(weight_bytes), "bytes of every weight tensor (binary units: 1 MiB = "
                                                           "2²⁰ bytes)"),
     ]
-    facts = "".join(f'<span class="ii-fact"{_title(tip)}><small>{esc(k)}</small> {esc(v)}</span>' for k, v, tip in items)
+    facts = "".join(f'<span class="ii-fact"{_title(tip)}><small>{esc(k)}</small> {esc(v)}</span>'
+                    for k, v, tip in items)
     return (f'<div id="model-header" class="ii-header"><span class="ii-title">Inference Inspector</span>'
             f'<span class="ii-model">{esc(name)}</span>{facts}<small class="ii-muted">{src}</small></div>')
 

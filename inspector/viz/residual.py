@@ -117,7 +117,8 @@ def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) 
         top1 = [tops[0].id for tops in record.logit_lens]
         decided = (f' <span id="commitment-layer" data-layer="{commitment_layer(top1)}">Decided at layer '
                    f'{commitment_layer(top1)} by the lens: from that layer on, its top-1 is the model\'s top-1 at '
-                   "the output. That is where the lens shows it, not when the model knows it: the lens reads early layers poorly.</span>")
+                   "the output. That is where the lens shows it, not when the model knows it: the lens reads early "
+                   "layers poorly.</span>")
     cap = " → soft-cap" if record.sample is not None and record.sample.softcap is not None else ""
     return (f'<div class="ii-caption">Logit lens at position {pos} (the newest): the residual after each layer '
             f'→ final norm → LM head{cap}; each percentage is that token\'s softmax probability over the whole '

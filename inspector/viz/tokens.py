@@ -42,7 +42,8 @@ def _badge(decided: tuple[int, bool] | None) -> tuple[str, str]:
     layer, top1 = decided
     if not top1:  # sampled below the top: the lens settled on another token
         return (f" · not the model's top-1 at the output: sampling (or a penalty, a constraint, a forced token) "
-                f"chose it; the logit lens shows the top-1 from layer {layer} on", f'<span class="ii-decided ii-decided-other" data-layer="{layer}">~</span>')
+                f"chose it; the logit lens shows the top-1 from layer {layer} on",
+                f'<span class="ii-decided ii-decided-other" data-layer="{layer}">~</span>')
     return (f" · decided at layer {layer} by the logit lens: its top-1 from there on ({LENS_NOTE})",
             f'<span class="ii-decided" data-layer="{layer}">L{layer}</span>')
 

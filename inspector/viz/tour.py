@@ -220,8 +220,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
     chosen = next((c for c in s.candidates if c.id == s.token_id), None)
     t = s.params.temperature
     how = ("Temperature 0 means greedy: the highest logit (after any penalties or constraint) wins, no draw." if t == 0
-           else f"Temperature {t:g} divides the logits, top-k / top-p / min-p cut the tail, and {s.survivors:,} tokens "
-                "survive for the draw.")
+           else f"After any penalties or constraint, temperature {t:g} divides the logits, top-k / top-p / min-p cut "
+                f"the tail, and {s.survivors:,} tokens survive for the draw.")
     if chosen is None:
         p = ""
     elif t == 0:
@@ -245,7 +245,8 @@ def _layers_text(f: TourFacts) -> str:
              f"position there sees only the newest {f.window:,} positions." if f.local_layers and f.window else "")
     return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
             f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
-            f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to itself and the positions before it.{local}")
+            f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to "
+            f"itself and the positions before it.{local}")
 
 
 def tour_html(facts: TourFacts, rec: ForwardRecord | None, new_piece: str = "") -> str:
