@@ -1,8 +1,11 @@
 """`inspector info [--model SOURCE] [--json]`: what model is loaded, its architecture and every tensor.
 
-`--json` prints one object, a stable contract for scripts: name, source, source_format, source_bytes,
-dtype, config (HF config.json keys), params, bytes, weights_path, tied_to, groups, tensors (each with
-name, shape, dtype, params, bytes, group, layer).
+`--json` prints one object, a stable contract for scripts: name, source, source_format, source_bytes (the
+source weight files' size on disk), dtype, config (HF config.json keys), params (every weight tensor's numbers, a
+tied LM head counted once), bytes (those tensors' bytes in memory), weights_path, tied_to (the embedding a
+tied LM head reuses, else null), groups (per group: tensors, params, bytes), tensors (each with name, shape,
+dtype, params, bytes, group, layer; and precision when quantized). Sizes in the text output are in binary
+units (1 MiB = 2^20 bytes).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from inspector.units import format_bytes
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("info", help="show the model: architecture, parameters, tensor inventory",
-                                   description=__doc__.split("\n\n")[0], parents=[model_flags(), json_flags()])
+                                   description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   parents=[model_flags(), json_flags()])
     parser.set_defaults(func=run)
 
 
@@ -61,7 +66,8 @@ def family_line(c: Any) -> str:
 def human(loaded: Any, inv: Inventory) -> str:
     c = loaded.config
     arch = (f"{c.model_type}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
-            f"{c.num_attention_heads} heads, {c.num_key_value_heads} KV heads (GQA {c.n_rep}:1), head_dim {c.head_dim}, "
+            f"{c.num_attention_heads} heads, {c.num_key_value_heads} KV heads "
+            f"({f'GQA {c.n_rep}:1' if c.n_rep > 1 else 'MHA'}), head_dim {c.head_dim}, "
             f"vocab {c.vocab_size}, context {c.max_position_embeddings}, rope theta {c.rope_theta:g}"
             + (f", rope scaling {c.rope_scaling['rope_type']}" if c.rope_scaling else "")
             + (", tied embeddings" if c.tie_word_embeddings else ", separate LM head"))
@@ -72,7 +78,8 @@ def human(loaded: Any, inv: Inventory) -> str:
         f"  weights:      {loaded.weights_path}",
         f"  architecture: {arch}",
         *([f"  family adds:  {family}"] if (family := family_line(c)) else []),
-        f"  parameters:   {inv.params:,} ({format_bytes(inv.bytes)} in {dtype})",
+        f"  parameters:   {inv.params:,} ({format_bytes(inv.bytes)} in {dtype}"
+        + ("; the tied LM head is the embedding, counted once)" if inv.tied_to else ")"),
         "",
         _table(["group", "tensors", "params", "bytes"],
                [[g.group, g.tensors, g.params, format_bytes(g.bytes) if g.bytes else "0 (tied)" if g.group == "lm_head" else "0"]

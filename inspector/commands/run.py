@@ -2,11 +2,15 @@
 
 `--json` prints one object instead, a stable contract for scripts: model, prompt_ids, prompt_pieces,
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
-top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
-after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
-the processor chain in the order it ran (penalties, bans, grammar, then temperature, top-k, top-p, min-p),
-each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
+top-20 `{id, piece, logit, prob}` by raw logit, prob being the softmax of the raw logits (before any
+penalty, temperature or filter), resid_norms = per layer L2 norm of the residual stream after the layer
+(before the final norm) at the newest position, kv_bytes = per layer bytes of the KV cache entries in use
+after the forward (not the allocated storage), forward_ms = the forward's wall time with the recorder on,
+sample_ms = the draw's) and timings (ttft_ms = tokenize + prefill forward + first draw, tpot_ms = per decode
+step its forward + draw, tokenize_ms, prefill_ms = the prefill's forward). Each step also names its seed and
+`stages`: every stage of the processor chain in the order it ran (penalties, bans, grammar, then
+temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the
+top tokens before and after it.
 `interventions` lists the label of each intervention the run applied, in order ([] without any):
 `--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
 TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
@@ -54,7 +58,8 @@ DEFAULT_DRAFT_LEN = 5
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("run", help="generate text and (with --json) show what happened at each step",
-                              description=__doc__.split("\n\n")[0],
+                              description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
                                        decoding_flags(), model_flags(), json_flags(), intervention_flags(),
                                        run_flags()])
@@ -206,9 +211,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(flush=True)
     tpot = session.tpot_ms
-    per_tok = f", {1000 * len(tpot) / sum(tpot):.1f} tok/s" if tpot and sum(tpot) > 0 else ""
+    per_tok = (f", {1000 * len(tpot) / sum(tpot):.1f} tok/s over the decode steps (forward + draw)"
+               if tpot and sum(tpot) > 0 else "")
     print(f"[{len(session.generated_ids)} tokens, finished: {session.finished}, "
-          f"time to first token {session.ttft_ms:.0f} ms{per_tok}]", file=sys.stderr)
+          f"time to first token {session.ttft_ms:.0f} ms (tokenize + prefill + first draw){per_tok}]", file=sys.stderr)
     return 0
 
 

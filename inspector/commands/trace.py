@@ -18,7 +18,8 @@ from inspector.commands.run import result_dict
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("trace", help="show a saved trace file (no model needed)",
-                              description=__doc__.split("\n\n")[0], parents=[json_flags()])
+                              description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                              formatter_class=argparse.RawDescriptionHelpFormatter, parents=[json_flags()])
     p.add_argument("file", metavar="FILE", help="a .safetensors trace file")
     p.set_defaults(func=run)
 
@@ -65,14 +66,15 @@ def summary_lines(session: Any) -> list[str]:
     params = settings.get("params") or {}
     shown = ", ".join(f"{k} {v}" for k, v in params.items())
     tpot = session.tpot_ms
-    speed = f", {1000 * len(tpot) / sum(tpot):.1f} tok/s" if tpot and sum(tpot) > 0 else ""
+    speed = (f", {1000 * len(tpot) / sum(tpot):.1f} tok/s over the decode steps (forward + draw)"
+             if tpot and sum(tpot) > 0 else "")
     lines = [
         f"model: {model['name']} ({model['dtype']}, weights {model['fingerprint'][:12]}, from {model['source']})",
         f"settings: {shown or 'no sample drawn'}; max new tokens {settings['max_new_tokens']}"
         + ("; chat" if settings.get("chat") else ""),
         f"prompt: {len(session.prompt_ids)} tokens; generated: {len(session.generated_ids)} tokens "
         f"in {len(session.records)} forwards, finished: {session.finished or 'not yet'}",
-        f"time to first token {session.ttft_ms:.0f} ms{speed}",
+        f"time to first token {session.ttft_ms:.0f} ms (tokenize + prefill + first draw){speed}",
         f"text: {session.text!r}",
     ]
     if settings.get("prompt") is not None:

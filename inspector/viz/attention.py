@@ -15,9 +15,12 @@ from inspector.viz import heatimage as hi
 
 from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece, vline
 
-CAPTION = ("Attention: how much each query position looks at each earlier (cached) position. In the prefill "
-           "every prompt token attends to itself and all before it (causal triangle); in a decode step the "
-           "one new token's query reads the whole KV cache. Query heads in one group share a KV head (GQA).")
+CAPTION = ("Attention: the weights (the softmax of the scores: each query's row adds up to 1) with which each "
+           "query position reads itself and the positions before it. In the prefill every prompt token attends "
+           "to itself and all before it (the causal triangle); in a decode step the one new token's query reads "
+           "the whole KV cache, or on a sliding-window (local) layer only its window. Query heads in one group "
+           "share a KV head (GQA). The weights are recomputed from the recorded queries and the cached keys, as "
+           "the model computes them.")
 
 
 def _labels(pieces: list[str], n: int, start: int = 0) -> list[str]:
@@ -114,6 +117,8 @@ def kv_groups_html(num_heads: int, num_kv_heads: int, groups: list[list[int]] | 
     for j, qs in enumerate(groups):
         heads = "".join(f'<span class="ii-qhead{" ii-selected" if q == head else ""}">q{q}</span>' for q in qs)
         parts.append(f'<div class="ii-group"><span class="ii-kvhead">KV head {j}</span>{heads}</div>')
-    note = (f"{num_heads} query heads read {num_kv_heads} KV heads: each K/V is shared by "
-            f"{num_heads // max(1, num_kv_heads)} query heads, so the cache is {num_heads // max(1, num_kv_heads)}× smaller.")
+    share = num_heads // max(1, num_kv_heads)
+    note = (f"{num_heads} query heads read {num_kv_heads} KV heads: each K/V is shared by {share} query heads, so the "
+            f"cache is {share}× smaller than with one KV head per query head." if share > 1 else
+            f"{num_heads} query heads, each with its own KV head (multi-head attention: no sharing).")
     return f'<div id="kv-groups" class="ii-groups"><div class="ii-caption">{esc(note)}</div>{"".join(parts)}</div>'

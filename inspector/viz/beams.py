@@ -48,7 +48,8 @@ def beam_tree(rec: BeamRecord, upto: int | None = None) -> go.Figure:
              marker={"size": 9, "color": [CHOSEN if n.id in chosen else COLORS.get(n.status, REMOVED) for n in nodes],
                      "symbol": ["diamond" if n.status == FINISHED else "circle" for n in nodes]},
              customdata=[[n.status, n.token, n.logprob] for n in nodes], showlegend=False,
-             hovertemplate="%{text} (id %{customdata[1]})<br>log-prob %{customdata[2]:.3f}<br>%{customdata[0]}"
+             hovertemplate="%{text} (id %{customdata[1]})<br>cumulative log-prob %{customdata[2]:.3f}"
+                           "<br>%{customdata[0]}"
                            "<extra></extra>"),
         root,
     ]
@@ -67,6 +68,7 @@ def beam_table_html(rec: BeamRecord) -> str:
         f'<td>{len(h.token_ids)}</td><td>{h.logprob:.3f}</td><td>{h.score:.3f}</td></tr>'
         for i, h in enumerate(rec.hypotheses))
     return (f'<table id="beam-table" class="ii-table" data-beams="{rec.num_beams}"><thead><tr><th>#</th><th>text</th>'
-            '<th>tokens</th><th>log-prob</th><th>score (log-prob / length^penalty)</th></tr></thead>'
+            '<th>tokens</th><th>log-prob (sum over its tokens)</th><th>score (log-prob / tokens^length penalty)</th>'
+            '</tr></thead>'
             f'<tbody>{rows}</tbody></table><div class="ii-kv">length penalty {rec.length_penalty:g} · '
             f'early stopping {str(rec.early_stopping).lower()} · finished: {esc(rec.finish)}</div>')

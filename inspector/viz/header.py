@@ -1,9 +1,18 @@
-"""Model header and status line: plain HTML strings from model facts and timing stats."""
+"""Model header and status line: plain HTML strings from model facts and timing stats.
+
+Every figure on them carries a tooltip saying what it counts (TTFT and TPOT as `inspector.viz.timing` sums
+them, tok/s from the median TPOT, parameters with a tied LM head counted once, sizes in binary units).
+"""
 
 from __future__ import annotations
 
 from inspector.units import format_bytes
 from inspector.viz.common import esc
+
+
+def _title(tip: str) -> str:
+    """A tooltip attribute (nothing for an empty tip)."""
+    return f' title="{esc(tip)}"' if tip else ""
 
 
 def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int, source_format: str = "",
@@ -14,14 +23,27 @@ def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int
     if precision:
         src += f' · <span id="precision-note">{esc(precision)}</span>'
     items = [
-        ("parameters", f"{params / 1e6:,.1f} M"), ("dtype", dtype), ("layers", cfg.num_hidden_layers),
-        ("heads / KV heads", f"{cfg.num_attention_heads} / {cfg.num_key_value_heads}"),
-        ("head_dim", cfg.head_dim), ("hidden", cfg.hidden_size), ("context", f"{cfg.max_position_embeddings:,}"),
-        ("vocab", f"{cfg.vocab_size:,}"), ("weights in memory", format_bytes(weight_bytes)),
+        ("parameters", f"{params / 1e6:,.1f} M", "numbers in every weight tensor (M = 10⁶); a tied LM head is the "
+                                                 "embedding matrix, counted once"),
+        ("dtype", dtype, "how each weight is held in memory"), ("layers", cfg.num_hidden_layers, ""),
+        ("heads / KV heads", f"{cfg.num_attention_heads} / {cfg.num_key_value_heads}",
+         "query heads / key-value heads per layer (fewer KV heads: grouped-query attention)"),
+        ("head_dim", cfg.head_dim, "numbers per head's query, key and value"),
+        ("hidden", cfg.hidden_size, "numbers per position in the residual stream"),
+        ("context", f"{cfg.max_position_embeddings:,}", "positions the model was configured for (prompt + output)"),
+        ("vocab", f"{cfg.vocab_size:,}", "token ids the model knows"),
+        ("weights in memory", format_bytes(weight_bytes), "bytes of every weight tensor (binary units: 1 MiB = "
+                                                          "2²⁰ bytes)"),
     ]
-    facts = "".join(f'<span class="ii-fact"><small>{esc(k)}</small> {esc(v)}</span>' for k, v in items)
+    facts = "".join(f'<span class="ii-fact"{_title(tip)}><small>{esc(k)}</small> {esc(v)}</span>'
+                    for k, v, tip in items)
     return (f'<div id="model-header" class="ii-header"><span class="ii-title">Inference Inspector</span>'
             f'<span class="ii-model">{esc(name)}</span>{facts}<small class="ii-muted">{src}</small></div>')
+
+
+TTFT_TIP = "time to first token: tokenizing the prompt + the prefill forward + the first draw"
+TPOT_TIP = "time per output token: the newest decode step's forward + draw"
+TOK_S_TIP = "decode tokens per second: 1000 ÷ the median TPOT in ms (the page's drawing not included)"
 
 
 def phase_text(n_records: int, n_generated: int, max_new: int, finished: str | None, playing: bool) -> str:
@@ -47,10 +69,12 @@ def status_html(phase: str, stats: dict, message: str = "", error: bool = False,
     mem = ""
     if memory is not None:
         used, cap = memory
-        mem = (f' · <span id="status-memory" data-bytes="{used}" title="KV cache + recorded trace of this session,'
-               f' and the cap per session on this server">session {format_bytes(used)} of {format_bytes(cap)}</span>')
+        mem = (f' · <span id="status-memory" data-bytes="{used}" title="what this session holds: its KV cache\'s '
+               f'allocated storage + the recorded trace, against the cap per session on this server">session '
+               f'{format_bytes(used)} of {format_bytes(cap)}</span>')
     msg = (f' · <span id="status-message" class="{"ii-error" if error else "ii-note"}">{esc(message)}</span>'
            if message else "")
     return (f'<div id="status-line" class="ii-status" data-phase="{esc(phase)}">'
-            f'<b id="status-phase">{esc(phase)}</b> · TTFT <span id="status-ttft">{ms(stats.get("ttft_ms"))}</span>'
-            f' · last TPOT {ms(stats.get("last_tpot_ms"))} · {tok_s} tok/s{mem}{msg}</div>')
+            f'<b id="status-phase">{esc(phase)}</b> · <span title="{TTFT_TIP}">TTFT <span id="status-ttft">'
+            f'{ms(stats.get("ttft_ms"))}</span></span> · <span title="{TPOT_TIP}">last TPOT '
+            f'{ms(stats.get("last_tpot_ms"))}</span> · <span title="{TOK_S_TIP}">{tok_s} tok/s</span>{mem}{msg}</div>')

@@ -16,8 +16,12 @@ from collections import OrderedDict
 from inspector.units import format_bytes
 from inspector.viz.common import esc
 
-CAPTION = ("Tensor inventory: every weight the model reads. Each decode step reads all of them once, which is "
-           "why decoding is limited by memory bandwidth. Click a column header to sort.")
+CAPTION = ("Tensor inventory: every weight tensor the model holds (a tied LM head is the embedding matrix, "
+           "listed and counted once); bytes per tensor exact, totals in binary units (MiB = 2²⁰ bytes). A forward "
+           "reads each weight once (an untied embedding: only its tokens' rows), a decode step doing 2 FLOPs per "
+           "weight read: too few per byte to keep the "
+           "processor busy, so decoding one token at a time waits on memory bandwidth (the tour's weights step "
+           "and the Timing view's roofline show it). Click a column header to sort.")
 
 FIELDS = ("name", "shape", "dtype", "params", "bytes", "group", "precision")
 

@@ -20,12 +20,14 @@ from inspector.viz.serving import roof_trace
 CAPTION = ("Per operation: press Time operations to run a step's forward again with a timer at every trace "
            "point (median of a few runs; the step's own records are not changed). Each operation reads its "
            "weights (and attention its K and V): bytes ÷ time is the bandwidth it reached, shown against the "
-           "machine's measured read bandwidth; a decode step with one token is bandwidth-bound.")
+           "machine's measured read bandwidth. A decode step's weight products do 2 FLOPs per weight read (0.5 "
+           "FLOP/byte in fp32, 1 in bf16), left of the ridge point of current CPUs and GPUs, so bandwidth sets their "
+           "time; the plot shows where this machine's ridge lies.")
 
 
 def _head(t: OpTiming) -> str:
     return (f'{t.kind} step {t.step}: {t.tokens} new position{"s" if t.tokens != 1 else ""} after {t.context} cached, '
-            f'{t.device}, {t.dtype}; sum of operations {t.seconds * 1e3:.2f} ms (median of {t.repeats} runs)')
+            f'{t.device}, {t.dtype}; sum of the operations\' medians over {t.repeats} runs {t.seconds * 1e3:.2f} ms')
 
 
 def op_table_html(t: OpTiming, peaks: Peaks | None) -> str:

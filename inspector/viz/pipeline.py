@@ -60,21 +60,28 @@ def pipeline_html(rec: ForwardRecord | None, facts: ModelFacts, new_piece: str =
         _stage("embed", "embeddings", f"{n} × {facts.hidden_size}", "Residual stream",
                "one vector per token from the embedding matrix"),
         _stage("layers", f"{facts.num_layers} layers", f"attention + MLP · {facts.num_heads} q / "
-               f"{facts.num_kv_heads} kv heads", "Attention", "each layer adds attention, then an MLP output"),
+               f"{facts.num_kv_heads} kv heads", "Attention", "each layer adds its attention output, then its MLP "
+               "output, to the residual stream"),
         _stage("kv", "KV cache", f"{kv_len} positions ({'+' + str(n) if prefill else '+1'})", "KV cache",
                "keys and values written by this forward, read by every later one"),
         _stage("norm", "final norm", f"‖x‖ {norm:.0f} → RMSNorm", "Residual stream",
-               "the last position's residual after the last layer, normalised"),
+               "the newest position's residual after the last layer (its L2 norm ‖x‖), then RMS-normalised"),
         _stage("logits", "logits", f"{facts.vocab_size:,} logits", "Sampling", "LM head: one score per vocabulary entry"),
     ]
     if s is not None:
-        how = "greedy (argmax)" if s.params.temperature == 0 else f"{s.survivors:,} survive"
-        prob = next((c.prob_final for c in s.candidates if c.id == s.token_id), None)
+        greedy = s.params.temperature == 0
+        how = "greedy (argmax)" if greedy else f"{s.survivors:,} survive"
+        chosen = next((c for c in s.candidates if c.id == s.token_id), None)
+        # greedy's final distribution is one-hot: show the model's own probability of the token instead
+        prob = None if chosen is None else chosen.prob_raw if greedy else chosen.prob_final
         p = f" · p {prob:.2f}" if prob is not None else ""
+        chain = f"the processor chain: {', '.join(s.stages)}" if s.stages else "no processors"
         stages += [
-            _stage("sampling", "sampling", esc(how), "Sampling", "temperature, top-k, top-p, min-p, then a draw"),
+            _stage("sampling", "sampling", esc(how), "Sampling",
+                   chain + ("; then the top token, no draw" if greedy else "; then a seeded draw")),
             _stage("token", "token", f"{esc(show_piece(s.token_piece, 12))} · id {s.token_id}{p}", "Sampling",
-                   "the token this step produced"),
+                   "the token this step produced; p: the model's probability of it (softmax of the logits)" if greedy
+                   else "the token this step produced; p: its probability in the distribution it was drawn from"),
             _stage("piece", "text piece", esc(show_piece(new_piece, 12)) if new_piece else "(waits for more bytes)",
                    None, "what the token added to the text (streamed)"),
         ]

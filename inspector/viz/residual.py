@@ -19,8 +19,11 @@ from inspector.viz import heatimage as hi
 from inspector.viz.common import ATTN, MAX_TICKS, MLP, PROMPT, esc, figure, show_piece
 
 CAPTION = ("Residual stream: the hidden vector each position carries through the layers. The heatmap is its "
-           "size (L2 norm) after every layer; the chart shows, for the selected position, what attention and "
-           "the MLP add at each layer; the logit lens decodes the newest position's residual at every layer.")
+           "size (L2 norm) after every layer, before the final norm; the chart shows, for the selected position, "
+           "what attention and the MLP add at each layer; the logit lens reads the newest position's residual "
+           "after every layer through the final norm and LM head: what it would predict if the model stopped "
+           "there. The lens reads early layers poorly (their residual is not yet in the form the LM head reads), "
+           "so a token it shows late may be present earlier.")
 
 
 def residual_norms(records: list[ForwardRecord]) -> np.ndarray:
@@ -94,7 +97,8 @@ def position_chart(records: list[ForwardRecord], position: int, piece: str = "")
 
 
 def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) -> str:
-    """Table: per layer, the top-5 tokens of the newest position's residual read through the LM head."""
+    """Table: per layer, the top-5 tokens of the newest position's residual read through the final norm and the
+    LM head (and the final soft-cap, in a family that has one, as `Transformer.unembed` applies it)."""
     rows = []
     last = len(record.logit_lens) - 1
     for layer, tops in enumerate(record.logit_lens):
@@ -112,8 +116,12 @@ def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) 
     if all(record.logit_lens):
         top1 = [tops[0].id for tops in record.logit_lens]
         decided = (f' <span id="commitment-layer" data-layer="{commitment_layer(top1)}">Decided at layer '
-                   f'{commitment_layer(top1)}: from there on the top-1 stays the final token.</span>')
-    return (f'<div class="ii-caption">Logit lens at position {pos} (the newest): each layer\'s residual '
-            f'→ final RMSNorm → LM head.{decided}</div>'
-            f'<table id="logit-lens" class="ii-table ii-lens" data-step="{record.step}"><thead><tr><th>layer</th>{head}</tr></thead>'
+                   f'{commitment_layer(top1)} by the lens: from that layer on, its top-1 is the model\'s top-1 at '
+                   "the output. That is where the lens shows it, not when the model knows it: the lens reads early "
+                   "layers poorly.</span>")
+    cap = " → soft-cap" if record.sample is not None and record.sample.softcap is not None else ""
+    return (f'<div class="ii-caption">Logit lens at position {pos} (the newest): the residual after each layer '
+            f'→ final norm → LM head{cap}; each percentage is that token\'s softmax probability over the whole '
+            f'vocabulary.{decided}</div>'
+            f'<table id="logit-lens" class="ii-table ii-lens" data-step="{record.step}"><thead><tr><th>after layer</th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')

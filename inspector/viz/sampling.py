@@ -1,8 +1,9 @@
 """Sampling view: the top-N candidates followed through temperature, top-k, top-p, min-p, to the pick.
 
 Draws a `SampleRecord` (from a step, or from `Session.preview_sample` when a slider moves): raw
-probability, after temperature, final (renormalised over survivors); removed tokens greyed; the chosen
-token highlighted.
+probability, after temperature (and every stage before it: penalties, bans, a grammar), final (renormalised
+over survivors); removed tokens greyed, each naming the stage that removed it; the chosen token highlighted.
+`CAPTION` is the Sampling tab's, above the chain's waterfall (`inspector.viz.stages`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,24 @@ import plotly.graph_objects as go
 from inspector.session.records import SampleRecord
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_piece
 
-CAPTION = ("Sampling: the logits of the newest position become probabilities (softmax); temperature sharpens "
-           "or flattens them, top-k / top-p / min-p remove unlikely tokens (grey), the survivors are "
-           "renormalised and one is drawn with the seed. Temperature 0 = always the most likely token.")
+CAPTION = ("Sampling: every stage between the newest position's logits and the token, in the order it runs. "
+           "Penalties, bans and a grammar you set edit or mask the logits first; temperature divides them (below 1 "
+           "sharpens, above 1 flattens); top-k / top-p / min-p remove unlikely tokens (their lines drop to 0); the "
+           "survivors are renormalised and one is drawn with the seed (the same seed, position and distribution "
+           "draw the same token). Temperature 0 = greedy: the highest logit after those edits, no draw.")
 
 
-def removed_by(c) -> list[str]:
+def removed_by(c, stages: list[str] | None = None) -> list[str]:
+    """The stage that took candidate `c` to probability 0, from its per-stage probabilities when `stages` (the
+    record's, in order) are given; else which of top-k / top-p / min-p it did not survive (a token masked
+    earlier, by a ban or a grammar, also fails those)."""
+    if stages and len(c.stage_probs) == len(stages):
+        before = c.prob_raw
+        for name, prob in zip(stages, c.stage_probs):
+            if before > 0 and prob == 0:
+                return [name]
+            before = prob
+        return []
     out = []
     if not c.kept_top_k:
         out.append("top-k")
@@ -34,15 +47,19 @@ def sampling_bars(sample: SampleRecord, top_n: int = 20, preview: bool = False) 
     if sample.token_id not in [c.id for c in cands]:
         cands = cands + [c for c in sample.candidates if c.id == sample.token_id]
     x = [f"{show_piece(c.piece, 10)}<br><sub>{c.id}</sub>" for c in cands]
-    removed = [bool(removed_by(c)) for c in cands]
+    by = [removed_by(c, sample.stages) for c in cands]
+    removed = [bool(b) for b in by]
     chosen = [c.id == sample.token_id for c in cands]
-    hover = [f"id {c.id} · logit {c.logit:.2f}" + (f"<br>removed by {', '.join(removed_by(c))}" if removed_by(c) else "")
-             for c in cands]
+    hover = [f"id {c.id} · logit {c.logit:.2f}" + (f"<br>removed by {', '.join(b)}" if b else "")
+             for c, b in zip(cands, by)]
+    t = sample.params.temperature
+    before = sample.stages[:sample.stages.index("temperature")] if "temperature" in sample.stages else []
+    tname = (f"after {', '.join(before)} and temperature {t:g}" if before and t > 0 else
+             f"after temperature {t:g}" if t > 0 else "temperature 0 (greedy): not applied")
     traces = [
         dict(type="bar", x=x, y=[c.prob_raw for c in cands], name="raw softmax", marker={"color": "#c7d2fe"},
              hovertext=hover),
-        dict(type="bar", x=x, y=[c.prob_temperature for c in cands],
-             name=f"after temperature {sample.params.temperature:g}",
+        dict(type="bar", x=x, y=[c.prob_temperature for c in cands], name=tname,
              marker={"color": ["#e5e7eb" if r else "#818cf8" for r in removed]}, hovertext=hover),
         dict(type="bar", x=x, y=[c.prob_final for c in cands], name="final (after filters, renormalised)",
              marker={"color": [CHOSEN if ch else (REMOVED if r else GENERATED) for ch, r in zip(chosen, removed)],

@@ -1,6 +1,9 @@
 """Timing view: time to first token (tokenize + prefill + first sample) and time per output token.
 
-Read from `ForwardRecord` wall times; prefill and decode colored apart.
+Read from `ForwardRecord` wall times: `forward_ms` is the forward as the session ran it, with its recorder (a
+decode step's recorder only keeps references, reduced after the timer; a long prefill's computes its norms
+layer by layer inside it), without the logit lens or any drawing; `sample_ms` the draw. Prefill and decode
+colored apart.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import plotly.graph_objects as go
 from inspector.session.records import ForwardRecord
 from inspector.viz.common import GENERATED, PROMPT, figure
 
-CAPTION = ("Timing: the prefill processes the whole prompt in one forward (time to first token, TTFT); each "
-           "decode step runs one forward for one token (time per output token, TPOT).")
+CAPTION = ("Timing: the prefill processes the whole prompt in one forward; with tokenizing and the first draw "
+           "that is the time to first token (TTFT). Each decode step runs one forward for one token; its forward "
+           "+ draw is the time per output token (TPOT). Bars are wall clock of each forward as the page ran it, "
+           "recorder on, without the logit lens or the page's drawing.")
 
 
 def step_ms(r: ForwardRecord) -> float:
@@ -39,8 +44,8 @@ def timing_chart(records: list[ForwardRecord]) -> go.Figure:
     colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
     text = [f"{r.n_new} tok" if r.kind == "prefill" else "" for r in records]
     traces = [
-        dict(type="bar", x=steps, y=fwd, name="forward (+ tokenize)", marker={"color": colors}, text=text,
-             hovertemplate="step %{x}<br>forward %{y:.1f} ms<extra></extra>"),
+        dict(type="bar", x=steps, y=fwd, name="forward (+ tokenize in the prefill)", marker={"color": colors},
+             text=text, hovertemplate="step %{x}<br>forward (+ tokenize) %{y:.1f} ms<extra></extra>"),
         dict(type="bar", x=steps, y=smp, name="sampling", marker={"color": "#f59e0b"},
              hovertemplate="step %{x}<br>sampling %{y:.2f} ms<extra></extra>"),
     ]

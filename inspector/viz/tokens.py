@@ -3,8 +3,10 @@
 Chips carry `data-pos` / `data-id` so static/app.js can turn a click into "select this position".
 Prompt chips are blue, generated green, special (control) tokens purple with a dashed border.
 A generated chip whose step's logit lens (or only its `commitment`) is known carries its commitment layer
-(`decided_layers`): a small "L21" badge and "decided at layer 21" in its tooltip, the first layer from which
-the lens's top-1 stays the token the model ranked first (`inspector.session.records.lens_commitment`).
+(`decided_layers`): a small "L21" badge and "decided at layer 21 by the logit lens" in its tooltip, the first
+layer from which the lens's top-1 stays the token the model ranked first (`inspector.session.records.
+lens_commitment`). That is what the lens shows, not when the model "knows" the token: the lens reads early
+layers poorly (nostalgebraist 2020; Belrose et al. 2023), and the tooltip says so.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from __future__ import annotations
 from inspector.session.records import ForwardRecord, lens_commitment
 from inspector.viz.common import esc, show_piece
 
-CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed together in the prefill); "
-           "each decode step appends one generated token (green). Click a token to select its position.")
+CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed together in the prefill; special "
+           "tokens purple); the prefill's logits give the first generated token (green) and each decode step one "
+           "more. A generated token's badge (L21) is the layer from which the logit lens shows it on top: what "
+           "the lens reads, not when the model \"knows\" it. Click a token to select its position.")
+
+LENS_NOTE = "the logit lens reads early layers poorly: a layer where it shows the token, not where the model knows it"
 
 
 def decided_layers(records: list[ForwardRecord]) -> dict[int, tuple[int, bool]]:
@@ -34,10 +40,12 @@ def _badge(decided: tuple[int, bool] | None) -> tuple[str, str]:
     if decided is None:
         return "", ""
     layer, top1 = decided
-    if not top1:  # sampled below the top: the lens decided on another token
-        return (f" · the model's top-1 (decided at layer {layer}) was another token: this one was sampled",
+    if not top1:  # sampled below the top: the lens settled on another token
+        return (f" · not the model's top-1 at the output: sampling (or a penalty, a constraint, a forced token) "
+                f"chose it; the logit lens shows the top-1 from layer {layer} on",
                 f'<span class="ii-decided ii-decided-other" data-layer="{layer}">~</span>')
-    return f" · decided at layer {layer}", f'<span class="ii-decided" data-layer="{layer}">L{layer}</span>'
+    return (f" · decided at layer {layer} by the logit lens: its top-1 from there on ({LENS_NOTE})",
+            f'<span class="ii-decided" data-layer="{layer}">L{layer}</span>')
 
 
 def token_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,

@@ -2,22 +2,27 @@
 
 `tour_html(facts, rec, new_piece)` is a pure function of the model's numbers (`TourFacts`, built from its
 config by the UI) and the newest `ForwardRecord` (None before the first prefill). It returns one HTML string:
-a `<section class="ii-tour-step">` per step, each 2-3 plain sentences; the page's script shows one at a time.
+a `<section class="ii-tour-step">` per step, each 2-4 plain sentences; the page's script shows one at a time.
 A step that explains a view names that view's tab (`data-tab`, its label; `data-tab-id`, its elem_id), so the
 "?" beside a view opens the tour at its step and the tour can open the view.
 
 The KV-cache step's bytes are `facts.kv_bytes_per_token × cached positions`: the per-token bytes are the one
-formula's (`inspector.engine.kv_cache.kv_bytes`), so they equal the KV view's formula line.
+formula's (`inspector.engine.kv_cache.kv_bytes`), so they equal the KV view's formula line. The weights step
+says why a decode step at batch 1 is memory-bound: its weight products' FLOPs per byte (2 per weight read)
+against the ridge point, this machine's when `facts.ridge` is given.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from inspector.session.records import ForwardRecord
 from inspector.units import format_bytes
 from inspector.viz.common import esc, show_piece
 from inspector.viz.glossary import glossary_html
+
+SLIDING = "sliding_attention"  # a config's layer type for a sliding-window (local) layer (HF's name)
 
 # (key, title, tab label, tab elem_id) in the order of the pipeline strip (inspector/viz/pipeline.py), then
 # the two views that are not a stage of it, then the shortcuts and glossary
@@ -45,7 +50,7 @@ SHORTCUTS = (("→", "one decode step (Step)"), ("space", "Play / Pause"),
 
 @dataclass(frozen=True)
 class TourFacts:
-    """The model numbers the tour names (from its config and dtype)."""
+    """The model numbers the tour names (from its config and dtype); the optional ones add a sentence when known."""
 
     hidden_size: int
     num_layers: int
@@ -57,6 +62,19 @@ class TourFacts:
     kv_bytes_per_token: int  # kv_bytes(config, 1, bytes_per_element): every layer's K and V of one position
     dtype: str = "float32"
     precision_note: str = ""  # where the weights came from, when that changes what "fp32" means
+    weight_bytes: int = 0  # the weights' bytes in memory (the Tensor inventory's total); 0: not given
+    ridge: float | None = None  # this machine's ridge point, FLOP per byte (the Serving lab's Peaks.ridge)
+    window: int | None = None  # a sliding-window layer's window, when the model has such layers
+    local_layers: int = 0  # how many of its layers are sliding-window (local) ones
+
+    @classmethod
+    def from_config(cls, cfg: Any, bytes_per_element: int, kv_bytes_per_token: int, dtype: str = "float32",
+                    precision_note: str = "", weight_bytes: int = 0, ridge: float | None = None) -> TourFacts:
+        """Every number from a model config (a `ModelConfig`, read by attribute), so none is typed in by hand."""
+        local = sum(cfg.layer_type(i) == SLIDING for i in range(cfg.num_hidden_layers))
+        return cls(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
+                   cfg.head_dim, cfg.vocab_size, bytes_per_element, kv_bytes_per_token, dtype, precision_note,
+                   weight_bytes, ridge, cfg.sliding_window if local else None, local)
 
 
 def kv_total(facts: TourFacts, positions: int) -> int:
@@ -73,13 +91,66 @@ def _kv_text(facts: TourFacts, positions: int | None) -> str:
            f"{share}× smaller than with one KV head per query head" if share > 1
            else "every query head has its own KV head here")
     if positions is None:
-        return (f"Every layer keeps the key and value of each position it has seen, so later tokens need not "
-                f"recompute them. One token costs {factors} = {f.kv_bytes_per_token:,} bytes; {why}. "
+        return (f"Every layer keeps the key and value of each position it has seen, so a later token computes K "
+                f"and V for itself only. One token costs {factors} = {f.kv_bytes_per_token:,} bytes; {why}. "
                 f"Press Prefill to fill it.")
     total = kv_total(f, positions)
     return (f'The KV cache now holds <b id="tour-kv-tokens" data-tokens="{positions}">{positions} tokens</b> × '
             f'{factors} = <b id="tour-kv-bytes" data-bytes="{total}">{total:,} bytes ({format_bytes(total)})</b>, '
             f"{why}. Each decode step adds one position: {f.kv_bytes_per_token:,} bytes.")
+
+
+def intensity(bytes_per_element: int, tokens: int = 1) -> float:
+    """FLOPs per byte of weights read by the weight products of a forward over `tokens` new tokens: each weight
+    read once does one multiply-add (2 FLOPs) per token."""
+    return 2 * tokens / bytes_per_element
+
+
+def _weights_text(f: TourFacts, prefill_tokens: int | None) -> str:
+    """Why a decode step at batch 1 waits on memory: its FLOPs per byte against the ridge point (roofline)."""
+    held = f" ({format_bytes(f.weight_bytes)} here)" if f.weight_bytes else ""
+    decode = intensity(f.bytes_per_element)
+    first = (f"A forward reads every weight once{held}, held as {esc(f.dtype)}, {f.bytes_per_element} bytes a "
+             f"number, whether it feeds one token or a whole prompt (of an untied embedding, only its tokens' rows).")
+    if f.ridge is not None:  # this machine's, measured
+        side = "below" if decode < f.ridge else "above"
+        bound = "memory" if decode < f.ridge else "compute"
+        where = (f"{side} this machine's ridge point of {f.ridge:.1f} FLOP/byte (peak FLOP/s ÷ memory bandwidth, "
+                 f"as the Serving lab measured them), so at batch 1 decode is {bound}-bound")
+    else:
+        where = ("below the ridge point (peak FLOP/s ÷ memory bandwidth) of current CPUs and GPUs for 16- and "
+                 "32-bit weights, so at batch 1 decode waits on memory, not on arithmetic" if decode <= 1 else
+                 "and decode at batch 1 waits on memory wherever that is below the ridge point (peak FLOP/s ÷ "
+                 "memory bandwidth)")
+    second = f"A decode step's weight products do 2 FLOPs per weight read, {decode:g} FLOP per byte: {where}."
+    t = prefill_tokens
+    if t and f.ridge is not None:
+        bound = "compute" if intensity(f.bytes_per_element, t) >= f.ridge else "memory"
+        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte of weights, so "
+                 f"its weight products were {bound}-bound here; a longer prompt does more per byte.")
+    elif t:
+        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte of weights: a "
+                 "long enough prompt makes the prefill compute-bound.")
+    else:
+        third = "A prefill of T tokens reuses each weight T times (2T FLOPs per weight): it can be compute-bound."
+    text = f"{first} {second} {third}"
+    return f"{text} {esc(f.precision_note)}" if f.precision_note else text
+
+
+def _timing_text(f: TourFacts, rec: ForwardRecord, kv_len: int) -> str:
+    """This forward's times, what TTFT / TPOT add up to here, and why a decode step grows with the cache."""
+    clock = "Times are wall clock of the forward as the page ran it, recorder on (no logit lens, no drawing)."
+    if rec.kind == "prefill":
+        ttft = rec.tokenize_ms + rec.forward_ms + rec.sample_ms
+        return (f"Time to first token (TTFT) here: tokenizing {rec.tokenize_ms:.1f} ms + this forward "
+                f"{rec.forward_ms:.0f} ms + the draw {rec.sample_ms:.1f} ms = {ttft:.0f} ms. Each decode step then "
+                f"feeds one token; its forward + draw is the time per output token (TPOT). {clock}")
+    grow = (f"; at {kv_len} positions the cache is {kv_total(f, kv_len) / f.weight_bytes:.1%} of the weights' bytes"
+            if f.weight_bytes else "")
+    return (f"This decode step's forward took {rec.forward_ms:.0f} ms and the draw {rec.sample_ms:.1f} ms: "
+            f"{rec.forward_ms + rec.sample_ms:.0f} ms, its time per output token (TPOT). Each step reads the same "
+            f"weights plus every cached K and V ({f.kv_bytes_per_token:,} bytes per position{grow}), so TPOT grows "
+            f"with the context. {clock}")
 
 
 def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[str, str]:
@@ -89,10 +160,6 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
     keys = "".join(f"<li><kbd>{esc(k)}</kbd> {esc(what)}</li>" for k, what in SHORTCUTS)
     keys_html = (f'<ul id="tour-shortcuts" class="ii-tour-keys">{keys}</ul><p>The keys act when no text box has '
                  f"the focus. The words the views use:</p>{glossary}")
-    weights = (f"Every decode step reads all the weights once: that, not the arithmetic, is what limits a small "
-               f"batch. The weights are held as {esc(f.dtype)}, {f.bytes_per_element} bytes a number.")
-    if f.precision_note:
-        weights += f" {esc(f.precision_note)}"
     if rec is None:
         n_txt = "Your prompt"
         return {
@@ -107,14 +174,16 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
             "norm": "After the last layer, the newest position's residual is RMS-normalised: divided by its "
                     "root-mean-square, then scaled by learned weights.",
             "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry.",
-            "sampling": "Softmax turns the logits into probabilities; temperature, top-k, top-p and min-p reshape "
-                        "and cut them, then one token is drawn (temperature 0: the top one).",
+            "sampling": "Any penalties or constraint you set edit the logits first; then temperature divides them, "
+                        "top-k, top-p and min-p cut the tail, and one token is drawn from the softmax of what is "
+                        "left (temperature 0: the top one, no draw).",
             "token": "The drawn token is the step's output. Step (→) feeds it back for the next one.",
             "piece": "The token's bytes are appended to the text. Then the loop repeats: one token in, one forward "
                      "reading the KV cache, one token out.",
-            "weights": weights,
-            "timing": "The prefill handles all prompt tokens in one forward (time to first token); each decode "
-                      "step handles one (time per output token).",
+            "weights": _weights_text(f, None),
+            "timing": "The prefill handles all prompt tokens in one forward: with tokenizing and the first draw, "
+                      "that is the time to first token (TTFT). Each decode step handles one token: its forward and "
+                      "draw are the time per output token (TPOT).",
             "keys": keys_html,
         }
     n, end = rec.n_new, rec.start_pos + rec.n_new
@@ -140,22 +209,25 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
                 "it by its root-mean-square and scales it by learned weights.",
         "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry. "
                   "Softmax makes them probabilities that add up to 1.",
-        "timing": f"This forward took {rec.forward_ms:.0f} ms and the draw {rec.sample_ms:.1f} ms. "
-                  + ("The prefill's time is the time to first token." if prefill
-                     else "A decode step's time is the time per output token; it grows slowly with the cache."),
-        "weights": weights,
+        "timing": _timing_text(f, rec, kv_len),
+        "weights": _weights_text(f, n if prefill else None),
         "keys": keys_html,
     }
     if s is None:
         texts.update(sampling="No token was drawn in this forward.", token="No token was drawn in this forward.",
                      piece="Nothing was added to the text.")
         return texts
-    prob = next((c.prob_final for c in s.candidates if c.id == s.token_id), None)
-    p = f" with probability {prob:.2f}" if prob is not None else ""
+    chosen = next((c for c in s.candidates if c.id == s.token_id), None)
     t = s.params.temperature
-    how = ("Temperature 0 means greedy: the highest logit wins, no draw." if t == 0 else
-           f"Temperature {t:g} divides the logits, top-k / top-p / min-p cut the tail, and {s.survivors:,} tokens "
-           "survive for the draw.")
+    how = ("Temperature 0 means greedy: the highest logit (after any penalties or constraint) wins, no draw." if t == 0
+           else f"After any penalties or constraint, temperature {t:g} divides the logits, top-k / top-p / min-p cut "
+                f"the tail, and {s.survivors:,} tokens survive for the draw.")
+    if chosen is None:
+        p = ""
+    elif t == 0:
+        p = f", to which the model gave probability {chosen.prob_raw:.2f}"
+    else:
+        p = f", drawn with probability {chosen.prob_final:.2f} (the model's own: {chosen.prob_raw:.2f})"
     texts.update(
         sampling=f"Softmax turns the logits into probabilities. {how}",
         token=f"This step chose “{esc(show_piece(s.token_piece, 20))}” (id {s.token_id}){p}. Step (→) feeds it back "
@@ -169,9 +241,12 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
 
 def _layers_text(f: TourFacts) -> str:
     share = f.num_heads // max(1, f.num_kv_heads)
+    local = (f" {f.local_layers} of the {f.num_layers} layers {'is' if f.local_layers == 1 else 'are'} local: each "
+             f"position there sees only the newest {f.window:,} positions." if f.local_layers and f.window else "")
     return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
             f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
-            f"({share} query heads per KV head): each position looks back at the earlier ones.")
+            f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to "
+            f"itself and the positions before it.{local}")
 
 
 def tour_html(facts: TourFacts, rec: ForwardRecord | None, new_piece: str = "") -> str:
