@@ -140,19 +140,8 @@ def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.f
     directory only costs the caching."""
     path = Path(directory) / PEAKS_FILE
     key = machine_key(dtype, device)
-    stored: dict = {}
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-        stored = found if isinstance(found, dict) else {}
-    except (OSError, ValueError):
-        pass
-    before = None
-    entry = stored.get(key)
-    if isinstance(entry, dict):
-        try:
-            before = Peaks(float(entry["gflops_per_s"]), float(entry["gb_per_s"]), str(entry["dtype"]), key)
-        except (KeyError, TypeError, ValueError):
-            pass  # a damaged entry: measure again
+    stored = _stored(path)
+    before = stored_peaks(directory, dtype, device)
     if before is not None and not refresh:
         return before
     peaks = measure_peaks(dtype, device, **measure_kwargs)
@@ -167,6 +156,27 @@ def cached_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.f
     except OSError:
         pass
     return peaks
+
+
+def _stored(path: Path) -> dict:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def stored_peaks(directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu") -> Peaks | None:
+    """The peaks already stored for this machine key in `directory`, or None (nothing is measured)."""
+    key = machine_key(dtype, device)
+    entry = _stored(Path(directory) / PEAKS_FILE).get(key)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return Peaks(float(entry["gflops_per_s"]), float(entry["gb_per_s"]), str(entry["dtype"]), key)
+    except (KeyError, TypeError, ValueError):
+        return None  # a damaged entry: measured again when asked for
 
 
 def peaks_directory(weights_path: str | os.PathLike[str]) -> Path:

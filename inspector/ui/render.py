@@ -41,7 +41,7 @@ class Renderer:
         cfg = page.loaded.config
         self.facts = vp.ModelFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                                    cfg.num_key_value_heads, cfg.vocab_size)
-        self.tour_facts = tour_facts(page.loaded)
+        self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
 
     def blank_views(self, message: str = "", error: bool = False) -> dict[str, Any]:
         """Every view in its empty state (page load, Reset)."""

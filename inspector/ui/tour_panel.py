@@ -16,6 +16,7 @@ from typing import Any
 
 import gradio as gr
 
+from inspector.serving.roofline import peaks_directory, stored_peaks
 from inspector.session.budget import kv_bytes
 from inspector.ui.bundle import ViewSlot
 from inspector.viz.precision import precision_note
@@ -32,14 +33,19 @@ NAV_HTML = ('<div class="ii-tour-nav"><b class="ii-tour-title">Tour of one step<
             'Close ✕</button></div>')
 
 
-def tour_facts(loaded: Any) -> TourFacts:
-    """The model numbers the tour names; the KV bytes per token by the KV cache's own formula."""
+def tour_facts(loaded: Any, weight_bytes: int = 0) -> TourFacts:
+    """The model numbers the tour names, every one from the config; the KV bytes per token by the KV cache's
+    own formula; the weights' bytes; this machine's ridge point when its roofline peaks are already stored
+    (the Serving lab measures them: none are measured at start-up)."""
     cfg = loaded.config
     elem = loaded.dtype.itemsize  # bytes per number the cache holds (it is allocated in the model's dtype)
     dtype = str(loaded.dtype).replace("torch.", "")
-    return TourFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
-                     cfg.head_dim, cfg.vocab_size, elem, kv_bytes(cfg, 1, elem), dtype,
-                     precision_note(getattr(loaded, "source_format", "") or "", dtype))
+    peaks = None
+    if getattr(loaded, "weights_path", None):
+        peaks = stored_peaks(peaks_directory(loaded.weights_path), loaded.dtype, getattr(loaded, "device", "cpu"))
+    return TourFacts.from_config(cfg, elem, kv_bytes(cfg, 1, elem), dtype,
+                                 precision_note(getattr(loaded, "source_format", "") or "", dtype),
+                                 weight_bytes=weight_bytes, ridge=peaks.ridge if peaks is not None else None)
 
 
 def build_tour_panel() -> None:

@@ -70,7 +70,10 @@ class AttentionView(ViewPanel):
         local = [self.window(i) is not None for i in range(cfg.num_hidden_layers)]
         over = va.overview_html(rows, pieces, n_rep, pos, layer, head, local if any(local) else None)
         groups = rec.kv[layer].kv_head_groups if rec.kv else None
+        window = self.window(layer)
+        local = (f"; this local layer gives weight only to the newest {window:,} of them"
+                 if window is not None and n_keys > window else "")
         info = (f'<div id="attention-info" data-keys="{n_keys}" data-query="{pos}">Query position {pos}: '
-                f'attends over <b id="attention-keys">{n_keys}</b> keys ({rec.kind} step {rec.step}).</div>'
+                f'reads <b id="attention-keys">{n_keys}</b> cached keys ({rec.kind} step {rec.step}){local}.</div>'
                 + va.kv_groups_html(cfg.num_attention_heads, cfg.num_key_value_heads, groups, head))
         return {"attn_fig": fig, "attn_overview": over, "attn_info": info}

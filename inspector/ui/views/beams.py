@@ -26,9 +26,10 @@ from inspector.viz import beams as vbm
 from inspector.viz.common import empty_figure
 
 CAPTION = ("Beam search keeps the B most likely continuations at each step instead of one token: each live beam "
-           "spawns candidates, the best B that have not ended live on, those that end with EOS (or at the length "
-           "limit) become finished hypotheses, ranked by log-probability / length^length-penalty (the transformers "
-           "defaults). Set the beams and length penalty in the page's settings panel.")
+           "spawns candidates, the best B that have not ended live on, and a candidate that ends with EOS (or at the "
+           "length limit) while among the best B becomes a finished hypothesis, ranked by its cumulative "
+           "log-probability ÷ generated length^length-penalty (the transformers algorithm and defaults). Set the "
+           "beams and length penalty in the page's settings panel.")
 
 
 @dataclass

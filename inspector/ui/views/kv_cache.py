@@ -60,7 +60,8 @@ class KVCacheView(ViewPanel):
         weight_bytes = self.page.inventory.bytes
         return {"kv_bars": vk.layer_bars(rec.kv), "kv_growth": vk.growth_chart(s.records, weight_bytes),
                 "kv_summary": vk.summary_html(rec.kv, weight_bytes, self.page.dtype_name),
-                "kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new)}
+                "kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new,
+                                                  rec.n_new)}
 
     @refuses
     def recompute(self, sid: Any) -> dict[str, Any]:
@@ -71,7 +72,8 @@ class KVCacheView(ViewPanel):
         with entry.exclusive("recompute"):
             rec = entry.session.records[-1]
             entry.uncached_ms = run_prefill(uncached_forward_ms, entry.session)
-        return {"kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new),
+        return {"kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new,
+                                                  rec.n_new),
                 "status": self.page.run.render.status(entry)}
 
 
