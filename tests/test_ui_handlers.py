@@ -498,3 +498,29 @@ def test_every_update_names_the_state_it_shows_and_a_later_state_has_a_larger_nu
     assert version(reset) > version(stepped)
     other, views = h.prefill(None, "Hello", False, "", *SAMPLING, 8, 0, 0)
     assert version(views) > version(reset)  # one counter for every session
+
+
+def test_a_step_pressed_before_the_asked_prefill_runs_steps_the_new_run(tiny_loaded):
+    """Prefill then Step at once: the prefill waits in Gradio's queue while the unqueued Step arrives first.
+    The Step waits for the prefill the page asked for and steps the new run (before, it stepped or was refused
+    on the old run, and the new prefill's "prefill done" then hid it: the Step never landed)."""
+    h, store = make(tiny_loaded)
+    sid, _ = h.prefill(None, "An old run", False, "", *SAMPLING, 8, 0, 0)
+    h.step(sid, *SAMPLING, 0, 0)
+    layer, head, position, asked = h.ask_prefill(sid, False)
+    assert (layer, head, position) == (0, 0, -1) and "prefill: waiting" in status(asked)
+    assert "prefill: waiting" in status(h.preview(sid, 1.5, 3, 1.0, 0.0, 7))  # a view drawn meanwhile says so
+    stepped = []
+    stepper = threading.Thread(target=lambda: stepped.append(h.step(sid, *SAMPLING, 0, 0)))
+    stepper.start()
+    time.sleep(0.3)
+    assert stepper.is_alive() and not stepped  # waiting for the asked prefill
+    _, views = h.prefill(sid, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
+    stepper.join(10)
+    s = store.get(sid).session
+    assert "decode step 1 (token 2 of 8)" in status(stepped[0]) and version(stepped[0]) > version(views)
+    assert s.prompt_ids == tiny_loaded.tokenizer.prompt_ids("The quick brown fox", False) and len(s.records) == 2
+    # a refused prefill releases a waiting Step too
+    h.ask_prefill(sid, False)
+    assert "prompt is empty" in status(h.prefill(sid, " ", False, "", *SAMPLING, 8, 0, 0))
+    assert "decode step 2" in status(h.step(sid, *SAMPLING, 0, 0))

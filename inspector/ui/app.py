@@ -30,8 +30,8 @@ from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, 
 from inspector.ui.handlers import Handlers
 from inspector.ui.panel import Page
 from inspector.ui.play import build_speed_controls
-from inspector.ui.registry import LABS, VIEWS, build_panels
-from inspector.ui.selections import build_pin, fresh_selections, reselect_pinned
+from inspector.ui import registry
+from inspector.ui.selections import build_pin, reselect_pinned
 from inspector.ui.sessions import SessionStore, new_ui_session
 from inspector.ui.system_prompt import chat_checkbox, system_note_html, template_system
 from inspector.ui.tour_panel import TOUR_CSS_FILE, build_tour_button, build_tour_panel
@@ -69,7 +69,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
     limits = app_limits()
     store = SessionStore(lambda: new_ui_session(loaded), limits)
     page = Page(loaded, store, limits)
-    build_panels(page)
+    registry.build_panels(page)
     h = page.run = Handlers(page)
 
     with gr.Blocks(title="Inference Inspector") as demo:
@@ -177,7 +177,7 @@ def panel_tabs(page: Page) -> dict[str, Any]:
     group first. Returns the view tabs by key (opening one draws its views)."""
     tabs: dict[str, Any] = {}
     with gr.Tabs(elem_id="tab-groups"):
-        for group, elem_id, panels in (("Views", "tab-views", VIEWS), ("Labs", "tab-labs", LABS)):
+        for group, elem_id, panels in (("Views", "tab-views", registry.VIEWS), ("Labs", "tab-labs", registry.LABS)):
             with gr.Tab(group, elem_id=elem_id):
                 with gr.Tabs(overflow_behavior="wrap", elem_id=f"{elem_id[4:-1]}-tabs"):
                     for cls in panels:
@@ -194,12 +194,13 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
     sid, layer, head, position = page.sid, page.layer, page.head, c["position"]
     sampling = list(page.sampling)
     fast = {"show_progress": "hidden", "concurrency_limit": None}
-    # a new run starts with fresh selections unless pinned (inspector.ui.selections)
-    fresh = {"fn": fresh_selections, "inputs": [c["pin"]], "outputs": [layer, head, position], "queue": False,
-             "show_progress": "hidden", **HIDDEN}
+    # Prefill asked: the status says it is coming and a Step or Play pressed before it runs waits for it; a new
+    # run starts with fresh selections unless pinned (inspector.ui.selections). Not queued: it answers at once.
     prefill_inputs = [sid, page.prompt, page.chat, page.system, *sampling, page.max_new, layer, head]
     for trigger, name in ((b["prefill"].click, "ui_prefill"), (page.prompt.submit, "ui_prefill_submit")):
-        prefill = h.on(trigger(**fresh).then, h.prefill, prefill_inputs, lead=[sid], api_name=name)
+        asked = h.on(trigger, h.ask_prefill, [sid, c["pin"]], lead=[layer, head, position], queue=False,
+                     api_name=f"{name}_asked")
+        prefill = h.on(asked.then, h.prefill, prefill_inputs, lead=[sid], api_name=name)
         h.on(prefill.then, reselect_pinned(h.select), [sid, c["pin"], position, layer, head])
     # Step: one update (token, open tab's views, the hidden `drawn` marker), not queued (Handlers.step)
     h.on(b["step"].click, h.step, [sid, *sampling, layer, head], api_name="ui_step", queue=False)

@@ -27,8 +27,9 @@ from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead
     submit_after
 from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
-from inspector.ui.play import PlayPace, entry_when_prefilled, play_steps
+from inspector.ui.play import PREFILL_WAIT_S, PlayPace, entry_when_prefilled, play_steps
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Renderer
+from inspector.ui.selections import fresh_selections
 from inspector.ui.sessions import Entry
 from inspector.ui.views.kv_policy import use_policy
 
@@ -145,6 +146,7 @@ class Handlers:
                                           sid=sid)
         sid, entry = self.store.get_or_create(sid)
         with entry.exclusive("prefill"):
+            self.store.prefill_started(sid)
             self.store.reset_locked(entry)
             entry.session.set_decoding(step_settings(entry))  # the settings panel's penalties, bans, constraint
             use_policy(entry)  # the KV cache view's policy, if one was chosen
@@ -166,11 +168,23 @@ class Handlers:
     def prefill(self, sid: Any, prompt: Any, chat: Any, system: Any, temperature: Any, top_k: Any, top_p: Any,
                 min_p: Any, seed: Any, max_new: Any, layer: Any, head: Any) -> tuple[Any, dict[str, Any]]:
         """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
-        params = sampling_params(temperature, top_k, top_p, min_p, seed)
-        sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
+        try:
+            params = sampling_params(temperature, top_k, top_p, min_p, seed)
+            sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
+        finally:
+            self.store.prefill_started(sid)  # refused or done: a Step waiting for it goes on
         views = self.views(entry, layer, head)
         self.queue_forward_ahead(entry)
         return sid, views
+
+    def ask_prefill(self, sid: Any, pinned: Any) -> tuple:
+        """Prefill pressed (the first link of its chain, not queued): a Step or Play pressed before the prefill
+        runs waits for it, and the status line says the prefill is coming; the selections start fresh unless
+        pinned (`inspector.ui.selections`). Returns (layer, head, position, views)."""
+        self.store.ask_prefill(sid)
+        entry = self.store.get(sid)
+        status = self.render.status(entry, "prefill: queued, running when the model is free", pending="prefill")
+        return (*fresh_selections(pinned), {"status": status})
 
     def page_load(self) -> tuple[str, dict[str, Any]]:
         """A new page: its session id (no slot is taken until the first prefill) and every view blank."""
@@ -200,7 +214,9 @@ class Handlers:
         ahead (`queue_forward_ahead`), so this only samples and draws, and one update sent without Gradio's
         queue is the quickest way to the page (its script paints the token before it draws the plots;
         bench/ui.py compares)."""
-        entry = self.run_step(sid, sampling_params(temperature, top_k, top_p, min_p, seed))
+        params = sampling_params(temperature, top_k, top_p, min_p, seed)
+        self.store.wait_for_prefill(sid, PREFILL_WAIT_S)  # Step right after Prefill: steps the new run
+        entry = self.run_step(sid, params)
         views = {**self.views(entry, layer, head), "drawn": self.render.drawn_marker(entry)}
         self.queue_forward_ahead(entry)
         return views
@@ -215,6 +231,9 @@ class Handlers:
         updates, each showing every token since the last."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
         pace = PlayPace.of(speed, fastest)
+        if self.store.prefill_coming(sid):
+            yield {"status": self.render.status(self.store.get(sid), "Play starts when the prefill finishes")}
+            self.store.wait_for_prefill(sid, PREFILL_WAIT_S)
         entry = entry_when_prefilled(self.store, sid)
         if entry.activity == "prefill":
             yield {"status": self.render.status(entry, "Play starts when the prefill finishes")}
@@ -245,9 +264,10 @@ class Handlers:
             entry.pause.set()
 
     def reset(self, sid: Any, layer: Any, head: Any) -> dict[str, Any]:
+        """Reset: a fresh session for this browser (Play stopped first), every view blank."""
         if self.store.get(sid) is not None:
             self.store.reset(sid)
-        return self.render.blank_views("reset: ready for a new prompt")
+        return self.render.blank_views("reset: ready for a new prompt", entry=self.store.get(sid))
 
     # ---------- events without a forward ----------
     @refuses

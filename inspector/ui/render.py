@@ -43,9 +43,9 @@ class Renderer:
                                    cfg.num_key_value_heads, cfg.vocab_size)
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
 
-    def blank_views(self, message: str = "", error: bool = False) -> dict[str, Any]:
-        """Every view in its empty state (page load, Reset)."""
-        v = {"status": vh.status_html("idle", vt.timing_stats([]), message, error),
+    def blank_views(self, message: str = "", error: bool = False, entry: Entry | None = None) -> dict[str, Any]:
+        """Every view in its empty state (page load, Reset of `entry`)."""
+        v = {"status": self.status(entry, message, error),
              "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
              "pipeline": vp.pipeline_html(None, self.facts), "branches": tree_html(None),
              "tour": vtour.tour_html(self.tour_facts, None)}
@@ -53,11 +53,17 @@ class Renderer:
             v.update(view.blank())
         return v
 
-    def status(self, entry: Entry | None, message: str = "", error: bool = False) -> str:
+    def status(self, entry: Entry | None, message: str = "", error: bool = False, pending: str = "") -> str:
         """The page's status line: the run's phase and timings, with a message, marked with the version of the
-        state it shows (`Entry.version`): the page applies no update older than the one it shows."""
+        state it shows (`Entry.version`): the page applies no update older than the one it shows. `pending`:
+        the phase is that action, asked for and not done yet (the last run's timings stay)."""
         s = entry.session if entry else None
-        if s is None or not s.records:
+        if entry is not None and not pending and (entry.activity == "prefill" or self.store.prefill_coming(entry.sid)):
+            pending = "prefill"  # a view drawn while the page's new prefill is coming shows that it is
+        if pending:
+            records = s.records if s is not None and s.records else []
+            line = vh.status_html(f"{pending}: waiting", vt.timing_stats(records), message, error)
+        elif s is None or not s.records:
             line = vh.status_html("idle", vt.timing_stats([]), message, error)
         else:
             phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished,
@@ -82,7 +88,7 @@ class Renderer:
         """The token views always; the open tab's slots when `plots` (the other tabs' are drawn when opened)."""
         s = entry.session
         if s is None or not s.records:
-            return self.blank_views(message, error)
+            return self.blank_views(message, error, entry)
         tok = self.loaded.tokenizer
         ids = list(s.prompt_ids) + list(s.generated_ids)
         pieces = s.token_pieces()

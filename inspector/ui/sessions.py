@@ -55,6 +55,7 @@ class Entry:
     """One browser session's server-side state."""
 
     session: Any  # inspector.session.session.Session
+    sid: str = ""  # its id in the store
     lock: threading.Lock = field(default_factory=threading.Lock)  # one model call at a time per session
     activity: str | None = None  # what holds the lock: "prefill" | "step" | "play" | ...
     pause: threading.Event = field(default_factory=threading.Event)
@@ -118,6 +119,7 @@ class SessionStore:
         self._expired: OrderedDict[str, str] = OrderedDict()  # evicted id -> why
         self._mutex = threading.Lock()
         self.shared: dict[str, Any] = {}  # lab -> process-wide state (inspector.ui.admission counts it once)
+        self._prefills: dict[str, float] = {}  # id -> when its page asked for a prefill that has not started
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -150,6 +152,41 @@ class SessionStore:
             raise InputError("nothing to step yet: press Prefill first")
         return entry
 
+    # ---- a prefill the page asked for: a Step or Play pressed right after Prefill acts on the new run
+    def ask_prefill(self, sid: str | None) -> None:
+        """The page asked for a prefill (the first link of its chain, before the prefill is even queued)."""
+        if sid:
+            with self._mutex:
+                self._prefills[sid] = time.monotonic()
+                entry = self._entries.get(sid)
+                if entry is not None:
+                    entry.version = next(_versions)  # what was drawn before the ask is older than it
+
+    def prefill_started(self, sid: str | None) -> None:
+        """The asked prefill holds the session now, or was refused: nothing is coming any more."""
+        with self._mutex:
+            self._prefills.pop(sid, None)
+
+    def prefill_coming(self, sid: str | None) -> bool:
+        """True while the page's asked prefill has not started."""
+        with self._mutex:
+            return bool(sid) and sid in self._prefills
+
+    def wait_for_prefill(self, sid: str | None, timeout_s: float) -> None:
+        """Return once no prefill is asked for or running for this session (at most `timeout_s` seconds; an
+        ask older than that, whose prefill never came, is forgotten)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._mutex:
+                asked = self._prefills.get(sid) if sid else None
+                if asked is not None and time.monotonic() - asked > timeout_s:
+                    self._prefills.pop(sid, None)
+                    asked = None
+                entry = self._entries.get(sid) if sid else None
+            if asked is None and (entry is None or entry.activity != "prefill"):
+                return
+            time.sleep(0.02)
+
     def expired_message(self, sid: str | None) -> str | None:
         """Why the session behind `sid` is gone, if it was evicted; None otherwise."""
         with self._mutex:
@@ -170,7 +207,7 @@ class SessionStore:
                     f"(INSPECTOR_MAX_SESSIONS); try again in a moment")
             new_id = sid or self.new_id()
             self._expired.pop(new_id, None)
-            self._entries[new_id] = Entry(session=self._factory())
+            self._entries[new_id] = Entry(session=self._factory(), sid=new_id)
             return new_id, self._entries[new_id]
 
     def reset(self, sid: str | None) -> None:
