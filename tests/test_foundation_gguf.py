@@ -13,7 +13,7 @@ from tiny import llama_cpp_permute, tiny_llama_dir, write_tiny_gguf  # noqa: F40
 
 from inspector.models import sources
 from inspector.errors import ModelLoadError, UnsupportedConfigError
-from inspector.models.gguf_convert import hf_tensor_name, permute_qk, unpermute_qk
+from inspector.models.gguf_llama import hf_tensor_name, permute_qk, unpermute_qk
 from inspector.models.loader import load_model
 
 

@@ -104,13 +104,13 @@ def llama_cpp_permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -
 
 
 def _hf_to_gguf_name(name: str) -> str:
-    from inspector.models.gguf_convert import _BLOCK_NAMES, _TOP_NAMES
+    from inspector.models.gguf_llama import BLOCK_NAMES, TOP_NAMES
 
-    for gg, hf in _TOP_NAMES.items():
+    for gg, hf in TOP_NAMES.items():
         if name.startswith(hf + "."):
             return gg + name[len(hf):]
     parts = name.split(".")  # model.layers.N.<module path>.weight
-    inverse = {hf: gg for gg, hf in _BLOCK_NAMES.items()}
+    inverse = {hf: gg for gg, hf in BLOCK_NAMES.items()}
     return f"blk.{parts[2]}.{inverse['.'.join(parts[3:-1])]}.{parts[-1]}"
 
 
