@@ -46,11 +46,9 @@ def test_config_and_parameters(gemma):
 def test_tokenizer_equals_transformers_gguf_tokenizer(gemma, tmp_path):
     from transformers import AutoTokenizer
 
-    from inspector.models.catalog import NAMED_MODELS, _download, assemble
-    from inspector.models.sources import inspector_home
+    from inspector.models.catalog import MODELS, gguf_file
 
-    model = NAMED_MODELS["gemma3-270m"]
-    path = assemble(model, _download(model, inspector_home() / "downloads"), tmp_path / "g.gguf")
+    path = gguf_file(MODELS["gemma3-270m"], tmp_path)
     ref = AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     tok = gemma.tokenizer
     assert tok.add_bos and tok.bos_id == 2

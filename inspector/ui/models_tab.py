@@ -29,8 +29,7 @@ import gradio as gr
 
 from inspector.engine.devices import available_devices
 from inspector.errors import InputError
-from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, describe
-from inspector.models.sources import DEFAULT_NAME
+from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, MODELS, describe
 from inspector.session.compare import family_card, next_tokens
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_prompt
@@ -55,7 +54,7 @@ def second_model(ctx: TabContext, key: str) -> Any:
 
     if key not in MODEL_KEYS:
         raise InputError(f"unknown model {key!r}: choose one of {', '.join(MODEL_KEYS)}")
-    if key == DEFAULT_KEY and ctx.loaded.name == DEFAULT_NAME:
+    if key == DEFAULT_KEY and ctx.loaded.name == MODELS[DEFAULT_KEY].name:
         return ctx.loaded  # the page already runs it
     with _loading:
         if key not in _loaded:
