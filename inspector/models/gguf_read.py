@@ -4,9 +4,12 @@ special tokens, and writing the Hugging Face-layout directory.
 `open_gguf(path)` memory-maps a file (`ModelLoadError` when unreadable); `meta(reader, key, default)` reads one
 metadata value; `dequantized(reader, log)` yields every tensor as fp32 in GGUF order, and
 `mapped_name(name, block_names, top_names)` gives its HF name from an architecture's tables. `special_tokens(reader,
-add_bos_default)` reads the special-token strings and BOS flag into tokenizer_config.json keys.
-`write_hf_dir(out_dir, config, tensors, tokenizer, tok_cfg)` writes config.json, model.safetensors,
-tokenizer.json and tokenizer_config.json.
+add_bos_default)` reads the special-token strings and BOS flag into tokenizer_config.json keys, refusing a
+tokenizer that appends EOS to a prompt (the engine never does). `write_hf_dir(out_dir, config, tensors,
+tokenizer, tok_cfg)` writes config.json, model.safetensors, tokenizer.json and tokenizer_config.json; when
+the tokenizer adds BOS it gives tokenizer.json a post-processor that prepends it, which is where
+`transformers` reads that rule from (the engine's own `Tokenizer` encodes without post-processing and adds
+BOS itself, from `add_bos_token`), so both give a plain prompt the same ids.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from inspector.errors import ModelLoadError
+from inspector.errors import ModelLoadError, UnsupportedConfigError
 
 Log = Callable[[str], None]
 
@@ -86,7 +89,10 @@ def dequantized(reader: Any, log: Log | None = None) -> Iterator[tuple[str, np.n
 
 
 def special_tokens(reader: Any, add_bos_default: bool) -> dict[str, Any]:
-    """tokenizer_config.json's special-token keys (token strings, add_bos_token, chat_template)."""
+    """tokenizer_config.json's special-token keys (token strings, add_bos_token, add_eos_token, chat_template)."""
+    if meta(reader, "tokenizer.ggml.add_eos_token", False):
+        raise UnsupportedConfigError("unsupported GGUF: tokenizer.ggml.add_eos_token=True (the engine never "
+                                     "appends EOS to a prompt)")
     tokens: list[str] = meta(reader, "tokenizer.ggml.tokens") or []
 
     def token_str(key: str) -> str | None:
@@ -99,9 +105,22 @@ def special_tokens(reader: Any, add_bos_default: bool) -> dict[str, Any]:
         "eos_token": token_str("tokenizer.ggml.eos_token_id"),
         "unk_token": token_str("tokenizer.ggml.unknown_token_id"),
         "pad_token": token_str("tokenizer.ggml.padding_token_id"),
-        "add_bos_token": bool(meta(reader, "tokenizer.ggml.add_bos_token", add_bos_default)),
+        "add_bos_token": bos is not None and bool(meta(reader, "tokenizer.ggml.add_bos_token", add_bos_default)),
+        "add_eos_token": False,
         "chat_template": meta(reader, "tokenizer.chat_template"),
     }
+
+
+def _with_bos(tokenizer: Any, tok_cfg: dict[str, Any]) -> Any:
+    """`tokenizer` with a post-processor that prepends BOS when tok_cfg says the tokenizer adds it."""
+    from tokenizers import processors
+
+    if tok_cfg.get("add_bos_token"):
+        bos = tok_cfg["bos_token"]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1",
+            special_tokens=[(bos, tokenizer.token_to_id(bos))])
+    return tokenizer
 
 
 def write_hf_dir(out_dir: Path, config: dict[str, Any], tensors: dict[str, np.ndarray], tokenizer: Any,
@@ -111,5 +130,5 @@ def write_hf_dir(out_dir: Path, config: dict[str, Any], tensors: dict[str, np.nd
 
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    tokenizer.save(str(out_dir / "tokenizer.json"))
+    _with_bos(tokenizer, tok_cfg).save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
