@@ -34,8 +34,8 @@ if which == "inspector":
     model, path = m.model, str(m.weights_path)
 else:
     import transformers
-    from inspector.models.sources import default_dir
-    path = str(default_dir())
+    from inspector.models.catalog import DEFAULT_KEY, model_dir
+    path = str(model_dir(DEFAULT_KEY))
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
 t_load = time.perf_counter() - t1
 after_load = dict(rss_mib())

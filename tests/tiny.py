@@ -6,7 +6,7 @@ real HF-format directory with transformers' `save_pretrained` (config.json, mode
 byte-level BPE tokenizer.json (SmolLM pre-tokenizer, ChatML special tokens) and a tokenizer_config.json
 with a ChatML chat template. Same seed -> same weights.
 
-`write_tiny_gguf(hf_dir, path, qtype="F32")` writes that checkpoint as a llama GGUF the way llama.cpp's
+`write_tiny_gguf(hf_dir, path, qtype="F32", add_bos=False)` writes that checkpoint as a llama GGUF the way llama.cpp's
 converter does (`llama_cpp_permute`, copied from it): Q/K rows permuted, tokenizer vocab/merges/types in metadata; optionally Q8_0-quantized.
 """
 
@@ -104,17 +104,18 @@ def llama_cpp_permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -
 
 
 def _hf_to_gguf_name(name: str) -> str:
-    from inspector.models.gguf_convert import _BLOCK_NAMES, _TOP_NAMES
+    from inspector.models.gguf_llama import BLOCK_NAMES, TOP_NAMES
 
-    for gg, hf in _TOP_NAMES.items():
+    for gg, hf in TOP_NAMES.items():
         if name.startswith(hf + "."):
             return gg + name[len(hf):]
     parts = name.split(".")  # model.layers.N.<module path>.weight
-    inverse = {hf: gg for gg, hf in _BLOCK_NAMES.items()}
+    inverse = {hf: gg for gg, hf in BLOCK_NAMES.items()}
     return f"blk.{parts[2]}.{inverse['.'.join(parts[3:-1])]}.{parts[-1]}"
 
 
-def write_tiny_gguf(hf_dir: str | Path, path: str | Path, qtype: str = "F32", pre: str = "smollm") -> Path:
+def write_tiny_gguf(hf_dir: str | Path, path: str | Path, qtype: str = "F32", pre: str = "smollm",
+                    add_bos: bool = False) -> Path:
     """Write the HF checkpoint in `hf_dir` as a llama GGUF at `path`, permuting Q/K like llama.cpp."""
     import gguf
     from safetensors.numpy import load_file
@@ -154,7 +155,7 @@ def write_tiny_gguf(hf_dir: str | Path, path: str | Path, qtype: str = "F32", pr
     w.add_token_merges(merges)
     w.add_bos_token_id(vocab[tok_cfg["bos_token"]])
     w.add_eos_token_id(vocab[tok_cfg["eos_token"]])
-    w.add_add_bos_token(False)
+    w.add_add_bos_token(add_bos)
     w.add_chat_template(tok_cfg["chat_template"])
 
     for name, t in state.items():

@@ -23,11 +23,26 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import InputError, ModelLoadError
-from inspector.models.gguf_convert import CHAR_TO_BYTE
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (the alphabet of byte-level BPE vocabularies)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+CHAR_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def valid_text(text: str) -> str:

@@ -22,8 +22,7 @@ import threading
 from typing import Any
 
 from inspector.errors import InputError
-from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, describe
-from inspector.models.sources import DEFAULT_NAME
+from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, MODELS, describe
 from inspector.session.compare import family_card, next_tokens
 from inspector.session.devices import available_devices
 from inspector.ui import model_thread
@@ -52,7 +51,7 @@ class ModelsLab(Panel):
         loaded = self.page.loaded
         if key not in MODEL_KEYS:
             raise InputError(f"unknown model {key!r}: choose one of {', '.join(MODEL_KEYS)}")
-        if key == DEFAULT_KEY and loaded.name == DEFAULT_NAME:
+        if key == DEFAULT_KEY and loaded.name == MODELS[DEFAULT_KEY].name:
             return loaded  # the page already runs it
         with _loading:
             if key not in _loaded:
