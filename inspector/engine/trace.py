@@ -119,3 +119,12 @@ def edits(rec: Recorder | None, name: str) -> bool:
         return False
     ask = getattr(rec, "edits", None)
     return False if ask is None else bool(ask(name))
+
+
+def record(rec: Recorder | None, name: str, value: torch.Tensor) -> torch.Tensor:
+    """Show `value` to the recorder at trace point `name`; what the model goes on with (a replacement the
+    recorder returned, else `value` itself)."""
+    if rec is None:
+        return value
+    out = rec(name, value)
+    return value if out is None else out

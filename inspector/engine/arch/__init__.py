@@ -1,9 +1,9 @@
 """Model families: which block, attention, MLP and norm classes a config's layers are built from.
 
 `build_block(config, layer) -> Block` and `norm_class(config)` are what `inspector.engine.model` calls;
-one module per family holds what that family adds to the Llama block of `inspector.engine.model`, and
-`common` holds the parts several families share (module names equal Hugging Face's throughout, so a
-checkpoint loads with `strict=True`):
+one module per family holds what that family adds to the Llama block, built from the shared layers of
+`inspector.engine.layers` (module names equal Hugging Face's throughout, so a checkpoint loads with
+`strict=True`). The architectures import the layers, never the model:
 - llama, qwen2: the Llama block itself (Qwen2: biases on q/k/v, from the config).
 - mistral: the Llama block; every layer attends over a sliding window (`config.layer_types`).
 - qwen3: RMSNorm over each head's queries and keys before RoPE (`q_norm`, `k_norm`).
@@ -18,9 +18,9 @@ checkpoint loads with `strict=True`):
 from __future__ import annotations
 
 from inspector.engine.arch import gemma2, gemma3, llama, mistral, phi3, qwen3
-from inspector.engine.arch.common import GemmaRMSNorm
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import Block, RMSNorm
+from inspector.engine.layers.block import Block
+from inspector.engine.layers.norm import GemmaRMSNorm, RMSNorm
 
 _FAMILIES = {"llama": llama, "qwen2": llama, "mistral": mistral, "qwen3": qwen3, "phi3": phi3,
              "gemma2": gemma2, "gemma3_text": gemma3}

@@ -1,4 +1,4 @@
-"""Gemma 2: the sandwich block (`common.SandwichBlock`) with (1 + w) norms and a GELU-tanh MLP; scores
+"""Gemma 2: the sandwich block (`layers.block.SandwichBlock`) with (1 + w) norms and a GELU-tanh MLP; scores
 scaled by query_pre_attn_scalar^-1/2 and soft-capped (cap * tanh(s / cap), before the mask); sliding
 and global layers alternating; embeddings times sqrt(D) and the final logits soft-capped (the model).
 
@@ -12,11 +12,13 @@ import math
 
 import torch
 
-from inspector.engine.arch.common import GemmaRMSNorm, QKNormAttention, SandwichBlock, mlp_class
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_mask, softmax32
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import Attention, Block, record
-from inspector.engine.trace import Recorder, wants
+from inspector.engine.layers.attention import Attention, QKNormAttention
+from inspector.engine.layers.block import Block, SandwichBlock
+from inspector.engine.layers.mlp import mlp_class
+from inspector.engine.layers.norm import GemmaRMSNorm
+from inspector.engine.trace import Recorder, record, wants
 
 FEATURES = ("(1 + w) RMSNorms", "post-attention and post-feed-forward norms", "GELU-tanh gated MLP",
             "embeddings scaled by sqrt(hidden)", "query_pre_attn_scalar", "attention logit soft-cap",
