@@ -5,7 +5,7 @@ The blocks come from `inspector.engine.arch` (its `build_block` picks a layer's 
 family), built from the layers of `inspector.engine.layers` (norms, attention, MLPs, blocks): this module
 imports the architectures, never the other way round. The model itself adds only what sits outside the
 blocks: Gemma's embedding scale, a second RoPE base for sliding layers, each layer kind's mask
-(`attention.windowed`) and the final logit soft-cap.
+(`attention.windowed`), the final logit soft-cap, and Granite's embedding multiplier and logit scaling.
 
 Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_attn.q_proj`, ...,
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
@@ -102,7 +102,9 @@ class Transformer(nn.Module):
             self.register_buffer("inv_freq_local", rope_inv_freq(config, config.rope_local_theta), persistent=False)
         # Gemma multiplies embeddings by sqrt(D), rounded to the weights' dtype as transformers does
         self.embed_scale = math.sqrt(config.hidden_size) if config.gemma else None
+        self.embed_multiplier = config.embedding_multiplier  # Granite's; 1.0 elsewhere
         self.final_softcap = config.final_logit_softcapping
+        self.logits_scaling = config.logits_scaling  # Granite divides the logits by it; 1.0 elsewhere
 
     @property
     def unembed_weight(self) -> torch.Tensor:
@@ -110,20 +112,25 @@ class Transformer(nn.Module):
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
     def unembed(self, resid: torch.Tensor) -> torch.Tensor:
-        """Final norm then LM head (and the soft-cap): residual (..., D) -> logits (..., V). Also the logit lens."""
-        return self.softcap(project(self.model.norm(resid), self.unembed_weight))
+        """Final norm then LM head (and the soft-cap or scaling): residual (..., D) -> logits (..., V). Also
+        the logit lens."""
+        return self.scale_logits(self.softcap(project(self.model.norm(resid), self.unembed_weight)))
 
     def softcap(self, logits: torch.Tensor) -> torch.Tensor:
         """cap * tanh(logits / cap) for a family with a final soft-cap (Gemma 2), else the logits."""
         cap = self.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
+    def scale_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits / logits_scaling (Granite), else the logits."""
+        return logits if self.logits_scaling == 1.0 else logits / self.logits_scaling
+
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Token embeddings (B, T, D), times the family's scale."""
         x = self.model.embed_tokens(input_ids)
-        if self.embed_scale is None:
-            return x
-        return x * torch.tensor(self.embed_scale).to(x.dtype)  # fp32 first, then the weights dtype
+        if self.embed_scale is not None:
+            x = x * torch.tensor(self.embed_scale).to(x.dtype)  # fp32 first, then the weights dtype (Gemma)
+        return x if self.embed_multiplier == 1.0 else x * self.embed_multiplier
 
     def layer_inputs(self, plan: ForwardPlan, dtype: torch.dtype) -> dict[str, tuple]:
         """Per layer kind, (cos, sin, plan) of this forward: sliding layers get their RoPE base and window."""
@@ -165,4 +172,4 @@ class Transformer(nn.Module):
         logits = project(x, self.unembed_weight)  # (B, T or 1, V)
         if self.final_softcap is not None:
             logits = self.softcap(record(rec, "unembed.hook_logits_raw", logits))
-        return record(rec, "unembed.hook_logits", logits)  # (B, T or 1, V)
+        return record(rec, "unembed.hook_logits", self.scale_logits(logits))  # (B, T or 1, V)

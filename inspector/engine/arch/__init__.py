@@ -12,18 +12,25 @@ one module per family holds what that family adds to the Llama block, built from
   query_pre_attn_scalar, attention scores soft-capped, local (sliding) and global layers alternating.
 - gemma3_text: Gemma 2 without the soft-caps, plus (1 + w) q/k norms and a RoPE base of its own for the
   sliding layers (5 sliding : 1 global).
+Mixtures of experts (`inspector.engine.layers.moe` as the MLP of every layer):
+- mixtral: the Mistral block; softmax over the experts, top-k, weights renormalised.
+- qwen3_moe: the Qwen3 block; softmax, top-k, renormalised when `norm_topk_prob`.
+- olmoe: q/k RMSNorms over all heads at once; softmax, top-k, renormalised when `norm_topk_prob`.
+- granitemoe: Granite's embedding, attention and residual multipliers and logit scaling; top-k logits, then
+  their softmax.
 `FAMILY_FEATURES[model_type]` names those additions for the views and the CLI.
 """
 
 from __future__ import annotations
 
-from inspector.engine.arch import gemma2, gemma3, llama, mistral, phi3, qwen3
+from inspector.engine.arch import gemma2, gemma3, granitemoe, llama, mistral, mixtral, olmoe, phi3, qwen3, qwen3_moe
 from inspector.engine.config import ModelConfig
 from inspector.engine.layers.block import Block
 from inspector.engine.layers.norm import GemmaRMSNorm, RMSNorm
 
 _FAMILIES = {"llama": llama, "qwen2": llama, "mistral": mistral, "qwen3": qwen3, "phi3": phi3,
-             "gemma2": gemma2, "gemma3_text": gemma3}
+             "gemma2": gemma2, "gemma3_text": gemma3, "mixtral": mixtral, "qwen3_moe": qwen3_moe, "olmoe": olmoe,
+             "granitemoe": granitemoe}
 FAMILY_FEATURES = {name: module.FEATURES for name, module in _FAMILIES.items()}
 
 

@@ -1,5 +1,6 @@
-"""Attention modules: grouped-query causal self-attention with RoPE, written out in full, and the variant
-with per-head q/k RMSNorms (Qwen3, Gemma 3).
+"""Attention modules: grouped-query causal self-attention with RoPE, written out in full; the variant with
+per-head q/k RMSNorms (Qwen3, Qwen3-MoE, Gemma 3); the one whose scores use the config's own scale
+(`ScaledAttention`: Gemma's query_pre_attn_scalar, Granite's attention_multiplier).
 
 `Attention(config, layer)` holds HF's `q_proj`, `k_proj`, `v_proj`, `o_proj`; `forward(x (B, T, D), cos, sin,
 cache, plan, rec) -> (B, T, D)`: project, record q/k/v, `normalize_qk` (identity here; families override
@@ -10,6 +11,8 @@ A layer's q/k/v run as one product when `lay_out_weights` stacked their weights 
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -163,3 +166,20 @@ class QKNormAttention(Attention):
     def normalize_qk(self, q: torch.Tensor, k: torch.Tensor, rec: Recorder | None) -> tuple[torch.Tensor, torch.Tensor]:
         p = f"blocks.{self.layer}.attn."
         return record(rec, p + "hook_q_normed", self.q_norm(q)), record(rec, p + "hook_k_normed", self.k_norm(k))
+
+
+class ScaledAttention(Attention):
+    """Scores q.k times the config's `attn_scale` instead of head_dim^-1/2: the queries are multiplied by
+    attn_scale * sqrt(head_dim) before `masked_scores` divides by sqrt(head_dim)."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__(config, layer)
+        self.q_factor = config.attn_scale * math.sqrt(config.head_dim)  # 1.0 when the two scales agree
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
+                hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
+        return super()._attend(self.scale(q), k, v, plan, hidden, rec)
+
+    def scale(self, q: torch.Tensor) -> torch.Tensor:
+        """q times `q_factor` (q itself when that is 1)."""
+        return q if self.q_factor == 1.0 else q * self.q_factor

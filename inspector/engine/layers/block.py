@@ -3,6 +3,8 @@
 - `Block`: the Llama block, x + attn(norm(x)), then h + mlp(norm(h)), over the Llama parts.
 - `PartsBlock`: the same flow over the attention, MLP and norm classes a family picks.
 - `SandwichBlock`: Gemma's, with norms before and after both attention and the MLP.
+- `SparseBlock`: the parts block whose MLP is named `block_sparse_moe` (Mixtral, Granite);
+  `ScaledResidualBlock`: Granite's, attention and MLP outputs times `residual_multiplier` before the adds.
 `forward(x (B, T, D), cos, sin, cache, plan, rec) -> (B, T, D)`, recording `hook_resid_pre`,
 `ln1.hook_normalized`, `hook_attn_out`, `hook_resid_mid`, `ln2.hook_normalized`, `hook_mlp_out`,
 `hook_resid_post` (the sandwich block also `hook_attn_out_raw` / `hook_mlp_out_raw` before its post-norms:
@@ -50,6 +52,8 @@ class Block(NoHooks, nn.Module):
 class PartsBlock(Block):
     """The Llama block's data flow over the family's attention, MLP and norm classes."""
 
+    mlp_name = "mlp"  # the MLP's module name in the checkpoint
+
     def __init__(self, config: ModelConfig, layer: int, attention: type, mlp: type, norm: type) -> None:
         nn.Module.__init__(self)
         self.layer = layer
@@ -57,7 +61,38 @@ class PartsBlock(Block):
         self.input_layernorm = norm(D, eps)
         self.self_attn = attention(config, layer)
         self.post_attention_layernorm = norm(D, eps)
-        self.mlp = mlp(config, layer)
+        setattr(self, self.mlp_name, mlp(config, layer))
+
+
+class SparseBlock(PartsBlock):
+    """A block whose MLP (a mixture of experts) has HF's module name `block_sparse_moe` (Mixtral, Granite);
+    `mlp` reads it."""
+
+    mlp_name = "block_sparse_moe"
+
+    @property
+    def mlp(self) -> nn.Module:
+        return self._modules["block_sparse_moe"]
+
+
+class ScaledResidualBlock(SparseBlock):
+    """Granite's block: attention's and the MLP's outputs times `residual_multiplier` before each residual
+    add (`hook_attn_out` / `hook_mlp_out` are the scaled tensors, what the residual stream adds)."""
+
+    def __init__(self, config: ModelConfig, layer: int, attention: type, mlp: type, norm: type) -> None:
+        super().__init__(config, layer, attention, mlp, norm)
+        self.residual_multiplier = config.residual_multiplier
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
+                plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
+        p, m = f"blocks.{self.layer}.", self.residual_multiplier
+        x = record(rec, p + "hook_resid_pre", x)
+        normed = record(rec, p + "ln1.hook_normalized", self.input_layernorm(x))
+        attn_out = record(rec, p + "hook_attn_out", self.self_attn(normed, cos, sin, cache, plan, rec) * m)
+        h = record(rec, p + "hook_resid_mid", x + attn_out)
+        normed = record(rec, p + "ln2.hook_normalized", self.post_attention_layernorm(h))
+        mlp_out = record(rec, p + "hook_mlp_out", self.mlp(normed, rec) * m)
+        return record(rec, p + "hook_resid_post", h + mlp_out)
 
 
 class SandwichBlock(PartsBlock):
