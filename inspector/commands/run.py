@@ -3,8 +3,9 @@
 `--json` prints one object instead, a stable contract for scripts: model, prompt_ids, prompt_pieces,
 generated_ids, text, finished, steps (one per sampled token: step, chosen_id, chosen_piece, top = the
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
-after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward) and
-timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
+after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward, routing = per
+layer the expert ids the newest position went to, highest weight first, in a mixture-of-experts model, null
+in a dense one) and timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
 the processor chain in the order it ran (penalties, bans, grammar, then temperature, top-k, top-p, min-p),
 each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
 `interventions` lists the label of each intervention the run applied, in order ([] without any):
@@ -101,6 +102,7 @@ def result_dict(session: Any) -> dict[str, Any]:
                     for c in s.candidates[:TOP_N]],
             "resid_norms": [float(x) for x in rec.resid_post[:, -1]],
             "kv_bytes": [kv.nbytes for kv in rec.kv],
+            "routing": rec.routing.expert_ids[:, -1].tolist() if rec.routing is not None else None,
             "forward_ms": rec.forward_ms,
             "sample_ms": rec.sample_ms,
             "seed": s.params.seed,
