@@ -375,7 +375,8 @@ def test_cli_list(capsys):
     assert all(name in out for name in PUBLISHED) and "70,553,706,496" in out
     assert main(["memory", "--list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["repo_id"] for r in rows] == list(PUBLISHED) and all(r["config_sources"] for r in rows)
+    assert [r["repo_id"] for r in rows] == [s.repo_id for s in mem.shipped_configs().values()]
+    assert set(PUBLISHED) <= {r["repo_id"] for r in rows} and all(r["config_sources"] for r in rows)
 
 
 def test_cli_reads_a_config_path(tiny_llama_dir, capsys):

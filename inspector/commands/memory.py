@@ -182,7 +182,8 @@ def experts_lines(out: dict[str, Any]) -> list[str]:
     return [
         "",
         f"  mixture of experts: {e['num_experts']} experts per layer, {e['experts_per_token']} per token",
-        f"    memory holds every expert: {out['params_total']:,} parameters, {fb(out['weight_bytes'])} in {out['dtype']}",
+        f"    memory holds every expert: {out['params_total']:,} parameters, "
+        f"{fb(out['weight_bytes'])} in {out['dtype']}",
         f"    one token uses {out['params_active']:,} ({share:.0%}): a batch-1 decode step reads about "
         f"{fb(e['active_weight_bytes'])} of weights",
         f"    a step over {out['batch']} tokens reads the union of their experts: "
@@ -197,7 +198,9 @@ def list_dicts() -> list[dict[str, Any]]:
     for s in mem.shipped_configs().values():
         cfg = mem.config_from_hf(s.config, s.repo_id)
         rows.append({"repo_id": s.repo_id, "params": mem.count_params(cfg),
-                     "published_params": s.published_params, "published_label": s.published_label,
+                     "params_active": moe.count_active_params(cfg),
+                     "published_params": s.published_params, "published_active_params": s.published_active,
+                     "published_label": s.published_label,
                      "bf16_weight_bytes": mem.weight_bytes(cfg, "bf16"),
                      "bf16_kv_bytes_per_token": mem.kv_bytes_per_token(cfg, "bf16"),
                      "config_sources": list(s.config_sources), "published_source": s.published_source})
@@ -205,8 +208,8 @@ def list_dicts() -> list[dict[str, Any]]:
 
 
 def human_list(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(_table([["config", "params", "published", "bf16 weights", "KV/token (bf16)"]]
-                            + [[r["repo_id"], f"{r['params']:,}", r["published_label"],
+    return "\n".join(_table([["config", "params", "active per token", "published", "bf16 weights", "KV/token (bf16)"]]
+                            + [[r["repo_id"], f"{r['params']:,}", f"{r['params_active']:,}", r["published_label"],
                                 format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
                                for r in rows]))
 

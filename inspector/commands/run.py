@@ -5,9 +5,9 @@ generated_ids, text, finished, steps (one per sampled token: step, chosen_id, ch
 top-20 `{id, piece, logit, prob}` by raw logit, resid_norms = per layer L2 norm of the residual stream
 after the layer at the newest position, kv_bytes = per layer KV cache bytes after the forward, routing = per
 layer the expert ids the newest position went to, highest weight first, in a mixture-of-experts model, null
-in a dense one) and timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed and `stages`: every stage of
-the processor chain in the order it ran (penalties, bans, grammar, then temperature, top-k, top-p, min-p),
-each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
+in a dense one) and timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed
+and `stages`: every stage of the processor chain in the order it ran (penalties, bans, grammar, then
+temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
 `interventions` lists the label of each intervention the run applied, in order ([] without any):
 `--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
 TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and

@@ -1,7 +1,7 @@
 """The inference engine: plain PyTorch, token ids in, logits and trace points out; it knows no text.
 
 - `config`: ModelConfig (Hugging Face config keys), SamplingParams.
-- `layers`: the building blocks (norms, attention, MLPs, decoder blocks), imported by `arch`, the families.
+- `layers`: the building blocks (norms, attention, MLPs, mixtures of experts, decoder blocks), imported by `arch`.
 - `arch`: which blocks each model family is built from.
 - `model`: embeddings, the blocks, the final norm and LM head (Transformer); several rows at their own positions.
 - `rope`: rotary position embeddings (functions the layers and the generation loop share).

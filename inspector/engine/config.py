@@ -2,9 +2,10 @@
 
 `ModelConfig` fields are Hugging Face config.json keys: the Llama family's (Llama, SmolLM, Qwen2) and the
 keys of the other families the engine implements (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text, and the
-mixtures of experts Mixtral, Qwen3-MoE, OLMoE, Granite-MoE; see `inspector.engine.arch` for what each adds). `ModelConfig.from_hf` reads those keys and raises
-`UnsupportedConfigError` (naming the key, its value and what is supported) for anything that would change
-the math in a way the engine does not implement — it never ignores one.
+mixtures of experts Mixtral, Qwen3-MoE, OLMoE, Granite-MoE; see `inspector.engine.arch` for what each adds).
+`ModelConfig.from_hf` reads those keys and raises `UnsupportedConfigError` (naming the key, its value and
+what is supported) for anything that would change the math in a way the engine does not implement — it
+never ignores one.
 
 Layer kinds: `layer_types[i]` is "full_attention" (causal over every earlier position) or
 "sliding_attention" (only the `sliding_window` latest positions, the query's own included, as
@@ -70,7 +71,7 @@ class ModelConfig:
     norm_topk_prob: bool = False  # renormalise the top-k weights to sum to 1 (Qwen3-MoE, OLMoE; Mixtral always)
     embedding_multiplier: float = 1.0  # Granite: embeddings times this
     residual_multiplier: float = 1.0  # Granite: attention and MLP outputs times this before the residual adds
-    attention_multiplier: float | None = None  # Granite: the score scale itself (None: head_dim^-1/2)
+    attention_multiplier: float | None = None  # Granite: the score scale itself (None: see attn_scale)
     logits_scaling: float = 1.0  # Granite: logits divided by this
 
     def layer_type(self, layer: int) -> str:
@@ -344,7 +345,8 @@ def _moe_fields(cfg: dict[str, Any], model_type: str, default_head_dim: int, hea
         if cfg.get("clip_qkv") is not None:
             reject("clip_qkv", cfg["clip_qkv"], "clipping q/k/v is not implemented: only null")
         if head_dim != default_head_dim:  # its q/k norms span hidden_size: heads x (hidden // heads)
-            reject("head_dim", head_dim, f"OLMoE's q/k norms need hidden_size // num_attention_heads = {default_head_dim}")
+            reject("head_dim", head_dim,
+                   f"OLMoE's q/k norms need hidden_size // num_attention_heads = {default_head_dim}")
     out: dict[str, Any] = {"num_experts": experts, "num_experts_per_tok": k,
                            "norm_topk_prob": bool(cfg.get("norm_topk_prob", False))}
     if model_type == "qwen3_moe":

@@ -48,7 +48,9 @@ EXPERTS = "experts"  # a mixture of experts' op ending at hook_mlp_out (a dense 
 GLOBAL_SEGMENTS = {"hook_embed": "embedding", "ln_final.hook_normalized": "final norm",
                    "unembed.hook_logits": "LM head"}
 OPS = ("embedding", "norms", "qkv", "rope (q/k norms)", "attention", "o (post-norm)", "residual adds", "gate/up", "activation",
-       "down (post-norm)", "router", "routing", EXPERTS, "final norm", "LM head", "sampling")
+       "down (post-norm)", "final norm", "LM head", "sampling")  # a dense forward's, in order
+MOE_OPS = ("router", "routing", EXPERTS)  # a mixture of experts' MLP instead of gate/up, activation, down
+ORDER = (*OPS[:OPS.index("final norm")], *MOE_OPS, *OPS[OPS.index("final norm"):])
 
 
 class OpTimer:
@@ -155,11 +157,11 @@ def op_table(cfg: ModelConfig, timer: OpTimer, tokens: int, context: int, elem_b
 
 
 def totals(rows: list[OpTime]) -> list[OpTime]:
-    """Per operation, summed over the layers, in `OPS` order."""
+    """Per operation, summed over the layers, in `ORDER` (`OPS` with a mixture of experts' ops after down)."""
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
     for r in rows:
         a = acc[r.op]
         a[0] += r.seconds
         a[1] += r.bytes_read
         a[2] += r.flops
-    return [OpTime(None, op, acc[op][0], int(acc[op][1]), int(acc[op][2])) for op in OPS if op in acc]
+    return [OpTime(None, op, acc[op][0], int(acc[op][1]), int(acc[op][2])) for op in ORDER if op in acc]

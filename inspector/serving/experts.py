@@ -46,7 +46,8 @@ class ExpertCosts:
     def step_bytes(self, tokens: float) -> float:
         """Weight bytes one forward over `tokens` tokens reads, routing uniform: the shared weights plus the
         expected distinct experts per layer (exactly k per layer for one token)."""
-        return self.shared_bytes + self.layers * expected_experts(self.num_experts, self.top_k, tokens) * self.bytes_per_expert
+        experts = expected_experts(self.num_experts, self.top_k, tokens)
+        return self.shared_bytes + self.layers * experts * self.bytes_per_expert
 
 
 def expert_costs(cfg: ModelConfig, dtype: str) -> ExpertCosts | None:

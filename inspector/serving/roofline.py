@@ -13,8 +13,8 @@ each row's last position only (`step_rows` / `last_only`). Multiply-adds count 2
   untied embedding, of which only the T rows looked up are read; a mixture of experts reads its shared
   weights and, in each layer, only the experts its tokens went to: `experts_read[l]` distinct experts in
   layer l when the caller measured them (the scheduler does, from the forward's routing), else the expected
-  count for uniform routing, E·(1 − (1 − k/E)^T), `inspector.serving.experts`); KV read, every layer's K and V of the
-  c_b + n_b positions each row attends to; KV written, the n_b new positions. Activations are not counted
+  count for uniform routing, E·(1 − (1 − k/E)^T), `inspector.serving.experts`); KV read, every layer's K
+  and V of the c_b + n_b positions each row attends to; KV written, the n_b new positions. Activations are not counted
   (at these sizes they stay in the CPU's caches).
 
 Peaks, measured once per machine and cached: `measure_peaks` times a square matmul (GFLOP/s) and a sum
