@@ -148,3 +148,20 @@ def test_the_builders_on_a_real_session(tiny_moe_dir):  # noqa: F811
     assert np.allclose(sum(fig.data[0].y), 1.0, atol=1e-5)
     assert np.allclose(vr.load_shares(records).sum(-1), 2.0)
     assert dict(vr.observed_union(records, [1]))[1] == 2.0
+
+
+def test_the_inventory_view_subtotals_the_experts(tiny_moe_dir):  # noqa: F811
+    from inspector.models.inventory import build_inventory, is_expert_group
+    from inspector.models.loader import load_model
+    from inspector.viz.inventory import inventory_html
+
+    inv = build_inventory(load_model(str(tiny_moe_dir)))
+    html = inventory_html(inv.entries, tied=False)
+    experts = [e for e in inv.entries if is_expert_group(e.group)]
+    row = re.search(r'<tr class="ii-experts"><td>all experts</td><td>(\d+)</td><td>([\d,]+) \((\d+)%\)</td>', html)
+    assert row and int(row.group(1)) == len(experts)
+    assert int(row.group(2).replace(",", "")) == sum(e.params for e in experts)
+    assert int(row.group(3)) == round(100 * sum(e.params for e in experts) / inv.params)
+    assert "memory holds every expert" in html
+    dense = [e for e in inv.entries if not is_expert_group(e.group)]
+    assert "ii-experts" not in inventory_html(dense, tied=False)

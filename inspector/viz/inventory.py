@@ -6,7 +6,8 @@ The precision column says how a tensor is held: its dtype, or for a quantized mo
 Input rows are the entries of `inspector.models.inventory` (objects or dicts with name/shape/dtype/params/
 bytes/group). A mixture of experts' weights are grouped apart (router; expert gate / up / down, or Granite's
 stacked gate+up / down): the totals table adds the experts' subtotal and what share of the weights they are,
-and the note says that memory holds every expert while a decode step reads only the chosen ones. The table is plain HTML, sorted client-side by static/app.js (click a header); rows of
+and the note says that memory holds every expert while a decode step reads only the chosen ones. The table
+is plain HTML, sorted client-side by static/app.js (click a header); rows of
 the selected layer are highlighted.
 """
 
