@@ -7,7 +7,8 @@ after the layer at the newest position, kv_bytes = per layer KV cache bytes afte
 layer the expert ids the newest position went to, highest weight first, in a mixture-of-experts model, null
 in a dense one) and timings (ttft_ms, tpot_ms list, tokenize_ms, prefill_ms). Each step also names its seed
 and `stages`: every stage of the processor chain in the order it ran (penalties, bans, grammar, then
-temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the top tokens before and after it.
+temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the
+top tokens before and after it.
 `interventions` lists the label of each intervention the run applied, in order ([] without any):
 `--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
 TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
