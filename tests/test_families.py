@@ -199,7 +199,8 @@ def test_family_points_are_refused_on_a_llama():
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"model_type": "gemma"}, "model_type='gemma' (supported: llama, qwen2, qwen3, mistral, phi3, gemma2, gemma3_text)"),
+    ({"model_type": "gemma"}, "model_type='gemma' (supported: llama, qwen2, qwen3, mistral, phi3, gemma2, gemma3_text, "
+                              "mixtral, qwen3_moe, olmoe, granitemoe)"),
     ({"model_type": "gemma3", "text_config": {}}, "its text model (model_type gemma3_text) is"),
     ({"model_type": "phi3", "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.75}},
      "partial_rotary_factor=0.75"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401  (fixtures)
 
-from inspector.models.inventory import GROUPS, build_inventory, group_of
+from inspector.models.inventory import EXPERT_GROUPS, GROUPS, build_inventory, group_of
 from inspector.models.loader import load_model
 
 
@@ -16,8 +16,9 @@ def test_group_of():
     assert group_of("model.layers.0.post_attention_layernorm.weight") == "norm"
     assert group_of("model.norm.weight") == "norm"
     assert group_of("lm_head.weight") == "lm_head"
+    assert group_of("model.layers.0.block_sparse_moe.gate.weight") == "router"  # a mixture of experts' (Mixtral)
     with pytest.raises(ValueError):
-        group_of("model.layers.0.block_sparse_moe.gate.weight")
+        group_of("model.layers.0.mlp.shared_expert_gate.weight")
 
 
 def test_tiny_tied(tiny_llama_dir):
@@ -29,7 +30,8 @@ def test_tiny_tied(tiny_llama_dir):
     assert inv.bytes == 4 * inv.params
     assert inv.tied_to == "model.embed_tokens.weight"
     groups = {g.group: g for g in inv.groups}
-    assert list(groups) == [g for g in GROUPS if g not in ("attention qkv", "mlp gate+up")]  # Phi-3's fused ones
+    assert list(groups) == [g for g in GROUPS if g not in ("attention qkv", "mlp gate+up", "router", *EXPERT_GROUPS)]
+    # (not Phi-3's fused ones, nor a mixture of experts')
     assert groups["lm_head"].tensors == 0 and groups["lm_head"].bytes == 0
     assert groups["norm"].tensors == 2 * 2 + 1
     assert sum(g.params for g in inv.groups) == inv.params

@@ -113,15 +113,41 @@ def not_drawn_by_the_page() -> dict[str, go.Figure]:
     """Builders the page does not call (the CLI and bench do), drawn on hand-made records."""
     from inspector.viz.interventions import dla_figure, patch_figure
     from inspector.viz.kv_policies import kl_bytes_figure
+    from inspector.viz.routing import experts_read_curve, router_chart
+    from inspector.viz.timing import weights_read_chart
 
     layers = [LayerParts([0.5, -2.0], 1.0), LayerParts([0.1, 0.2], -0.25, attn_rest=0.0)]
     sweep = PatchSweep("resid_pre", [0, 1], [0, 1, 2], ["a", "b", "c"], ["a", "x", "c"], [[0, 1, 0], [0, 0.5, 0.2]],
                        2.0, -1.0, 5, 6, 1.5)
     rows = [{"policy": p, "budget": b, "kv_bytes": b * 1000, "kv_bytes_full": 64_000, "kl_mean": 1 / b,
              "top1_agreement": 0.9} for p in ("window", "h2o") for b in (16, 32)]
+    moe = _moe_records()  # the page's routing view is not wired yet: its builders on hand-made MoE records
+    uniform = [(b, 8 * (1 - 0.75 ** b)) for b in (1, 2, 4, 8, 16)]
     return {"interventions.dla_figure": dla_figure(Attribution(7, " Paris", -0.15, 0.3, layers)),
             "interventions.patch_figure": patch_figure(sweep),
-            "kv_policies.kl_bytes_figure": kl_bytes_figure(rows)}
+            "kv_policies.kl_bytes_figure": kl_bytes_figure(rows),
+            "routing.router_chart": router_chart(moe, 1, 0, " fox"),
+            "routing.experts_read_curve": experts_read_curve(8, 2, uniform, [(1, 2.0), (2, 3.5)]),
+            "timing.weights_read_chart": weights_read_chart(moe, 10 * 2**20, 2**20, 30 * 2**20)}
+
+
+def _moe_records() -> list:
+    """A prefill of 2 positions and one decode step of a mixture of experts (2 layers, 8 experts, 2 per token)."""
+    import numpy as np
+
+    from inspector.session.records import ForwardRecord, RoutingRecord
+
+    rng = np.random.default_rng(0)
+    out = []
+    for step, (start, n) in enumerate([(0, 2), (2, 1)]):
+        probs = rng.dirichlet(np.ones(8), size=(2, n)).astype(np.float32)  # (L, n, E)
+        ids = np.argsort(-probs, axis=-1)[..., :2].astype(np.int32)
+        top = np.take_along_axis(probs, ids, axis=-1)
+        zeros = np.zeros((2, n), np.float32)
+        out.append(ForwardRecord("prefill" if step == 0 else "decode", step, start, [5] * n, True, zeros, zeros,
+                                 zeros, zeros, zeros, [], np.zeros(16, np.float16), [], 1.0,
+                                 routing=RoutingRecord(ids, top / top.sum(-1, keepdims=True), probs)))
+    return out
 
 
 def problems(fig: go.Figure) -> list[str]:

@@ -1,10 +1,13 @@
 """Tiny random checkpoints for tests (a helper module; pytest puts tests/ on sys.path, so `from tiny import ...`).
 
-`make_tiny_checkpoint(dir, model_type="llama", tie=True, **config_overrides) -> Path` (any family in
-`HF_CLASSES`) writes a
+`make_tiny_checkpoint(dir, model_type="llama", tie=True, init_std=None, **config_overrides) -> Path` (any
+family in `HF_CLASSES`, the mixtures of experts included) writes a
 real HF-format directory with transformers' `save_pretrained` (config.json, model.safetensors) plus a small
 byte-level BPE tokenizer.json (SmolLM pre-tokenizer, ChatML special tokens) and a tokenizer_config.json
-with a ChatML chat template. Same seed -> same weights.
+with a ChatML chat template. Same seed -> same weights: transformers' own initialisation, or with `init_std`
+every matrix drawn N(0, init_std) (routers too, whose transformers init may be all zeros: every expert tied).
+The files hold the checkpoint names the Hub's hold (transformers 5 writes MoE experts one tensor per expert
+and projection, e.g. `mlp.experts.3.gate_proj.weight`, though its modules stack them).
 
 `write_tiny_gguf(hf_dir, path, qtype="F32", add_bos=False)` writes that checkpoint as a llama GGUF the way llama.cpp's
 converter does (`llama_cpp_permute`, copied from it): Q/K rows permuted, tokenizer vocab/merges/types in metadata; optionally Q8_0-quantized.
@@ -40,7 +43,9 @@ CORPUS = [
 HF_CLASSES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
               "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "mistral": ("MistralConfig", "MistralForCausalLM"),
               "phi3": ("Phi3Config", "Phi3ForCausalLM"), "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
-              "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
+              "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+              "mixtral": ("MixtralConfig", "MixtralForCausalLM"), "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+              "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"), "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM")}
 
 
 def make_tokenizer(vocab_size: int = 320) -> Any:
@@ -60,7 +65,7 @@ def make_tokenizer(vocab_size: int = 320) -> Any:
 
 
 def make_tiny_checkpoint(directory: str | Path, model_type: str = "llama", tie: bool = True, seed: int = 0,
-                         **config_overrides: Any) -> Path:
+                         init_std: float | None = None, **config_overrides: Any) -> Path:
     """Write a tiny random HF checkpoint into `directory` (created) and return it."""
     import torch
     import transformers
@@ -82,6 +87,8 @@ def make_tiny_checkpoint(directory: str | Path, model_type: str = "llama", tie: 
     model = model_cls(config)
     with torch.no_grad():  # non-trivial norms and biases, so a mix-up would show
         for name, p in model.named_parameters():
+            if init_std is not None:
+                p.normal_(0.0, init_std)
             if name.endswith("norm.weight") or name.endswith(".bias"):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p) if name.endswith("norm.weight") else 0.1 * torch.randn_like(p))
     model.save_pretrained(directory, safe_serialization=True)
@@ -188,6 +195,13 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny untied Qwen2 checkpoint (q/k/v biases)."""
     return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-qwen2", model_type="qwen2", tie=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Mixtral checkpoint: 5 experts per layer, 2 per token, weights N(0, 0.1) so routing varies."""
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-mixtral", model_type="mixtral", tie=False,
+                                init_std=0.1, num_local_experts=5, num_experts_per_tok=2)
 
 
 def run_bench_quick(name: str, directory: Path, **checkpoint: Any) -> str:

@@ -104,7 +104,7 @@ def beam_search(self: Model, prompt: str, *, num_beams: int = 2, **options: Any)
     """Beam search (`inspector run --num-beams B`): every hypothesis scored, the candidate tree per step.
     Takes `Model.prefill`'s keywords that beam search combines with (chat, system, max_new_tokens,
     length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict` gives the CLI's JSON."""
-    from inspector.api.model import RUN_FLAGS
+    from inspector.api.options import RUN_FLAGS
     from inspector.commands.decoding import beam_record
     from inspector.commands.run import check_args
 

@@ -20,11 +20,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from inspector.api import analyses
-from inspector.api.options import Flags, keyword_errors
+from inspector.api.options import LOAD_FLAGS, POLICY_KEYWORDS, RUN_FLAGS, keyword_errors
 from inspector.api.run import Run
-from inspector.commands import flags as cli
 from inspector.commands.kv_eval import BUDGET, SINKS
-from inspector.commands.run import DEFAULT_DRAFT_LEN, check_args, new_session, run_flags
+from inspector.commands.run import DEFAULT_DRAFT_LEN, check_args, new_session
 from inspector.errors import InputError, InspectorError, first_line
 
 if TYPE_CHECKING:
@@ -32,13 +31,6 @@ if TYPE_CHECKING:
     from inspector.models.inventory import Inventory
     from inspector.models.loader import LoadedModel
 
-# `inspector run`'s flags a run takes as keywords (the model's own: model, device, dtype, attention, are
-# `load()`'s; --save-trace is `Run.save`; --json and --prompt are not options here)
-RUN_FLAGS = Flags([cli.prompt_flags(), cli.chat_flags(), cli.max_new_tokens_flags(64), cli.sampling_flags(),
-                   cli.decoding_flags(), cli.intervention_flags(), run_flags()],
-                  skip=("prompt", "dtype", "attention", "save_trace"))
-LOAD_FLAGS = Flags([cli.model_flags(), run_flags()])  # load() takes dtype, device and attention of them
-POLICY_KEYWORDS = ("policy", "budget", "sinks")  # `inspector kv-eval`'s flags, the eviction policies only
 
 
 def load(source: str | os.PathLike[str] | None = None, *, dtype: str = "fp32", device: str = "cpu",

@@ -97,3 +97,26 @@ class Flags:
         if action.choices is not None and value not in action.choices:
             raise InputError(f"{name} must be one of {', '.join(map(str, action.choices))}, got {shown(value)}")
         return value
+
+
+def _run_flags() -> Flags:
+    from inspector.commands import flags as cli
+    from inspector.commands.run import run_flags
+
+    # `inspector run`'s flags a run takes as keywords (the model's own: model, device, dtype, attention, are
+    # `load()`'s; --save-trace is `Run.save`; --json and --prompt are not options here)
+    return Flags([cli.prompt_flags(), cli.chat_flags(), cli.max_new_tokens_flags(64), cli.sampling_flags(),
+                  cli.decoding_flags(), cli.intervention_flags(), run_flags()],
+                 skip=("prompt", "dtype", "attention", "save_trace"))
+
+
+def _load_flags() -> Flags:
+    from inspector.commands import flags as cli
+    from inspector.commands.run import run_flags
+
+    return Flags([cli.model_flags(), run_flags()])  # load() takes dtype, device and attention of them
+
+
+RUN_FLAGS = _run_flags()
+LOAD_FLAGS = _load_flags()
+POLICY_KEYWORDS = ("policy", "budget", "sinks")  # `inspector kv-eval`'s flags, the eviction policies only

@@ -4,8 +4,10 @@
 source weight files' size on disk), dtype, config (HF config.json keys), params (every weight tensor's numbers, a
 tied LM head counted once), bytes (those tensors' bytes in memory), weights_path, tied_to (the embedding a
 tied LM head reuses, else null), groups (per group: tensors, params, bytes), tensors (each with name, shape,
-dtype, params, bytes, group, layer; and precision when quantized). Sizes in the text output are in binary
-units (1 MiB = 2^20 bytes).
+dtype, params, bytes, group, layer; a one-expert tensor also its `expert` index; and precision when
+quantized) and params_active (the parameters one token's forward uses: all of a dense model's; a mixture of
+experts' shared weights plus k of its E experts per layer). Sizes in the text output are in binary units
+(1 MiB = 2^20 bytes).
 """
 
 from __future__ import annotations
@@ -18,10 +20,16 @@ from inspector.commands.flags import json_flags, model_flags
 from inspector.models.inventory import Inventory, build_inventory
 from inspector.units import format_bytes
 
+MOE_NOTE = ("Mixtures of experts (Mixtral, Qwen3-MoE, OLMoE, Granite-MoE) show their experts per layer and the "
+            "parameters one token uses. The smallest real one, ibm-granite/granite-3.0-1b-a400m-instruct (1.3 B "
+            "parameters in total, 0.4 B active per token, 2.7 GB in bf16), loads from a directory or the Hub like "
+            "any family and is small enough for a laptop CPU in bf16 (`--model ... --dtype bf16` in `inspector run`).")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("info", help="show the model: architecture, parameters, tensor inventory",
-                                   description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                   description=__doc__.split("\n\n")[0],
+                                   epilog=__doc__.split("\n\n", 1)[1] + "\n\n" + MOE_NOTE,
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    parents=[model_flags(), json_flags()])
     parser.set_defaults(func=run)
@@ -38,7 +46,15 @@ def info_dict(loaded: Any, inv: Inventory) -> dict[str, Any]:
         "config": loaded.config.to_hf(),
         "weights_path": str(loaded.weights_path),
         **inv.to_json(),
+        "params_active": active_params(loaded.config),
     }
+
+
+def active_params(config: Any) -> int:
+    """Parameters one token's forward uses (`inspector.serving.experts.count_active_params`)."""
+    from inspector.serving.experts import count_active_params
+
+    return count_active_params(config)
 
 
 def _table(header: list[str], rows: list[list[Any]], right: set[int]) -> str:
@@ -80,6 +96,9 @@ def human(loaded: Any, inv: Inventory) -> str:
         *([f"  family adds:  {family}"] if (family := family_line(c)) else []),
         f"  parameters:   {inv.params:,} ({format_bytes(inv.bytes)} in {dtype}"
         + ("; the tied LM head is the embedding, counted once)" if inv.tied_to else ")"),
+        *([f"  experts:      {c.num_experts} per layer, {c.num_experts_per_tok} per token: one token uses "
+           f"{active_params(c):,} parameters ({active_params(c) / inv.params:.0%}); memory holds them all"]
+          if c.moe else []),
         "",
         _table(["group", "tensors", "params", "bytes"],
                [[g.group, g.tensors, g.params, format_bytes(g.bytes) if g.bytes else "0 (tied)" if g.group == "lm_head" else "0"]

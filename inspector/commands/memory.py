@@ -10,6 +10,15 @@ memory_bytes and fits_requests (requests of this context that fit after the weig
 --memory), max_position_embeddings, sliding_window, kv_bytes_windowed (a cache keeping only the window in
 the sliding layers, exact; null without sliding layers), layout_note (the engine family the model is counted as,
 when not its own; else null) and published_params (null unless shipped).
+Parameters: params_total (every weight held, = params) and params_active (what one token's forward uses: all
+of a dense model's; a mixture of experts' shared weights plus k of its E experts per layer), and
+published_active_params (null unless shipped and published). `experts` is null for a dense model; for a
+mixture of experts: num_experts (E per layer), experts_per_token (k), expert_params (every expert of every
+layer: memory holds them all), params_per_expert (one expert of one layer), shared_params, active_weight_bytes
+(shared weights plus k experts per layer in the weights' dtype: about what a batch-1 decode step reads, the
+whole embedding table counted), batch_expected_experts (distinct experts per layer that `batch` tokens, one
+decode step of `batch` requests, go to when routing is uniform: E·(1 − (1 − k/E)^batch)) and
+batch_weight_bytes (the shared weights plus that many experts per layer).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Any
 
 from inspector.commands.flags import json_flags
 from inspector.errors import InputError
+from inspector.serving import experts as moe
 from inspector.serving import memory as mem
 from inspector.units import format_bytes
 from inspector.validate import Bound
@@ -95,7 +105,22 @@ def result_dict(rc: mem.ResolvedConfig, context: int, batch: int, dtype: str, kv
         "kv_bytes_windowed": mem.windowed_kv_bytes(cfg, context, batch, kv_dtype),
         "layout_note": rc.layout_note,
         "published_params": rc.shipped.published_params if rc.shipped else None,
+        "params_total": gqa.params, "params_active": moe.count_active_params(cfg),
+        "published_active_params": rc.shipped.published_active if rc.shipped else None,
+        "experts": experts_dict(cfg, dtype, batch),
     }
+
+
+def experts_dict(cfg: Any, dtype: str, batch: int) -> dict[str, Any] | None:
+    """The `experts` object of `--json` (None for a dense model)."""
+    c = moe.expert_costs(cfg, dtype)
+    if c is None:
+        return None
+    return {"num_experts": c.num_experts, "experts_per_token": c.top_k, "expert_params": c.expert_params,
+            "params_per_expert": c.params_per_expert, "shared_params": c.shared_params,
+            "active_weight_bytes": round(c.step_bytes(1)),
+            "batch_expected_experts": moe.expected_experts(c.num_experts, c.top_k, batch),
+            "batch_weight_bytes": round(c.step_bytes(batch))}
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -139,6 +164,8 @@ def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
                      f"{c.max_position_embeddings:,}")
     if out["layout_note"]:
         lines.append(f"  note: {out['layout_note']}")
+    if out["experts"] is not None:
+        lines += experts_lines(out)
     if out["kv_bytes_windowed"] is not None:
         w, kinds = out["sliding_window"], [c.layer_type(i) for i in range(c.num_hidden_layers)]
         n_local = kinds.count("sliding_attention")
@@ -148,13 +175,32 @@ def human(rc: mem.ResolvedConfig, out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def experts_lines(out: dict[str, Any]) -> list[str]:
+    """What a mixture of experts holds against what its steps read (human output)."""
+    e, fb = out["experts"], format_bytes
+    share = out["params_active"] / out["params_total"]
+    return [
+        "",
+        f"  mixture of experts: {e['num_experts']} experts per layer, {e['experts_per_token']} per token",
+        f"    memory holds every expert: {out['params_total']:,} parameters, "
+        f"{fb(out['weight_bytes'])} in {out['dtype']}",
+        f"    one token uses {out['params_active']:,} ({share:.0%}): a batch-1 decode step reads about "
+        f"{fb(e['active_weight_bytes'])} of weights",
+        f"    a step over {out['batch']} tokens reads the union of their experts: "
+        f"{e['batch_expected_experts']:.1f} of {e['num_experts']} per layer expected if routing were uniform, "
+        f"about {fb(e['batch_weight_bytes'])}",
+    ]
+
+
 def list_dicts() -> list[dict[str, Any]]:
     """The `--list --json` rows: each shipped configuration with its counts and sources."""
     rows = []
     for s in mem.shipped_configs().values():
         cfg = mem.config_from_hf(s.config, s.repo_id)
         rows.append({"repo_id": s.repo_id, "params": mem.count_params(cfg),
-                     "published_params": s.published_params, "published_label": s.published_label,
+                     "params_active": moe.count_active_params(cfg),
+                     "published_params": s.published_params, "published_active_params": s.published_active,
+                     "published_label": s.published_label,
                      "bf16_weight_bytes": mem.weight_bytes(cfg, "bf16"),
                      "bf16_kv_bytes_per_token": mem.kv_bytes_per_token(cfg, "bf16"),
                      "config_sources": list(s.config_sources), "published_source": s.published_source})
@@ -162,8 +208,8 @@ def list_dicts() -> list[dict[str, Any]]:
 
 
 def human_list(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(_table([["config", "params", "published", "bf16 weights", "KV/token (bf16)"]]
-                            + [[r["repo_id"], f"{r['params']:,}", r["published_label"],
+    return "\n".join(_table([["config", "params", "active per token", "published", "bf16 weights", "KV/token (bf16)"]]
+                            + [[r["repo_id"], f"{r['params']:,}", f"{r['params_active']:,}", r["published_label"],
                                 format_bytes(r["bf16_weight_bytes"]), f"{r['bf16_kv_bytes_per_token']:,} B"]
                                for r in rows]))
 

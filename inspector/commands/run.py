@@ -5,10 +5,12 @@ generated_ids, text, finished, steps (one per sampled token: step, chosen_id, ch
 top-20 `{id, piece, logit, prob}` by raw logit, prob being the softmax of the raw logits (before any
 penalty, temperature or filter), resid_norms = per layer L2 norm of the residual stream after the layer
 (before the final norm) at the newest position, kv_bytes = per layer bytes of the KV cache entries in use
-after the forward (not the allocated storage), forward_ms = the forward's wall time with the recorder on,
-sample_ms = the draw's) and timings (ttft_ms = tokenize + prefill forward + first draw, tpot_ms = per decode
-step its forward + draw, tokenize_ms, prefill_ms = the prefill's forward). Each step also names its seed and
-`stages`: every stage of the processor chain in the order it ran (penalties, bans, grammar, then
+after the forward (not the allocated storage), routing = per layer the expert ids the newest position went
+to, highest weight first, in a mixture-of-experts model, null in a dense one, forward_ms = the forward's wall
+time with the recorder on, sample_ms = the draw's) and timings (ttft_ms = tokenize + prefill forward + first
+draw, tpot_ms = per decode step its forward + draw, tokenize_ms, prefill_ms = the prefill's forward). Each step
+also names its seed and `stages`: every stage of the processor chain in the order it ran (penalties, bans,
+grammar, then
 temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the
 top tokens before and after it.
 `interventions` lists the label of each intervention the run applied, in order ([] without any):
@@ -114,6 +116,7 @@ def result_dict(session: Any) -> dict[str, Any]:
                     for c in s.candidates[:TOP_N]],
             "resid_norms": [float(x) for x in rec.resid_post[:, -1]],
             "kv_bytes": [kv.nbytes for kv in rec.kv],
+            "routing": rec.routing.expert_ids[:, -1].tolist() if rec.routing is not None else None,
             "forward_ms": rec.forward_ms,
             "sample_ms": rec.sample_ms,
             "seed": s.params.seed,

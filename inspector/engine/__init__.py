@@ -1,7 +1,10 @@
 """The inference engine: plain PyTorch, token ids in, logits and trace points out; it knows no text.
 
 - `config`: ModelConfig (Hugging Face config keys), SamplingParams.
-- `model`: RMSNorm, RoPE, attention, SwiGLU MLP, blocks, Transformer; several rows at their own positions.
+- `layers`: the building blocks (norms, attention, MLPs, mixtures of experts, decoder blocks), imported by `arch`.
+- `arch`: which blocks each model family is built from.
+- `model`: embeddings, the blocks, the final norm and LM head (Transformer); several rows at their own positions.
+- `rope`: rotary position embeddings (functions the layers and the generation loop share).
 - `linear`: the weight products (`project`) and the stacked q/k/v and gate/up layout they run on.
 - `attention`: the one place scores are scaled, causally masked and softmaxed (model and views).
 - `kv_cache`: KVCache, owned by the caller (per-row lengths, read, truncate, measured bytes).

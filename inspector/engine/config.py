@@ -1,10 +1,11 @@
 """Model and sampling configuration.
 
 `ModelConfig` fields are Hugging Face config.json keys: the Llama family's (Llama, SmolLM, Qwen2) and the
-keys of the other families the engine implements (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text; see
-`inspector.engine.families` for what each adds). `ModelConfig.from_hf` reads those keys and raises
-`UnsupportedConfigError` (naming the key, its value and what is supported) for anything that would change
-the math in a way the engine does not implement — it never ignores one.
+keys of the other families the engine implements (Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text, and the
+mixtures of experts Mixtral, Qwen3-MoE, OLMoE, Granite-MoE; see `inspector.engine.arch` for what each adds).
+`ModelConfig.from_hf` reads those keys and raises `UnsupportedConfigError` (naming the key, its value and
+what is supported) for anything that would change the math in a way the engine does not implement — it
+never ignores one.
 
 Layer kinds: `layer_types[i]` is "full_attention" (causal over every earlier position) or
 "sliding_attention" (only the `sliding_window` latest positions, the query's own included, as
@@ -14,20 +15,28 @@ transformers' sliding-window mask). Sliding layers rotate with `rope_local_theta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from inspector.errors import UnsupportedConfigError  # re-exported for callers of from_hf
 from inspector.validate import SAMPLING
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text")
+MOE_TYPES = ("mixtral", "qwen3_moe", "olmoe", "granitemoe")  # a sparse mixture of experts in every layer's MLP
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text", *MOE_TYPES)
 FULL, SLIDING = "full_attention", "sliding_attention"
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")  # the gated MLP's activation on the gate
 GEMMA_TYPES = ("gemma2", "gemma3_text")  # (1 + w) norms, sandwich norms, embeddings scaled by sqrt(D)
-QK_NORM_TYPES = ("qwen3", "gemma3_text")  # RMSNorm over each head's queries and keys before RoPE
+QK_NORM_TYPES = ("qwen3", "gemma3_text", "qwen3_moe", "olmoe")  # RMSNorm over queries and keys before RoPE
+SLIDING_TYPES = ("mistral", "phi3", "mixtral")  # every layer slides when the config sets a window
+# The key naming the expert count: Qwen3-MoE and OLMoE write num_experts, Mixtral and Granite num_local_experts.
+EXPERTS_KEY = {"mixtral": "num_local_experts", "qwen3_moe": "num_experts", "olmoe": "num_experts",
+               "granitemoe": "num_local_experts"}
 _ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                   "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                  "gemma3_text": "Gemma3ForCausalLM"}
+                  "gemma3_text": "Gemma3ForCausalLM", "mixtral": "MixtralForCausalLM",
+                  "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+                  "granitemoe": "GraniteMoeForCausalLM"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,14 @@ class ModelConfig:
     query_pre_attn_scalar: float | None = None  # scores scaled by its -1/2 power (Gemma); None: head_dim
     attn_logit_softcapping: float | None = None  # scores -> cap * tanh(scores / cap) before the mask (Gemma 2)
     final_logit_softcapping: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma 2)
+    num_experts: int = 0  # experts per MoE layer (HF: num_experts or num_local_experts); 0 for a dense model
+    num_experts_per_tok: int = 0  # top-k: experts each token goes to
+    moe_intermediate_size: int | None = None  # an expert's FFN width (Qwen3-MoE); None: intermediate_size
+    norm_topk_prob: bool = False  # renormalise the top-k weights to sum to 1 (Qwen3-MoE, OLMoE; Mixtral always)
+    embedding_multiplier: float = 1.0  # Granite: embeddings times this
+    residual_multiplier: float = 1.0  # Granite: attention and MLP outputs times this before the residual adds
+    attention_multiplier: float | None = None  # Granite: the score scale itself (None: see attn_scale)
+    logits_scaling: float = 1.0  # Granite: logits divided by this
 
     def layer_type(self, layer: int) -> str:
         """FULL or SLIDING: how layer `layer` masks its keys."""
@@ -71,6 +88,16 @@ class ModelConfig:
         return self.model_type in QK_NORM_TYPES
 
     @property
+    def moe(self) -> bool:
+        """Every layer's MLP is a sparse mixture of `num_experts` experts, `num_experts_per_tok` per token."""
+        return self.model_type in MOE_TYPES
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        """One expert's FFN width."""
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
     def fused(self) -> bool:
         """Phi-3: q/k/v in one `qkv_proj` matrix and gate/up in one `gate_up_proj` in the checkpoint."""
         return self.model_type == "phi3"
@@ -78,6 +105,8 @@ class ModelConfig:
     @property
     def attn_scale(self) -> float:
         """What q.k is multiplied by before the softmax."""
+        if self.attention_multiplier is not None:
+            return self.attention_multiplier
         return (self.query_pre_attn_scalar if self.query_pre_attn_scalar is not None else self.head_dim) ** -0.5
 
     @property
@@ -125,7 +154,7 @@ class ModelConfig:
         if self.model_type == "llama":
             out["attention_bias"] = self.attention_bias
             out["mlp_bias"] = False
-        if self.model_type in ("mistral", "phi3") or self.layer_types:
+        if self.model_type in SLIDING_TYPES or self.layer_types:
             out["sliding_window"] = self.sliding_window
         if self.layer_types:
             out["layer_types"] = list(self.layer_types)
@@ -139,6 +168,17 @@ class ModelConfig:
             out["final_logit_softcapping"] = self.final_logit_softcapping
         if self.rope_local_theta is not None:
             out["rope_local_base_freq"] = self.rope_local_theta
+        if self.moe:
+            out[EXPERTS_KEY[self.model_type]] = self.num_experts
+            out["num_experts_per_tok"] = self.num_experts_per_tok
+        if self.model_type in ("qwen3_moe", "olmoe"):
+            out["norm_topk_prob"] = self.norm_topk_prob
+        if self.model_type == "qwen3_moe":
+            out.update(moe_intermediate_size=self.moe_intermediate_size, use_sliding_window=False,
+                       decoder_sparse_step=1, mlp_only_layers=[])
+        if self.model_type == "granitemoe":
+            out.update(embedding_multiplier=self.embedding_multiplier, residual_multiplier=self.residual_multiplier,
+                       attention_multiplier=self.attention_multiplier, logits_scaling=self.logits_scaling)
         return out
 
     @classmethod
@@ -166,7 +206,7 @@ class ModelConfig:
             reject("mlp_bias", cfg["mlp_bias"], "MLP biases are not implemented")
         if model_type == "qwen2" and cfg.get("use_sliding_window"):
             reject("use_sliding_window", cfg["use_sliding_window"], "Qwen2's sliding-window layers are not implemented")
-        if model_type == "qwen3" and cfg.get("use_sliding_window"):
+        if model_type in ("qwen3", "qwen3_moe") and cfg.get("use_sliding_window"):
             reject("use_sliding_window", cfg["use_sliding_window"], "Qwen3's sliding-window layers are not implemented")
         if gemma and cfg.get("use_bidirectional_attention"):
             reject("use_bidirectional_attention", cfg["use_bidirectional_attention"], "only causal attention")
@@ -226,7 +266,7 @@ class ModelConfig:
         if window is not None and (not isinstance(window, int) or window < 1):
             reject("sliding_window", window, "a positive whole number or null")
         layer_types: tuple[str, ...] = ()
-        if model_type in ("mistral", "phi3"):  # every layer slides when a window is set
+        if model_type in SLIDING_TYPES:  # every layer slides when a window is set
             layer_types = (SLIDING,) * layers if window is not None else ()
         elif gemma:
             given = cfg.get("layer_types")
@@ -244,7 +284,7 @@ class ModelConfig:
                 reject("sliding_window", window, "sliding_attention layers need a window")
             if all(t == FULL for t in layer_types):
                 layer_types = ()
-        if not layer_types and model_type not in ("mistral", "phi3") and not gemma:
+        if not layer_types and model_type not in SLIDING_TYPES and not gemma:
             window = None  # a window no layer uses
 
         def opt_float(key: str) -> float | None:
@@ -275,7 +315,51 @@ class ModelConfig:
             query_pre_attn_scalar=opt_float("query_pre_attn_scalar") if gemma else None,
             attn_logit_softcapping=opt_float("attn_logit_softcapping") if gemma else None,
             final_logit_softcapping=opt_float("final_logit_softcapping") if gemma else None,
+            **_moe_fields(cfg, model_type, hidden // heads, head_dim, reject),
         )
+
+
+def _moe_fields(cfg: dict[str, Any], model_type: str, default_head_dim: int, head_dim: int,
+                reject: Any) -> dict[str, Any]:
+    """The mixture-of-experts and Granite fields of `from_hf` (empty for a dense family); `reject` raises on
+    keys whose math the engine does not implement."""
+    if model_type not in MOE_TYPES:
+        return {}
+    key = EXPERTS_KEY[model_type]  # the family's own name for it; the other one is read too (transformers maps both)
+    if cfg.get(key) is None:
+        key = "num_experts" if key == "num_local_experts" else "num_local_experts"
+        key = key if cfg.get(key) is not None else EXPERTS_KEY[model_type]
+    experts, k = cfg.get(key), cfg.get("num_experts_per_tok")
+    for name, value in ((key, experts), ("num_experts_per_tok", k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            reject(name, value, "a whole number of experts, at least 1, required for a mixture of experts")
+    if k > experts:
+        reject("num_experts_per_tok", k, f"top-k cannot exceed the {experts} experts ({key})")
+    if model_type == "qwen3_moe":
+        if cfg.get("decoder_sparse_step", 1) != 1:
+            reject("decoder_sparse_step", cfg["decoder_sparse_step"], "dense layers between the MoE ones are not "
+                   "implemented: only 1 (every layer MoE)")
+        if cfg.get("mlp_only_layers"):
+            reject("mlp_only_layers", cfg["mlp_only_layers"], "dense layers among the MoE ones are not implemented")
+    if model_type == "olmoe":
+        if cfg.get("clip_qkv") is not None:
+            reject("clip_qkv", cfg["clip_qkv"], "clipping q/k/v is not implemented: only null")
+        if head_dim != default_head_dim:  # its q/k norms span hidden_size: heads x (hidden // heads)
+            reject("head_dim", head_dim,
+                   f"OLMoE's q/k norms need hidden_size // num_attention_heads = {default_head_dim}")
+    out: dict[str, Any] = {"num_experts": experts, "num_experts_per_tok": k,
+                           "norm_topk_prob": bool(cfg.get("norm_topk_prob", False))}
+    if model_type == "qwen3_moe":
+        out["moe_intermediate_size"] = int(cfg.get("moe_intermediate_size", cfg["intermediate_size"]))
+    if model_type == "granitemoe":  # transformers' defaults: 1.0 each, so scores are q.k * 1.0 unless set
+        for name in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+            value = cfg.get(name, 1.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                reject(name, value, "a number")
+            out[name] = float(value)
+        if out["logits_scaling"] == 0:
+            reject("logits_scaling", 0, "logits are divided by it: not 0")
+    return out
 
 
 MIN_TEMPERATURE = SAMPLING[0].least_nonzero  # 0 (greedy) or at least this: see inspector.validate

@@ -11,15 +11,19 @@ sequence), and never asks for the (T, S) attention maps:
 - families with post-norms (Gemma's sandwich block) also emit what attention and the MLP made before their
   post-norm (`hook_attn_out_raw`, `hook_mlp_out_raw`): their L2 norms are kept beside the others
   (`post_norm_arrays()`, empty for other families); a family with a final logit soft-cap emits the logits
-  before it (`unembed.hook_logits_raw`): the last position's row is kept in fp32 (`raw_logits()`, else None).
+  before it (`unembed.hook_logits_raw`): the last position's row is kept in fp32 (`raw_logits()`, else None);
+- a mixture of experts' routing in every layer (`routing_arrays()`, None for a dense model): the experts each
+  position went to (int32, best first), their weights (fp32) and the softmax of the router logits over all
+  experts (fp32; fp16 from `HALF_QUERIES_FROM` positions on, as the queries).
 Norms and queries land on the CPU whatever the model's device (the views read them).
 A short forward (a decode step: at most `DEFER_MAX_POSITIONS` positions) only keeps references while it
 runs and reduces every layer at once when the results are first read (a few ops per forward instead of
 a dozen per layer); a long one reduces layer by layer, so it never holds a layer's activations for long.
-Results: `norm_arrays()`, `queries()`, `lens_inputs()`, `post_norm_arrays()`, `raw_logits()`.
+Results: `norm_arrays()`, `queries()`, `lens_inputs()`, `post_norm_arrays()`, `raw_logits()`, `routing_arrays()`.
 
-`FullRecorder` keeps a copy of every trace point's full tensor, the attention maps included (tests and
-debugging: memory grows with T x S).
+`ExpertUsage` counts, per layer, the distinct experts a forward's real tokens went to (the expert weights a
+mixture-of-experts forward reads); `FullRecorder` keeps a copy of every trace point's full tensor, the
+attention maps included (tests and debugging: memory grows with T x S).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ POST_NORM_POINTS = ("attn_out_raw", "mlp_out_raw")  # before the post-norms, in 
 RAW_LOGITS = "unembed.hook_logits_raw"  # logits before the final soft-cap, in families that have one
 HALF_QUERIES_FROM = 512  # positions in one forward from which queries are stored in fp16
 DEFER_MAX_POSITIONS = 16  # forwards up to this many positions are reduced once, after the forward
+ROUTING_POINTS = ("router_logits", "expert_ids", "expert_weights")  # mlp.hook_* of a mixture of experts
 
 
 class SummaryRecorder:
@@ -53,6 +58,8 @@ class SummaryRecorder:
         self._wanted.update({f"blocks.{i}.attn.hook_rot_q": (i, "rot_q") for i in range(num_layers)})
         self._wanted.update({f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in POST_NORM_POINTS})
         self._wanted[RAW_LOGITS] = (-1, "logits_raw")
+        self._wanted.update({f"blocks.{i}.mlp.hook_{p}": (i, p) for i in range(num_layers) for p in ROUTING_POINTS})
+        self._routing: dict[str, list[torch.Tensor | None]] = {p: [None] * num_layers for p in ROUTING_POINTS}
 
     def wants(self, name: str) -> bool:
         return name in self._wanted
@@ -65,6 +72,9 @@ class SummaryRecorder:
             self._raw_logits = value[self.row, -1].detach().float().cpu()
             return
         layer, point = hit
+        if point in ROUTING_POINTS:  # this row's kept positions, a reference (the model never modifies it)
+            self._routing[point][layer] = self._rows(value, positions_dim=1).detach()  # (n, E) or (n, k)
+            return
         if self._defer is None:
             self._defer = value.shape[-2 if point == "rot_q" else 1] <= DEFER_MAX_POSITIONS
         if self._defer:
@@ -141,10 +151,50 @@ class SummaryRecorder:
         """(V,) fp32 logits of the last position before the final soft-cap; None without a soft-cap."""
         return self._raw_logits
 
+    def routing_arrays(self) -> dict[str, np.ndarray] | None:
+        """{"expert_ids": (num_layers, n, k) int32, "expert_weights": (num_layers, n, k) float32,
+        "router_probs": (num_layers, n, E)} of a mixture-of-experts forward; None when no layer routed."""
+        held = self._routing
+        if any(v is None for p in ROUTING_POINTS for v in held[p]):
+            return None
+        logits = torch.stack(held["router_logits"]).float()  # (L, n, E)
+        probs = torch.softmax(logits, dim=-1).cpu()
+        if probs.shape[1] >= HALF_QUERIES_FROM:
+            probs = probs.half()
+        return {"expert_ids": torch.stack(held["expert_ids"]).cpu().numpy().astype(np.int32),
+                "expert_weights": torch.stack(held["expert_weights"]).float().cpu().numpy(),
+                "router_probs": probs.numpy()}
+
     def lens_inputs(self) -> torch.Tensor:
         """(num_layers, D): the last position's residual after each layer."""
         self._finish()
         return torch.stack(self._last_resid)
+
+
+class ExpertUsage:
+    """Per layer, the distinct experts the real tokens of one forward went to (`mlp.hook_expert_ids`).
+
+    `counts[b]` real tokens lead row b (the rest of the row is padding, whose routing is left out); None: all
+    of every row. Asks for nothing else."""
+
+    def __init__(self, num_layers: int, counts: list[int] | None = None) -> None:
+        self.counts = counts
+        self._names = {f"blocks.{i}.mlp.hook_expert_ids": i for i in range(num_layers)}
+        self.chosen: list[set[int]] = [set() for _ in range(num_layers)]
+
+    def wants(self, name: str) -> bool:
+        return name in self._names
+
+    def __call__(self, name: str, value: torch.Tensor) -> None:
+        layer = self._names.get(name)
+        if layer is None:
+            return
+        rows = value if self.counts is None else [value[b, :n] for b, n in enumerate(self.counts)]  # (T, k) each
+        self.chosen[layer].update(int(e) for row in rows for e in row.flatten().tolist())
+
+    def distinct(self) -> list[int]:
+        """Experts read per layer."""
+        return [len(s) for s in self.chosen]
 
 
 class FullRecorder:

@@ -51,24 +51,35 @@ BLOCK_HOOKS = (
 )
 
 
-# Points only some families emit (see inspector.engine.families), each after the base point named.
+# Points only some families emit (see inspector.engine.arch), each after the base point named.
 QK_NORM_HOOKS = (
-    "attn.hook_q_normed",  # (B, H, T, d) queries after the per-head q RMSNorm, before RoPE (Qwen3, Gemma 3)
-    "attn.hook_k_normed",  # (B, KV, T, d) keys after the per-head k RMSNorm, before RoPE
+    "attn.hook_q_normed",  # (B, H, T, d) queries after the q RMSNorm, before RoPE (Qwen3, Qwen3-MoE, Gemma 3 per
+    "attn.hook_k_normed",  # (B, KV, T, d) keys after the k RMSNorm, before RoPE      head; OLMoE over all heads)
 )  # after attn.hook_v
 POST_NORM_HOOKS = {
     "hook_attn_out": "hook_attn_out_raw",  # (B, T, D) o_proj's output before the post-attention norm (Gemma)
     "hook_mlp_out": "hook_mlp_out_raw",  # (B, T, D) down_proj's output before the post-feed-forward norm
 }  # each emitted just before its key, which is then the post-normed tensor the residual adds
+MLP_HOOKS = ("mlp.hook_pre", "mlp.hook_post")  # a dense MLP's; a mixture of experts emits MOE_HOOKS instead
+MOE_HOOKS = (
+    "mlp.hook_router_logits",  # (B, T, E) the router's score of each of the E experts, before any softmax
+    "mlp.hook_expert_ids",  # (B, T, k) long: the k experts each token goes to, highest weight first
+    "mlp.hook_expert_weights",  # (B, T, k) fp32: their weights in the token's mixture (see engine.layers.moe)
+)
 FINAL_SOFTCAP_HOOKS = (
     "unembed.hook_logits_raw",  # logits before cap * tanh(logits / cap) (Gemma 2); hook_logits after it
 )
 
 
-def block_hooks(qk_norm: bool = False, post_norms: bool = False) -> tuple[str, ...]:
-    """A block's points, in order of emission, for a family with q/k norms and/or post-norms."""
+def block_hooks(qk_norm: bool = False, post_norms: bool = False, moe: bool = False) -> tuple[str, ...]:
+    """A block's points, in order of emission, for a family with q/k norms, post-norms and/or a mixture of
+    experts as its MLP."""
     out: list[str] = []
     for h in BLOCK_HOOKS:
+        if moe and h in MLP_HOOKS:
+            if h == MLP_HOOKS[0]:
+                out += MOE_HOOKS
+            continue
         if post_norms and h in POST_NORM_HOOKS:
             out.append(POST_NORM_HOOKS[h])
         out.append(h)
@@ -78,11 +89,11 @@ def block_hooks(qk_norm: bool = False, post_norms: bool = False) -> tuple[str, .
 
 
 def hook_names(num_layers: int, qk_norm: bool = False, post_norms: bool = False,
-               final_softcap: bool = False) -> list[str]:
+               final_softcap: bool = False, moe: bool = False) -> list[str]:
     """Every trace key a forward emits, in order of emission (a Llama-style block by default)."""
     names = ["hook_embed"]
     for i in range(num_layers):
-        names += [f"blocks.{i}.{h}" for h in block_hooks(qk_norm, post_norms)]
+        names += [f"blocks.{i}.{h}" for h in block_hooks(qk_norm, post_norms, moe)]
     names.append("ln_final.hook_normalized")
     if final_softcap:
         names += FINAL_SOFTCAP_HOOKS
@@ -92,7 +103,7 @@ def hook_names(num_layers: int, qk_norm: bool = False, post_norms: bool = False,
 def model_hook_names(config) -> list[str]:
     """`hook_names` of a model of this `ModelConfig` (what its family emits)."""
     return hook_names(config.num_hidden_layers, qk_norm=config.qk_norm, post_norms=config.gemma,
-                      final_softcap=config.final_logit_softcapping is not None)
+                      final_softcap=config.final_logit_softcapping is not None, moe=config.moe)
 
 
 # Block points the model computes only for a recorder that asks for them (see the module docstring).
@@ -119,3 +130,12 @@ def edits(rec: Recorder | None, name: str) -> bool:
         return False
     ask = getattr(rec, "edits", None)
     return False if ask is None else bool(ask(name))
+
+
+def record(rec: Recorder | None, name: str, value: torch.Tensor) -> torch.Tensor:
+    """Show `value` to the recorder at trace point `name`; what the model goes on with (a replacement the
+    recorder returned, else `value` itself)."""
+    if rec is None:
+        return value
+    out = rec(name, value)
+    return value if out is None else out

@@ -4,6 +4,10 @@
 read). An entry's `precision` is empty for a plain float tensor (its dtype says it); for a quantized one
 (entries built by `inspector.quant.inventory`) it says how it is held, e.g. "int4 g32 (bf16 scale+min)", with the bytes held. A tied LM head has no tensor of its own: `entries` lists only real tensors, the "lm_head" group
 totals 0 bytes, and `tied_to` names the embedding it reuses. `rows()` gives display rows for tables.
+A mixture of experts' weights have groups of their own: "router" (each layer's (E, D) scoring matrix) and
+"expert gate" / "expert up" / "expert down" (one tensor per expert and projection, `expert` its index), or
+Granite's stacked "expert gate+up" / "expert down" (every expert of a layer in one (E, out, in) tensor,
+`expert` None). `is_expert_group(group)` tells them from the shared weights every token reads.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import torch
 
 
 GROUPS = ("embedding", "attention q", "attention k", "attention v", "attention qkv", "attention o",
-          "mlp gate", "mlp up", "mlp gate+up", "mlp down", "norm", "lm_head")
+          "mlp gate", "mlp up", "mlp gate+up", "mlp down", "router", "expert gate", "expert up", "expert gate+up",
+          "expert down", "norm", "lm_head")
+EXPERT_GROUPS = ("expert gate", "expert up", "expert gate+up", "expert down")
 _GROUP_OF = {
     "embed_tokens": "embedding",
     "q_proj": "attention q", "k_proj": "attention k", "v_proj": "attention v", "o_proj": "attention o",
@@ -26,16 +32,37 @@ _GROUP_OF = {
     "q_norm": "norm", "k_norm": "norm", "pre_feedforward_layernorm": "norm", "post_feedforward_layernorm": "norm",
     "lm_head": "lm_head",
 }
+# A mixture of experts' tensors, by the module owning them: one per expert (Qwen3-MoE and OLMoE use the dense
+# MLP's names, Mixtral w1/w3/w2) or every expert stacked (Granite's input_linear / output_linear).
+_EXPERT_GROUP_OF = {"gate_proj": "expert gate", "up_proj": "expert up", "down_proj": "expert down",
+                    "w1": "expert gate", "w3": "expert up", "w2": "expert down",
+                    "input_linear": "expert gate+up", "output_linear": "expert down"}
 TIED_HEAD = "lm_head.weight"
 EMBEDDING = "model.embed_tokens.weight"
 
 
 def group_of(name: str) -> str:
-    """`model.layers.3.self_attn.q_proj.weight` -> "attention q"."""
-    module = name.rsplit(".", 1)[0].rsplit(".", 1)[-1]  # the module owning the parameter
+    """`model.layers.3.self_attn.q_proj.weight` -> "attention q"; `...mlp.experts.5.up_proj.weight` -> "expert up"."""
+    parts = name.split(".")
+    module = parts[-2] if len(parts) > 1 else ""  # the module owning the parameter
+    if (".experts." in name or module in ("input_linear", "output_linear")) and module in _EXPERT_GROUP_OF:
+        return _EXPERT_GROUP_OF[module]
+    if module == "gate" or (module == "layer" and len(parts) > 2 and parts[-3] == "router"):
+        return "router"  # Mixtral, Qwen3-MoE, OLMoE: mlp.gate; Granite: block_sparse_moe.router.layer
     if module not in _GROUP_OF:
         raise ValueError(f"no inventory group for tensor {name!r}")
     return _GROUP_OF[module]
+
+
+def is_expert_group(group: str) -> bool:
+    """Whether a group holds experts' weights (read only for the tokens routed to them)."""
+    return group in EXPERT_GROUPS
+
+
+def expert_of(name: str) -> int | None:
+    """The expert index of a one-expert tensor (`...experts.5.w1.weight` -> 5); None otherwise."""
+    m = re.search(r"\.experts\.(\d+)\.", name)
+    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
@@ -48,11 +75,14 @@ class TensorEntry:
     group: str
     layer: int | None  # block index, None for embedding / final norm / lm_head
     precision: str = ""  # how the values are held when that is not just `dtype`, e.g. "int8 per-channel"
+    expert: int | None = None  # the expert a one-expert tensor belongs to (a mixture of experts), else None
 
     def to_json(self) -> dict[str, Any]:
         out = {**asdict(self), "shape": list(self.shape)}
         if not self.precision:
             del out["precision"]  # a plain float tensor: its dtype says it
+        if self.expert is None:
+            del out["expert"]  # not one expert's: a shared weight, or every expert stacked
         return out
 
 
@@ -101,7 +131,8 @@ def inventory_from_state(state: dict[str, torch.Tensor], tied: bool, source_form
         m = re.search(r"\.layers\.(\d+)\.", name)
         params = t.numel()
         entries.append(TensorEntry(name, tuple(t.shape), str(t.dtype).removeprefix("torch."), params,
-                                   params * t.element_size(), group_of(name), int(m.group(1)) if m else None))
+                                   params * t.element_size(), group_of(name), int(m.group(1)) if m else None,
+                                   expert=expert_of(name)))
     groups = []
     for g in GROUPS:
         members = [e for e in entries if e.group == g]

@@ -3,7 +3,8 @@
 Exact integer counts from a `ModelConfig`; no weights are read.
 
 - `tensors(cfg)`: every weight tensor the engine's `Transformer` holds, read off that model built from
-  `cfg` on torch's meta device (shapes only, no memory, ~10 ms for 70B): HF name, shape and group (as
+  `cfg` on torch's meta device (shapes only, no memory; one layer built, its tensors repeated for every
+  layer, as each layer of the implemented families holds the same ones): HF name, shape and group (as
   in `inspector.models.inventory.GROUPS`). A tied LM head has no tensor of its own. `count_params` sums them.
 - `weight_bytes(cfg, dtype)`: fp32 4 bytes, bf16/fp16 2 bytes per weight. int8 and int4 are weight-only
   and group-wise like GGUF's Q8_0/Q4_0 blocks: each run of 32 weights along a matrix row shares one fp16
@@ -17,6 +18,8 @@ Exact integer counts from a `ModelConfig`; no weights are read.
   rolling buffer; Gemma 2/3's local layers, 1 in 2 and 5 in 6): per layer min(context, window) positions
   there, the whole context in the global layers; None for a model without sliding layers. The engine
   itself keeps a full cache, so `kv_bytes` is what it holds.
+- Mixtures of experts: memory holds every expert, so `count_params` and `weight_bytes` count them all;
+  what one token or one step uses is `inspector.serving.experts`'.
 - `with_full_mha(cfg)`: the same model with kv_heads = attention heads (larger k/v projections too), the
   baseline that grouped-query attention saves against.
 - `requests_that_fit(...)`: ⌊(memory − weights) / (kv_bytes_per_token × context)⌋. Weights and KV only:
@@ -27,8 +30,9 @@ with its sources) or a local config.json / HF model directory, and builds the en
 `ModelConfig.from_hf` from the keys that set tensor shapes (and the layer kinds, which a Gemma config needs
 to be valid). from_hf refuses keys whose math the engine does not implement (a rope scaling type, an
 activation); those change what is computed, not what is stored, so they are not passed. Every family the
-engine implements (Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text) is built as itself, so its
-own tensors are counted (q/k norms, Gemma's post-norms, Phi-3's fused matrices). A key that would change the
+engine implements (Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma 2, Gemma 3 text, Mixtral, Qwen3-MoE, OLMoE,
+Granite-MoE) is built as itself, so its own tensors are counted (q/k norms, Gemma's post-norms, Phi-3's
+fused matrices, routers and every expert). A key that would change the
 count itself (mlp_bias, another architecture) is refused: the engine cannot build that model, so nothing is
 guessed.
 """
@@ -57,7 +61,8 @@ LAYOUTS = {t: t for t in SUPPORTED_MODEL_TYPES}
 # The config.json keys that set tensor shapes: all the calculator passes to from_hf.
 SHAPE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "head_dim", "max_position_embeddings", "tie_word_embeddings",
-              "attention_bias", "mlp_bias", "sliding_window", "layer_types")
+              "attention_bias", "mlp_bias", "sliding_window", "layer_types", "num_local_experts", "num_experts",
+              "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers")
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 GROUP_SIZE = 32  # weights per fp16 scale in int8/int4 (GGUF Q8_0/Q4_0 blocks)
 
@@ -121,15 +126,28 @@ def tensors(cfg: ModelConfig) -> tuple[Tensor, ...]:
 
 @functools.lru_cache(maxsize=64)
 def _meta_tensors(cfg: ModelConfig) -> tuple[Tensor, ...]:
+    # Every layer of an implemented family holds the same tensors (layer kinds differ in their mask only), so
+    # one layer is built and its tensors repeated: a 48-layer model of 128 experts builds 384 expert modules,
+    # not 18,432.
     with torch.device("meta"):  # shapes without storage: a 70B model costs nothing to build
-        model = Transformer(cfg)
-    return tuple(Tensor(name, tuple(p.shape), group_of(name)) for name, p in model.named_parameters())
+        model = Transformer(replace(cfg, num_hidden_layers=1))
+    out: list[Tensor] = []
+    layer0 = [(name, tuple(p.shape)) for name, p in model.named_parameters() if name.startswith("model.layers.0.")]
+    for name, p in model.named_parameters():
+        if name == layer0[0][0]:
+            out += [Tensor(n.replace(".layers.0.", f".layers.{i}.", 1), s, group_of(n))
+                    for i in range(cfg.num_hidden_layers) for n, s in layer0]
+        elif not name.startswith("model.layers.0."):
+            out.append(Tensor(name, tuple(p.shape), group_of(name)))
+    return tuple(out)
 
 
 def tensor_bytes(t: Tensor, dtype: str) -> int:
     """Bytes of `t` stored in `dtype`."""
     prec = WEIGHT_DTYPES[dtype_name(dtype)]
-    return prec.matrix_bytes(*t.shape) if len(t.shape) == 2 else prec.vector_bytes(t.shape[0])
+    if len(t.shape) == 1:
+        return prec.vector_bytes(t.shape[0])
+    return prec.matrix_bytes(math.prod(t.shape[:-1]), t.shape[-1])  # (E, out, in) stacked experts: E*out rows
 
 
 def count_params(cfg: ModelConfig) -> int:
@@ -229,6 +247,7 @@ class ShippedConfig:
     published_label: str
     published_source: str
     notes: str
+    published_active: int | None = None  # a mixture of experts' published active parameters per token
 
 
 @dataclass(frozen=True)
@@ -268,7 +287,7 @@ def shipped_configs() -> dict[str, ShippedConfig]:
     for m in data["models"]:
         out[m["repo_id"].lower()] = ShippedConfig(m["repo_id"], m["config"], tuple(m["config_sources"]),
                                                   int(m["published_params"]), m["published_label"],
-                                                  m["published_source"], m["notes"])
+                                                  m["published_source"], m["notes"], m.get("published_active_params"))
     return out
 
 

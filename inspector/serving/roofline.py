@@ -4,13 +4,17 @@
 row b feeds n_b new tokens after c_b cached positions (`rows = [(n_b, c_b), ...]`), with the logits of
 each row's last position only (`step_rows` / `last_only`). Multiply-adds count 2 FLOPs. What is counted:
 - FLOPs: every projection (q, k, v, o, gate, up, down) for each of the T = Σ n_b new tokens,
-  2 × (linear params per layer) × layers × T; attention QKᵀ and PV over the pairs a causal row really
+  2 × (linear params per layer) × layers × T (a mixture of experts: its router and the k experts each token
+  goes to); attention QKᵀ and PV over the pairs a causal row really
   uses, 4 × heads × head_dim × layers × Σ (n_b c_b + n_b (n_b + 1) / 2); the LM head for one position
   per row, 2 × hidden × vocab × B. Not counted: norms, RoPE, SiLU, softmax, residual adds, biases (each
   O(hidden) per token, under 1% here), and the padding of shorter rows the batched forward also computes.
 - Bytes: weights read once per forward (every tensor of `inspector.serving.memory.tensors` except an
-  untied embedding, of which only the T rows looked up are read); KV read, every layer's K and V of the
-  c_b + n_b positions each row attends to; KV written, the n_b new positions. Activations are not counted
+  untied embedding, of which only the T rows looked up are read; a mixture of experts reads its shared
+  weights and, in each layer, only the experts its tokens went to: `experts_read[l]` distinct experts in
+  layer l when the caller measured them (the scheduler does, from the forward's routing), else the expected
+  count for uniform routing, E·(1 − (1 − k/E)^T), `inspector.serving.experts`); KV read, every layer's K
+  and V of the c_b + n_b positions each row attends to; KV written, the n_b new positions. Activations are not counted
   (at these sizes they stay in the CPU's caches).
 
 Peaks, measured once per machine and cached: `measure_peaks` times a square matmul (GFLOP/s) and a sum
@@ -35,6 +39,7 @@ import torch
 
 from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import kv_bytes
+from inspector.serving.experts import expected_experts, expert_costs
 from inspector.serving.memory import count_params
 from inspector.serving.records import Peaks
 
@@ -58,20 +63,31 @@ class ForwardCost:
 
 
 def linear_params_per_layer(cfg: ModelConfig) -> int:
-    """Weights of one layer's projections: q, k, v, o and the MLP's gate, up, down (no biases, no norms)."""
-    D, I, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    """Weights of one layer's projections one token multiplies by: q, k, v, o and the MLP's gate, up, down
+    (a mixture of experts: the router and k experts' gate, up, down; no biases, no norms)."""
+    D, I, d = cfg.hidden_size, cfg.expert_intermediate_size, cfg.head_dim
     q, kv = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
-    return D * q + 2 * D * kv + q * D + 3 * D * I
+    mlp = D * cfg.num_experts + cfg.num_experts_per_tok * 3 * D * I if cfg.moe else 3 * D * I
+    return D * q + 2 * D * kv + q * D + mlp
 
 
-def weights_read(cfg: ModelConfig, tokens: int) -> int:
-    """Parameters a forward over `tokens` new tokens reads: all but an untied embedding, plus its looked-up rows."""
+def weights_read(cfg: ModelConfig, tokens: int, experts_read: Sequence[int] | None = None) -> int:
+    """Parameters a forward over `tokens` new tokens reads: all but an untied embedding, plus its looked-up
+    rows; of a mixture of experts' experts, `experts_read[l]` per layer l (None: the uniform expectation)."""
     table = cfg.vocab_size * cfg.hidden_size
-    return count_params(cfg) - (0 if cfg.tie_word_embeddings else table) + tokens * cfg.hidden_size
+    params = count_params(cfg) - (0 if cfg.tie_word_embeddings else table) + tokens * cfg.hidden_size
+    costs = expert_costs(cfg, "fp32")
+    if costs is None:
+        return params
+    if experts_read is None:
+        experts_read = [expected_experts(costs.num_experts, costs.top_k, tokens)] * costs.layers
+    return params - costs.expert_params + round(sum(experts_read) * costs.params_per_expert)
 
 
-def forward_cost(cfg: ModelConfig, rows: Sequence[tuple[int, int]], elem_bytes: int) -> ForwardCost:
-    """FLOPs and bytes of one forward; rows[b] = (new tokens n_b, cached context c_b). See the module docstring."""
+def forward_cost(cfg: ModelConfig, rows: Sequence[tuple[int, int]], elem_bytes: int,
+                 experts_read: Sequence[int] | None = None) -> ForwardCost:
+    """FLOPs and bytes of one forward; rows[b] = (new tokens n_b, cached context c_b); `experts_read`: a
+    mixture of experts' distinct experts per layer, when measured. See the module docstring."""
     if not rows:
         return ForwardCost(0, 0, 0, 0)
     L, H, d = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.head_dim
@@ -79,7 +95,7 @@ def forward_cost(cfg: ModelConfig, rows: Sequence[tuple[int, int]], elem_bytes: 
     pairs = sum(n * c + n * (n + 1) // 2 for n, c in rows)  # (query, key) pairs under the causal mask
     flops = 2 * linear_params_per_layer(cfg) * L * T + 4 * H * d * L * pairs + 2 * cfg.hidden_size * cfg.vocab_size * len(rows)
     per_position = kv_bytes(cfg, 1, elem_bytes)  # K and V, every layer
-    return ForwardCost(flops, weights_read(cfg, T) * elem_bytes,
+    return ForwardCost(flops, weights_read(cfg, T, experts_read) * elem_bytes,
                        sum(n + c for n, c in rows) * per_position, T * per_position)
 
 

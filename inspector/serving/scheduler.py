@@ -22,7 +22,8 @@ The shape of nano-vllm's engine:
   3. `postprocess()`: a sequence whose prompt is fully cached takes its next token through the loop's
      `choose`; when its generation says it finished (EOS, max new tokens) its blocks are freed.
   Each `StepRecord` carries the forward's FLOPs and bytes moved (`roofline.forward_cost` over its rows'
-  new tokens and cached context) and the forward's own wall time, for the roofline.
+  new tokens and cached context; for a mixture of experts, the distinct experts its real tokens went to in
+  each layer, read from the forward's routing) and the forward's own wall time, for the roofline.
 - Prefix caching (a cache made with `prefix_caching=True`): an admitted sequence first takes the cached
   blocks of its longest cached prompt prefix (`PagedKVCache.match_prefix`) and prefills only the rest;
   every forward registers the blocks it filled. Chunked prefill (`prefill_chunk`) feeds a long prompt in
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from inspector.engine.config import SamplingParams
+from inspector.engine.recording import ExpertUsage
 from inspector.generation.levers import Levers
 from inspector.generation.loop import NO_LEVERS, choose, forward
 from inspector.generation.sequence import FinishReason
@@ -245,17 +247,18 @@ class Scheduler:
         kinds = [Row(seq.seq_id, "prefill" if seq.prefilling else "decode", len(ids), seq.num_cached)
                  for seq, ids in rows]
         elem = torch.empty((), dtype=self.cache.dtype).element_size()
-        cost = forward_cost(self.model.config, [(r.num_tokens, r.context) for r in kinds], elem)
-        forward_ms = 0.0
+        cfg, forward_ms = self.model.config, 0.0
+        usage = ExpertUsage(cfg.num_hidden_layers, [len(ids) for _, ids in rows]) if cfg.moe and rows else None
         if rows:
             view = self.cache.batch([seq.seq_id for seq, _ in rows])
             t0 = self.clock()
-            logits = forward(self.model, view, [ids for _, ids in rows], self.levers)  # (B, V) fp32
+            logits = forward(self.model, view, [ids for _, ids in rows], self.levers, usage)  # (B, V) fp32
             now, blocks_used = self.clock(), self.cache.manager.num_used  # in use by this forward, before frees
             forward_ms = (now - t0) * 1e3
             finished = self.postprocess(rows, logits, now, new_tokens)
         else:
             now, blocks_used = self.clock(), self.cache.manager.num_used
+        cost = forward_cost(cfg, [(r.num_tokens, r.context) for r in kinds], elem, usage and usage.distinct())
         record = StepRecord(self.step_index, kinds, blocks_used, admitted, preempted, finished,
                             new_tokens, (now - start) * 1e3, cost.flops, cost.bytes_moved, forward_ms)
         self.records.append(record)

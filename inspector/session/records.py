@@ -6,6 +6,8 @@ records along positions. Full attention maps are never stored: the trace store c
 row on demand from a forward's queries and the cached keys (`inspector.session.trace_store`).
 `commitment_layer(top1)` reads a logit lens's top-1 ids: the layer from which the final token stays on top;
 `lens_commitment(rec)` is that layer and the final top-1 of a record, from its lens or found without it.
+A mixture-of-experts model's forwards also keep their routing (`RoutingRecord`: every layer's chosen experts,
+their weights and the router's distribution, per position added); a dense model's have `routing` None.
 """
 
 from __future__ import annotations
@@ -91,6 +93,29 @@ class KVLayerStat:
 
 
 @dataclass
+class RoutingRecord:
+    """One forward's routing in a mixture-of-experts model: every layer, the positions the forward added
+    (`inspector.engine.layers.moe`; n = ForwardRecord.n_new, k experts per token out of E)."""
+
+    expert_ids: np.ndarray  # (num_layers, n, k) int32: the experts each position went to, highest weight first
+    expert_weights: np.ndarray  # (num_layers, n, k) float32: their weights in the position's mixture
+    router_probs: np.ndarray  # (num_layers, n, E): softmax of the router logits (float16 for 512+ positions)
+
+    @property
+    def num_experts(self) -> int:
+        return int(self.router_probs.shape[-1])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.expert_ids.shape[-1])
+
+    @classmethod
+    def of(cls, arrays: dict[str, np.ndarray] | None) -> "RoutingRecord | None":
+        """From a recorder's `routing_arrays()` (None for a dense model)."""
+        return None if arrays is None else cls(**arrays)
+
+
+@dataclass
 class ForwardRecord:
     kind: str  # "prefill" | "decode"
     step: int  # 0 = prefill, k = the k-th decode step
@@ -117,6 +142,7 @@ class ForwardRecord:
     mlp_out_raw: np.ndarray | None = None
     # [commitment layer, the final top-1 id] of the logit lens, found without the whole lens (the chips' badge)
     commitment: list[int] | None = None
+    routing: RoutingRecord | None = None  # a mixture of experts' routing; None for a dense model
 
     @property
     def n_new(self) -> int:

@@ -33,6 +33,7 @@ from inspector.session.session import Session
 from inspector.session.trace_store import Forward, TraceStore
 
 ARRAY_FIELDS = (*NORM_POINTS, "logits")  # the ForwardRecord fields saved as tensors, not JSON
+ROUTING_ARRAYS = ("expert_ids", "expert_weights", "router_probs")  # RoutingRecord's, saved as routing.<field>
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -153,6 +154,9 @@ def _forward(d: dict[str, Any], k: int, tensors: dict[str, torch.Tensor]) -> For
     name = f"forwards.{k}."
     arrays = {p: tensors[name + p].numpy() for p in NORM_POINTS}
     arrays["logits"] = tensors[name + "logits_fp16"].numpy()
+    for p in ROUTING_ARRAYS:  # a mixture of experts' routing (a record whose `routing` is set needs all three)
+        if name + "routing." + p in tensors:
+            arrays["routing." + p] = tensors[name + "routing." + p].numpy()
     record = from_json(ForwardRecord, d, arrays=arrays)
     for p in POST_NORM_POINTS:  # optional arrays (families with post-norms): the reader fills only required ones
         if name + p in tensors:
@@ -179,6 +183,10 @@ def _check_shapes(cfg: ModelConfig, forwards: list[Forward], keys: torch.Tensor,
             want["norms"], got["norms"] = (L, n), rec.resid_post.shape
         if f.lens_inputs is not None:
             want["lens inputs"], got["lens inputs"] = (L, cfg.hidden_size), tuple(f.lens_inputs.shape)
+        if rec.routing is not None:
+            k, E = cfg.num_experts_per_tok, cfg.num_experts
+            for what, shape in (("expert_ids", (L, n, k)), ("expert_weights", (L, n, k)), ("router_probs", (L, n, E))):
+                want[f"routing {what}"], got[f"routing {what}"] = shape, tuple(getattr(rec.routing, what).shape)
         for what, shape in want.items():
             if got[what] != shape:
                 raise ValueError(f"step {rec.step}'s {what} have shape {got[what]}, expected {shape}")

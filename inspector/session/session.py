@@ -47,7 +47,7 @@ from inspector.generation.levers import Levers, check_interventions
 from inspector.generation.settings import DecodingSettings
 from inspector.generation.sequence import Sequence, SequenceOwner
 from inspector.models.loader import LoadedModel
-from inspector.session.records import ForwardRecord, SampleRecord, TopToken
+from inspector.session.records import ForwardRecord, RoutingRecord, SampleRecord, TopToken
 from inspector.session.sample_records import sample_record
 from inspector.session.trace_store import Forward, TraceStore
 
@@ -367,7 +367,8 @@ class Session(SequenceOwner):
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:
-            norms, queries, lens_inputs = {**rec.norm_arrays(), **rec.post_norm_arrays()}, rec.queries(), rec.lens_inputs()
+            norms = {**rec.norm_arrays(), **rec.post_norm_arrays(), "routing": RoutingRecord.of(rec.routing_arrays())}
+            queries, lens_inputs = rec.queries(), rec.lens_inputs()
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
             queries, lens_inputs = None, None

@@ -20,7 +20,9 @@ header's `__metadata__` (string -> string) holding "format", "version", "trace" 
   model shows it too.
 - Tensors: per forward k `forwards.k.{resid_pre, attn_out, resid_mid, mlp_out, resid_post}` (norms),
   `forwards.k.logits_fp16` (the record's), `forwards.k.logits` (fp32, what sampling and previews use),
-  `forwards.k.queries` and `forwards.k.lens_inputs` (when recorded); `cache.keys` and `cache.values`, the
+  `forwards.k.queries` and `forwards.k.lens_inputs` (when recorded), a mixture of experts'
+  `forwards.k.routing.{expert_ids, expert_weights, router_probs}` (its `RoutingRecord`; files without them,
+  dense models' and older ones, read with routing None); `cache.keys` and `cache.values`, the
   KV cache's committed positions (layers, kv_heads, positions, head_dim), which the attention views read.
 A forward run ahead of the next step (`pending`) is not saved: it is not part of the generation yet.
 

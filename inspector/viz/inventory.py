@@ -4,7 +4,10 @@ The precision column says how a tensor is held: its dtype, or for a quantized mo
 ("int8 per-channel", "int4 g32 (bf16 scale+min)"), their bytes being what the packed form holds.
 
 Input rows are the entries of `inspector.models.inventory` (objects or dicts with name/shape/dtype/params/
-bytes/group). The table is plain HTML, sorted client-side by static/app.js (click a header); rows of
+bytes/group). A mixture of experts' weights are grouped apart (router; expert gate / up / down, or Granite's
+stacked gate+up / down): the totals table adds the experts' subtotal and what share of the weights they are,
+and the note says that memory holds every expert while a decode step reads only the chosen ones. The table
+is plain HTML, sorted client-side by static/app.js (click a header); rows of
 the selected layer are highlighted.
 """
 
@@ -18,10 +21,11 @@ from inspector.viz.common import esc
 
 CAPTION = ("Tensor inventory: every weight tensor the model holds (a tied LM head is the embedding matrix, "
            "listed and counted once); bytes per tensor exact, totals in binary units (MiB = 2²⁰ bytes). A forward "
-           "reads each weight once (an untied embedding: only its tokens' rows), a decode step doing 2 FLOPs per "
-           "weight read: too few per byte to keep the "
-           "processor busy, so decoding one token at a time waits on memory bandwidth (the tour's weights step "
-           "and the Timing view's roofline show it). Click a column header to sort.")
+           "reads each weight once (an untied embedding: only its tokens' rows; a mixture of experts: its shared "
+           "weights and only the experts its tokens were routed to), a decode step doing 2 FLOPs per weight read: "
+           "too few per byte to keep the processor busy, so decoding one token at a time waits on memory bandwidth "
+           "(the tour's weights step and the Timing view's roofline show it). Click a column header to sort.")
+EXPERT_PREFIX = "expert "  # the groups holding experts' weights (inspector.models.inventory.EXPERT_GROUPS)
 
 FIELDS = ("name", "shape", "dtype", "params", "bytes", "group", "precision")
 
@@ -71,12 +75,21 @@ def inventory_html(entries, tied: bool, layer: int | None = None) -> str:
     all_b = sum(g["bytes"] for g in totals.values())
     trows = "".join(f"<tr><td>{esc(k)}</td><td>{g['tensors']}</td><td>{g['params']:,}</td>"
                     f"<td>{format_bytes(g['bytes'])}</td></tr>" for k, g in totals.items())
+    experts = {k: g for k, g in totals.items() if k.startswith(EXPERT_PREFIX)}
+    if experts:
+        ep, eb = sum(g["params"] for g in experts.values()), sum(g["bytes"] for g in experts.values())
+        trows += (f'<tr class="ii-experts"><td>all experts</td><td>{sum(g["tensors"] for g in experts.values())}</td>'
+                  f"<td>{ep:,} ({ep / max(all_p, 1):.0%})</td><td>{format_bytes(eb)}</td></tr>")
     trows += (f'<tr class="ii-total"><td>total</td><td id="inventory-count">{len(rows)}</td>'
               f"<td>{all_p:,}</td><td>{format_bytes(all_b)}</td></tr>")
     tied_note = ("The LM head is <b>tied</b> to the token embedding: the same matrix turns token ids into "
                  "vectors at the input and vectors into logits at the output, so there is no separate "
                  "<code>lm_head.weight</code>." if tied else
                  "The LM head has its own weight (<code>lm_head.weight</code>), separate from the embedding.")
+    if experts:
+        tied_note += (" Expert weights (the <i>expert</i> groups) are a mixture of experts': memory holds every "
+                      "expert, but a decode step reads only the few each layer's router chose for its token, "
+                      "plus the shared weights (attention, routers, norms, embedding and LM head).")
     sel = f" · layer {layer} highlighted" if layer is not None else ""
     return (
         f'<div class="ii-caption">{tied_note}</div>'

@@ -1,9 +1,12 @@
-"""Timing view: time to first token (tokenize + prefill + first sample) and time per output token.
+"""Timing view: time to first token (tokenize + prefill + first sample) and time per output token; for a
+mixture of experts, the weight bytes each step read.
 
 Read from `ForwardRecord` wall times: `forward_ms` is the forward as the session ran it, with its recorder (a
 decode step's recorder only keeps references, reduced after the timer; a long prefill's computes its norms
 layer by layer inside it), without the logit lens or any drawing; `sample_ms` the draw. Prefill and decode
-colored apart.
+colored apart. `weights_read_chart` reads the records' routing (which experts each step's tokens went to) and
+the byte sizes the caller gives (`inspector.serving.experts.expert_costs`: the shared weights, one expert of
+one layer, every weight held).
 """
 
 from __future__ import annotations
@@ -62,3 +65,34 @@ def timing_chart(records: list[ForwardRecord]) -> go.Figure:
                   shapes=shapes, annotations=notes,
                   xaxis={"title": {"text": "step (0 = prefill → TTFT; then decode steps → TPOT)"}},
                   yaxis={"title": {"text": "ms"}})
+
+
+def experts_read(r: ForwardRecord) -> list[int]:
+    """Per layer, the distinct experts a mixture-of-experts forward's positions went to (the experts it read)."""
+    return [len(set(r.routing.expert_ids[layer].ravel().tolist())) for layer in range(r.routing.expert_ids.shape[0])]
+
+
+def weights_read_chart(records: list[ForwardRecord], shared_bytes: int, bytes_per_expert: int,
+                       all_bytes: int) -> go.Figure:
+    """A mixture of experts' weight bytes read per step: the shared weights plus, in every layer, the distinct
+    experts the step's tokens went to (from the records' routing), against every weight held (`all_bytes`)."""
+    steps = [r.step for r in records]
+    shared = [shared_bytes / 2**20] * len(records)
+    experts = [sum(experts_read(r)) * bytes_per_expert / 2**20 for r in records]
+    colors = [PROMPT if r.kind == "prefill" else GENERATED for r in records]
+    traces = [
+        dict(type="bar", x=steps, y=shared, name="shared weights", marker={"color": "#9ca3af"},
+             hovertemplate="step %{x}<br>shared %{y:.1f} MiB<extra></extra>"),
+        dict(type="bar", x=steps, y=experts, name="chosen experts", marker={"color": colors},
+             customdata=[sum(experts_read(r)) for r in records],
+             hovertemplate="step %{x}<br>%{customdata} experts over the layers: %{y:.1f} MiB<extra></extra>"),
+    ]
+    held = all_bytes / 2**20
+    line = {"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": held, "y1": held,
+            "line": {"dash": "dot", "color": "#6b7280"}}
+    note = {"xref": "paper", "yref": "y", "x": 1, "y": held, "xanchor": "right", "yanchor": "bottom",
+            "showarrow": False, "text": f"every weight held: {held:,.0f} MiB"}
+    return figure(traces, "Weights read per step: shared + chosen experts", 300, barmode="stack",
+                  shapes=[line], annotations=[note], legend={"orientation": "h", "y": -0.3},
+                  xaxis={"title": {"text": "step (0 = prefill: every prompt token's experts)"}},
+                  yaxis={"title": {"text": "weights read (MiB)"}, "rangemode": "tozero"})

@@ -1,4 +1,4 @@
-"""Gemma 2: the sandwich block (`common.SandwichBlock`) with (1 + w) norms and a GELU-tanh MLP; scores
+"""Gemma 2: the sandwich block (`layers.block.SandwichBlock`) with (1 + w) norms and a GELU-tanh MLP; scores
 scaled by query_pre_attn_scalar^-1/2 and soft-capped (cap * tanh(s / cap), before the mask); sliding
 and global layers alternating; embeddings times sqrt(D) and the final logits soft-capped (the model).
 
@@ -8,36 +8,34 @@ the ones the softmax sees."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from inspector.engine.arch.common import GemmaRMSNorm, QKNormAttention, SandwichBlock, mlp_class
 from inspector.engine.attention import ForwardPlan, masked_scores, plan_mask, softmax32
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import Attention, Block, record
-from inspector.engine.trace import Recorder, wants
+from inspector.engine.layers.attention import QKNormAttention, ScaledAttention
+from inspector.engine.layers.block import Block, SandwichBlock
+from inspector.engine.layers.mlp import mlp_class
+from inspector.engine.layers.norm import GemmaRMSNorm
+from inspector.engine.trace import Recorder, record, wants
 
 FEATURES = ("(1 + w) RMSNorms", "post-attention and post-feed-forward norms", "GELU-tanh gated MLP",
             "embeddings scaled by sqrt(hidden)", "query_pre_attn_scalar", "attention logit soft-cap",
             "final logit soft-cap", "alternating sliding-window and global layers")
 
 
-class GemmaAttention(Attention):
+class GemmaAttention(ScaledAttention):
     """Queries scaled by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2; scores soft-capped when the
     config says so."""
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__(config, layer)
-        self.q_factor = config.attn_scale * math.sqrt(config.head_dim)  # 1.0 when the two scales agree
         self.score_cap = config.attn_logit_softcapping
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
                 hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
-        if self.q_factor != 1.0:
-            q = q * self.q_factor  # masked_scores divides by sqrt(d): together, the family's scale
         if self.score_cap is None:
             return super()._attend(q, k, v, plan, hidden, rec)
+        q = self.scale(q)  # masked_scores divides by sqrt(d): together, the family's scale
         B, H, T, d = q.shape
         KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
         mask = plan_mask(plan, T, S)  # future (and window) keys

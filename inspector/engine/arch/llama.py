@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import Block
+from inspector.engine.layers.block import Block
 
 FEATURES: tuple[str, ...] = ()
 

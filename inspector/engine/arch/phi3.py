@@ -8,10 +8,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from inspector.engine.arch.common import PartsBlock
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import MLP, Attention, Block, Linear, RMSNorm, record
-from inspector.engine.trace import Recorder
+from inspector.engine.layers.attention import Attention
+from inspector.engine.layers.block import Block, PartsBlock
+from inspector.engine.layers.linear import Linear
+from inspector.engine.layers.mlp import MLP
+from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.trace import Recorder, record
 
 FEATURES = ("fused q/k/v (qkv_proj) and gate/up (gate_up_proj) weights",)
 

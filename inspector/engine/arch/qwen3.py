@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from inspector.engine.arch.common import PartsBlock, QKNormAttention
 from inspector.engine.config import ModelConfig
-from inspector.engine.model import MLP, Block, RMSNorm
+from inspector.engine.layers.attention import QKNormAttention
+from inspector.engine.layers.block import Block, PartsBlock
+from inspector.engine.layers.mlp import MLP
+from inspector.engine.layers.norm import RMSNorm
 
 FEATURES = ("RMSNorm on each head's queries and keys (q_norm, k_norm)",)
 

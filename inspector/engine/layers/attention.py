@@ -1,0 +1,185 @@
+"""Attention modules: grouped-query causal self-attention with RoPE, written out in full; the variant with
+per-head q/k RMSNorms (Qwen3, Qwen3-MoE, Gemma 3); the one whose scores use the config's own scale
+(`ScaledAttention`: Gemma's query_pre_attn_scalar, Granite's attention_multiplier).
+
+`Attention(config, layer)` holds HF's `q_proj`, `k_proj`, `v_proj`, `o_proj`; `forward(x (B, T, D), cos, sin,
+cache, plan, rec) -> (B, T, D)`: project, record q/k/v, `normalize_qk` (identity here; families override
+it), rotate, write and read the caller's cache, attend, record z, o_proj. It attends by the standard path
+(full score rows, `inspector.engine.attention`) or, with `kind = "tiled"`, FlashAttention's tiles with the
+online softmax (`inspector.engine.flash`); the trace points fire the same either way (see `_attend`).
+A layer's q/k/v run as one product when `lay_out_weights` stacked their weights (`inspector.engine.linear`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from inspector.engine.attention import ForwardPlan, masked_scores, plan_mask, softmax32
+from inspector.engine.config import ModelConfig
+from inspector.engine.flash import TILE, tiled_attend
+from inspector.engine.kv_cache import KVCache
+from inspector.engine.layers.linear import Linear, NoHooks
+from inspector.engine.layers.norm import GemmaRMSNorm, RMSNorm
+from inspector.engine.linear import QKV, project, stacked_weight
+from inspector.engine.rope import apply_rope
+from inspector.engine.trace import Recorder, edits, record, wants
+
+# A low-precision forward of one query block attends in fp32 while its keys and values (KV * S * d
+# elements) stay under this: the CPU's bf16 batched products on decode shapes (a few query rows) cost
+# twice the fp32 ones plus the upcast (bench/engine.py --profile bf16); past it, the upcast copies dominate.
+UPCAST_MAX_KEY_ELEMENTS = 1 << 17
+ATTENTION_KINDS = ("standard", "tiled")
+
+
+class Attention(NoHooks, nn.Module):
+    """Grouped-query causal self-attention with RoPE, written out in full (scores, mask, fp32 softmax)."""
+
+    kind = "standard"  # or "tiled", per layer (`set_attention`)
+    tile = TILE  # key positions per tile of the tiled kind
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.n_heads, self.n_kv_heads, self.head_dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+        self.n_rep = config.n_rep
+        D = config.hidden_size
+        self.q_proj = Linear(D, self.n_heads * self.head_dim, bias=config.qkv_bias)
+        self.k_proj = Linear(D, self.n_kv_heads * self.head_dim, bias=config.qkv_bias)
+        self.v_proj = Linear(D, self.n_kv_heads * self.head_dim, bias=config.qkv_bias)
+        self.o_proj = Linear(self.n_heads * self.head_dim, D, bias=config.o_bias)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
+                plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, KV, d = self.n_heads, self.n_kv_heads, self.head_dim
+        p = f"blocks.{self.layer}.attn."
+        qkv = self._qkv(x).view(B, T, H + 2 * KV, d).transpose(1, 2)  # (B, H + 2KV, T, d): q heads, k heads, v heads
+        q, k, v = qkv.split((H, KV, KV), dim=1)  # views; one call instead of three slices
+        q2, k2 = record(rec, p + "hook_q", q), record(rec, p + "hook_k", k)
+        v = record(rec, p + "hook_v", v)
+        q2, k2 = self.normalize_qk(q2, k2, rec)
+        unrotated = qkv.narrow(1, 0, H + KV) if q2 is q and k2 is k else torch.cat([q2, k2], dim=1)  # (B, H + KV, T, d)
+        q, k = apply_rope(unrotated, cos, sin).split((H, KV), dim=1)  # q and k rotated together
+        q, k = record(rec, p + "hook_rot_q", q), record(rec, p + "hook_rot_k", k)
+        hidden = None
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v, plan.counts)  # (B, KV, S, d), S = the longest row's end
+            hidden = cache.evicted_mask(self.layer, k.shape[2])  # (B, 1 or H, 1, S) or None
+        z = self._attend(q, k, v, plan, hidden, rec)  # (B, H, T, d)
+        z = z.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H*d)
+        z = record(rec, p + "hook_z", z)
+        return self.o_proj(z)
+
+    def normalize_qk(self, q: torch.Tensor, k: torch.Tensor, rec: Recorder | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys before RoPE: unchanged here; families with q/k norms override it."""
+        return q, k
+
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """q, k, v projections side by side (B, T, (H + 2KV) * d): one product when their weights are stacked."""
+        weight = stacked_weight(self, QKV)
+        has_bias = getattr(self.q_proj, "bias", None) is not None
+        bias = stacked_weight(self, QKV, "bias") if has_bias else None
+        if weight is None or (has_bias and bias is None):
+            return torch.cat([getattr(self, n)(x) for n in QKV], dim=-1)
+        return project(x, weight, bias)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
+                hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
+        """Queries (B, H, T, d) over keys/values (B, KV, S, d) of positions 0..S-1 -> (B, H, T, d).
+
+        `hidden` (B, 1 or H, 1, S) bool marks cached positions a KV-cache policy evicted (masked like the future).
+        Long forwards (a prompt) attend in blocks of queries (see `plan.blocks`): the (H, T, S) scores of a
+        2,048-token prompt would be 150 MB twice over (scores, pattern) per layer. A block reads only the
+        keys its queries can see. The scores and pattern trace points fire once per forward with the
+        whole (B, H, T, S) maps, assembled only when the recorder wants them; a recorder that edits them
+        (an intervention) gets them before they are used, over one block of every query.
+        The tiled kind computes the output tile by tile; a recorder that wants the maps gets them computed
+        in full beside it (for the record only), and one that edits them, or a sliding-window layer's plan,
+        runs the standard path."""
+        B, H, T, d = q.shape
+        KV, S, p = self.n_kv_heads, k.shape[2], f"blocks.{self.layer}.attn."
+        want_scores, want_pattern = wants(rec, p + "hook_attn_scores"), wants(rec, p + "hook_pattern")
+        editing = edits(rec, p + "hook_attn_scores") or edits(rec, p + "hook_pattern")
+        if self.kind == "tiled" and not editing and plan.window is None:
+            z = tiled_attend(q, k, v, plan.first if plan.first is not None else plan.positions, hidden, self.n_rep,
+                             self.tile)
+            if want_scores or want_pattern:
+                future = plan_mask(plan, T, S)
+                future = hidden if future is None else (future if hidden is None else future | hidden)
+                scores = masked_scores(q, k, future, self.n_rep)  # (B, H, T, S), for the recorder only
+                if want_scores:
+                    record(rec, p + "hook_attn_scores", scores)
+                if want_pattern:
+                    record(rec, p + "hook_pattern", softmax32(scores))
+            return z
+        if editing:
+            future = plan_mask(plan, T, S)
+            future = hidden if future is None else (future if hidden is None else future | hidden)
+            scores = record(rec, p + "hook_attn_scores", masked_scores(q, k, future, self.n_rep))  # (B, H, T, S)
+            pattern = record(rec, p + "hook_pattern", softmax32(scores)).to(q.dtype)  # (B, H, T, S)
+            z = torch.bmm(pattern.reshape(B * KV, self.n_rep * T, S), v.reshape(B * KV, S, d))  # (B*KV, n_rep*T, d)
+            return z.view(B, H, T, d)
+        one = len(plan.blocks) == 1
+        all_scores = all_pattern = None
+        if not one and want_scores:
+            all_scores = q.new_full((B, H, T, S), float("-inf"))  # keys past a block's reach stay masked
+        if not one and want_pattern:
+            all_pattern = q.new_zeros((B, H, T, S))
+        out, dtype = [], q.dtype
+        if one and dtype != torch.float32 and q.device.type == "cpu" and KV * S * d <= UPCAST_MAX_KEY_ELEMENTS:
+            q, k, v = q.float(), k.float(), v.float()  # see UPCAST_MAX_KEY_ELEMENTS; z is cast back below
+        for blk in plan.blocks:
+            n, Tb = blk.n_keys, blk.t1 - blk.t0
+            qb = q if one else q[:, :, blk.t0:blk.t1]  # (B, H, Tb, d)
+            future = blk.future
+            if hidden is not None:
+                future = hidden[..., :n] if future is None else future | hidden[..., :n]
+            kb, vb = (k, v) if n == S else (k[:, :, :n], v[:, :, :n])  # (B, KV, n, d)
+            scores = masked_scores(qb, kb, future, self.n_rep)  # (B, H, Tb, n)
+            pattern = softmax32(scores)  # (B, H, Tb, n) fp32
+            pattern = pattern if q.dtype == torch.float32 else pattern.to(q.dtype)
+            z = torch.bmm(pattern.view(B * KV, self.n_rep * Tb, n), vb.reshape(B * KV, n, d))  # (B*KV, n_rep*Tb, d)
+            out.append(z.view(B, H, Tb, d))
+            if all_scores is not None:
+                all_scores[:, :, blk.t0:blk.t1, :n] = scores
+            if all_pattern is not None:
+                all_pattern[:, :, blk.t0:blk.t1, :n] = pattern
+        if want_scores:
+            record(rec, p + "hook_attn_scores", scores.to(dtype) if one else all_scores)  # in the model's dtype
+        if want_pattern:
+            record(rec, p + "hook_pattern", pattern if one else all_pattern)
+        return out[0].to(dtype) if one else torch.cat(out, dim=2)  # (B, H, T, d)
+
+
+class QKNormAttention(Attention):
+    """Attention with an RMSNorm over each head's queries (`q_norm`) and keys (`k_norm`) before RoPE."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__(config, layer)
+        norm = GemmaRMSNorm if config.gemma else RMSNorm
+        self.q_norm = norm(config.head_dim, config.rms_norm_eps)
+        self.k_norm = norm(config.head_dim, config.rms_norm_eps)
+
+    def normalize_qk(self, q: torch.Tensor, k: torch.Tensor, rec: Recorder | None) -> tuple[torch.Tensor, torch.Tensor]:
+        p = f"blocks.{self.layer}.attn."
+        return record(rec, p + "hook_q_normed", self.q_norm(q)), record(rec, p + "hook_k_normed", self.k_norm(k))
+
+
+class ScaledAttention(Attention):
+    """Scores q.k times the config's `attn_scale` instead of head_dim^-1/2: the queries are multiplied by
+    attn_scale * sqrt(head_dim) before `masked_scores` divides by sqrt(head_dim)."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__(config, layer)
+        self.q_factor = config.attn_scale * math.sqrt(config.head_dim)  # 1.0 when the two scales agree
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: ForwardPlan,
+                hidden: torch.Tensor | None, rec: Recorder | None) -> torch.Tensor:
+        return super()._attend(self.scale(q), k, v, plan, hidden, rec)
+
+    def scale(self, q: torch.Tensor) -> torch.Tensor:
+        """q times `q_factor` (q itself when that is 1)."""
+        return q if self.q_factor == 1.0 else q * self.q_factor
