@@ -55,7 +55,7 @@ def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loa
     run = entry.labs[panel.LAB]["run"]
     assert [st.token_id for st in run.steps] == ids and (run.kept == 6).any()  # something was evicted
     assert out[2].layout.title.text.startswith("Layer 1, KV head 1") and len(out[3].data[0].y) == 6
-    assert "saved" in out[1] and 'id="kv-policy-summary-text"' in out[1]
+    assert "a cache that freed the evicted ones would save" in out[1] and 'id="kv-policy-summary-text"' in out[1]
 
     entry = prefill_and_step(h, sid, 2)  # Prefill keeps the choice, with a fresh policy object
     assert isinstance(entry.session.own_levers.cache_policy, HeavyHitters)
