@@ -144,7 +144,7 @@ def flash_state_figure(walk: FlashWalk, i: int) -> go.Figure:
 
 def flash_html(walk: FlashWalk) -> str:
     """HBM traffic by formula (labelled so, FlashAttention-2's loop order) beside the prefill times measured on
-    this CPU, and why the tiled path is not faster here."""
+    this machine, and why the tiled path is not faster on a CPU."""
     T = walk.m.shape[1]
     scores = T * T * 4  # one head's T x T fp32 score matrix on this CPU
     return (f'<div class="ii-caption" id="kvpolicy-flash-text">One head, {T} queries x {T} keys, tiles of '

@@ -97,7 +97,8 @@ def dists_figure(rec: FidelityRecord, step: int) -> go.Figure:
               {"type": "bar", "name": rec.label, "x": labels, "y": [pq.get(i, 0.0) for i in ids], "marker": {"color": CHOSEN}}]
     return figure(traces, f"Step {step}: next-token distribution, fp32 vs {rec.label} (KL {s.kl:.3g} nats)",
                   height=300, barmode="group", yaxis={"title": {"text": "probability"}},
-                  xaxis={"title": {"text": "next token (piece [id]), most likely first"}},
+                  xaxis={"title": {"text": "next token (piece [id]), most likely first; a missing bar: outside "
+                                           "that model's top 10"}},
                   legend={"orientation": "h", "y": 1.12})
 
 
