@@ -148,8 +148,8 @@ def flash_html(walk: FlashWalk) -> str:
     T = walk.m.shape[1]
     scores = T * T * 4  # one head's T x T fp32 score matrix on this CPU
     return (f'<div class="ii-caption" id="kvpolicy-flash-text">One head, {T} queries x {T} keys, tiles of '
-            f"{walk.tiles[0][1] - walk.tiles[0][0]} keys. By formula (not measured; fp16 numbers, no causal "
-            f"block skipping), a GPU kernel that writes the T x S score matrix to HBM and reads it back moves "
+            f"{walk.tiles[0][1] - walk.tiles[0][0]} keys. By formula (not measured), with fp16 numbers and no "
+            f"causal block skipping, a GPU kernel that writes the T x S score matrix to HBM and reads it back moves "
             f"{esc(format_bytes(walk.hbm_standard))}; one that keeps it on chip, in FlashAttention-2's loop order "
             f"(Dao 2023: each block of 128 query rows read once, K and V read once per block, the output written "
             f"once), moves {esc(format_bytes(walk.hbm_tiled))} "
