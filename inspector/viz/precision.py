@@ -33,7 +33,8 @@ def role(name: str) -> str:
         return "LM head"
     if name.endswith(".bias"):
         return "biases"
-    return "norms" if "norm" in name.rsplit(".", 2)[-2] else "block matrices"
+    module = name.rsplit(".", 2)[-2] if "." in name else name  # "input_layernorm" of "...input_layernorm.weight"
+    return "norms" if "norm" in module else "block matrices"
 
 
 def source_mix(types: Mapping[str, Sequence]) -> list[tuple[str, list[tuple[str, int, float]]]]:
@@ -115,5 +116,4 @@ def quant_lab_note(source_format: str, types: Mapping[str, Sequence] | None = No
     return (f"{base} int4-g32 puts the {grid} matrices ({_share(same / total)} of the parameters) back on almost "
             f"the grid they already had ({grid} also stores 4 bits with a scale and minimum per 32 weights), so "
             f"its KL against fp32 here measures mostly {what}the int4 kernel's bf16 activations (where that kernel "
-            "runs); against the "
-            "original weights every matrix would be rounded for the first time.")
+            "runs); against the original weights every matrix would be rounded for the first time.")
