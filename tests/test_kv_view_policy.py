@@ -54,7 +54,7 @@ def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loa
     run = entry.labs[KEY].run
     assert [st.token_id for st in run.steps] == ids and (run.kept == 6).any()  # something was evicted
     assert out["map"].layout.title.text.startswith("Layer 1, KV head 1") and len(out["metrics"].data[0].y) == 6
-    assert "saved" in out["summary"] and 'id="kv-policy-summary-text"' in out["summary"]
+    assert "a cache that freed the evicted ones would save" in out["summary"] and 'id="kv-policy-summary-text"' in out["summary"]
 
     entry = prefill_and_step(h, sid, 2)  # Prefill keeps the choice, with a fresh policy object
     assert isinstance(entry.session.own_levers.cache_policy, HeavyHitters)

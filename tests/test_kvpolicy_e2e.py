@@ -70,7 +70,7 @@ def test_kv_view_generates_under_a_policy_and_compares(page: Page, app_url):  # 
     step(page, 2, 8)
     page.locator("#kv-policy-apply").click()
     expect(status).to_contain_text("h2o, budget 8: 3 tokens of this run compared with the full cache", timeout=T)
-    expect(page.locator("#kv-policy-summary-text")).to_contain_text("saved", timeout=T)
+    expect(page.locator("#kv-policy-summary-text")).to_contain_text("would save", timeout=T)
     for plot in ("kv-policy-map", "kv-policy-metrics"):
         expect(page.locator(f"#{plot} .js-plotly-plot")).to_be_visible(timeout=T)
     page.screenshot(path=str(ARTIFACTS / "ui_kv_view_policy.png"), full_page=True)

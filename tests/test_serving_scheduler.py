@@ -195,7 +195,7 @@ def test_serve_sim_refuses_a_pool_larger_than_memory(tiny_loaded, tmp_path):
 
     prompts = tmp_path / "p.txt"
     prompts.write_text("hi\n")
-    with pytest.raises(InputError, match="GB are free"):
+    with pytest.raises(InputError, match="are free"):
         serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--blocks", str(10 ** 12)])
     out = serve_sim(["--prompts", str(prompts), "--model", str(tiny_loaded.weights_path), "--max-new-tokens",
                      str(10 ** 9), "--json"])  # the default pool stops at the model's context; the request is refused

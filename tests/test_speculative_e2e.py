@@ -55,7 +55,7 @@ def test_speculative_tab_start_round_play(page: Page, app_url):
     stats = page.locator("#spec-stats")
     expect(stats).to_have_attribute("data-speedup", re.compile(r"^\d+\.\d+$"), timeout=T)
     expect(stats).to_contain_text("acceptance rate")
-    expect(stats).to_contain_text("plain decode, same prompt and length")
+    expect(stats).to_contain_text("plain greedy decode, same prompt and length")
     assert float(stats.get_attribute("data-tokens-per-forward")) > 1.5  # the code repeats: drafts are kept
     page.screenshot(path=str(ARTIFACTS / "ui_speculative_done.png"), full_page=True)
 

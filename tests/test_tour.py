@@ -18,7 +18,7 @@ from inspector.ui.tour_panel import tour_facts
 from inspector.viz import kvcache as vk
 from inspector.viz.glossary import GLOSSARY
 from inspector.viz.pipeline import pipeline_html
-from inspector.viz.precision import precision_note, quant_lab_note, source_bits
+from inspector.viz.precision import precision_note, quant_lab_note
 from inspector.viz.tour import STEPS, VIEW_STEP, TourFacts, tour_html
 from tests.test_ui_handlers import SAMPLING, make
 from tests.viz_records import tiny_loaded, tiny_run  # noqa: F401
@@ -88,11 +88,11 @@ def test_shortcuts_and_glossary_are_in_the_last_step(tiny_loaded):
 
 
 def test_precision_notes():
-    assert (source_bits("GGUF Q4_1"), source_bits("GGUF Q8_0"), source_bits("GGUF F32")) == (4, 8, None)
-    assert source_bits("safetensors fp32") is None and precision_note("safetensors fp32", "float32") == ""
+    """The notes without the file's tensor types (tests/test_viz_precision.py has them with)."""
+    assert precision_note("safetensors fp32", "float32") == "" and precision_note("GGUF F32", "float32") == ""
     note = precision_note("GGUF Q4_1", "float32")
-    assert "Q4_1 GGUF" in note and '"float32" here means 4-bit-rounded weights held in float32' in note
-    assert "int4 here compares against already-4-bit-rounded weights" in quant_lab_note("GGUF Q4_1")
+    assert 'Q4_1 GGUF, so "float32" here means that file\'s rounded values held in float32' in note
+    assert "rounded values of a Q4_1 GGUF" in quant_lab_note("GGUF Q4_1")
     assert quant_lab_note("safetensors bf16") == ""
 
 

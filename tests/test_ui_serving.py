@@ -126,7 +126,7 @@ def test_memory_calculator():
     out = calc.memory_view("meta-llama/Llama-3.1-8B", 8192, 8, "bf16", 80)
     fig, line = out["figure"], out["line"]
     assert [t.name for t in fig.data] == ["weights", "KV cache"] and len(fig.data[0].y) == 2
-    assert "4.0x less than full MHA" in line and "65 requests of 8192 tokens fit in 80 GiB" in line
+    assert "full MHA would need 4.0x as much" in line and "65 requests of 8192 tokens fit in 80 GiB" in line
     out = calc.memory_view("no-such/model", 8192, 8, "bf16", 80)
     assert set(out) == {"line"} and 'data-error="1"' in out["line"] and "no-such/model" in out["line"]
     assert 'data-error="1"' in calc.memory_view("meta-llama/Llama-3.1-8B", 0, 8, "bf16", 80)["line"]

@@ -173,9 +173,9 @@ def test_system_prompt_fresh_selections_and_precision_notes(page: Page, app_url,
     page.locator("#pin-selections input").uncheck()
 
     # precision: the weights came from a Q4_1 GGUF
-    expect(page.locator("#precision-note")).to_contain_text("4-bit-rounded weights held in float32")
+    expect(page.locator("#precision-note")).to_contain_text("rounded values held in float32")
     open_view(page, "Tensor inventory")
     expect(page.locator("#tab-inventory .ii-caption").first).to_contain_text(
-        re.compile(r'Q4_1 GGUF, so "float32" here means 4-bit-rounded weights'))
+        re.compile(r'Q4_1 GGUF, so "float32" here means that file\'s rounded values'))
     open_view(page, "Quantization")
-    expect(page.locator("#quant-precision-note")).to_contain_text("int4 here compares against already-4-bit-rounded")
+    expect(page.locator("#quant-precision-note")).to_contain_text("rounded values of a Q4_1 GGUF")

@@ -11,6 +11,9 @@ tokens (default: half the text) are one forward, as a prompt; every later token 
 `--json` prints one object: policy, budget, sinks, positions, tokens, prefill, scored (tokens predicted),
 kl_mean, kl_p95 (KL(p_full || p_policy) in nats per predicted token), top1_agreement, ppl, ppl_full,
 kv_bytes, kv_bytes_full (bytes of the entries each cache still reads at the end), seconds, seconds_full.
+kv_bytes is what a cache holding only those entries would take: with `--positions original` the evicted
+entries are masked and their storage stays allocated; int8 / int4 count packed codes with their scales while
+the buffers hold dequantized fp32; only `--positions contiguous` compacts (its freed slots take new tokens).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--text-file", required=True, metavar="F", help="a UTF-8 text file, teacher-forced")
     p.add_argument("--policy", required=True, metavar="POLICY", help=" | ".join(POLICY_NAMES))
     p.add_argument("--budget", type=BUDGET.argparse, default=None, metavar="B",
-                   help=f"positions each layer (and KV head) keeps: {BUDGET.allowed}")
+                   help=f"positions each layer (and KV head) keeps: {BUDGET.allowed} (snapkv: of the prompt; it "
+                        "evicts nothing while decoding)")
     p.add_argument("--sinks", type=SINKS.argparse, default=4, metavar="S", help="sink tokens of `sinks` (default 4)")
     p.add_argument("--positions", choices=("original", "contiguous"), default="original",
                    help="kept keys keep their positions (original, H2O) or are re-rotated (contiguous, StreamingLLM)")
@@ -78,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result['policy']}{budget} ({result['positions']} positions) over {result['scored']} of "
           f"{result['tokens']} tokens: KL mean {result['kl_mean']:.4f} p95 {result['kl_p95']:.4f} nats, "
           f"top-1 {result['top1_agreement']:.1%}, ppl {result['ppl']:.2f} (full {result['ppl_full']:.2f}), "
-          f"KV {result['kv_bytes']:,} of {result['kv_bytes_full']:,} bytes, {result['seconds']:.1f} s")
+          f"KV {result['kv_bytes']:,} of {result['kv_bytes_full']:,} bytes{bytes_note(result)}, "
+          f"{result['seconds']:.1f} s")
     return 0
 
 
@@ -97,3 +102,14 @@ def kv_evaluation(loaded: Any, text: str, spec: Any, prefill: int | None = None)
     if prefill >= len(ids):
         raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
     return evaluate(loaded.model, ids, spec, prefill)[0]
+
+
+def bytes_note(result: dict) -> str:
+    """What the KV bytes are, when they are not the storage the cache holds (see the module doc)."""
+    if result["policy"] == "full":
+        return ""
+    if result["policy"] in ("int8", "int4"):
+        return " (as packed codes; the buffers hold fp32)"
+    if result["positions"] == "contiguous":
+        return " (compacted)"
+    return " (in the entries still attended: evicted ones are masked, their storage kept)"

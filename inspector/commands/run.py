@@ -77,7 +77,7 @@ def run_flags() -> argparse.ArgumentParser:
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
     p.add_argument("--attention", choices=("standard", "tiled"), default="standard",
                    help="the attention path: standard (full score rows) or tiled (FlashAttention's online softmax "
-                        "over tiles of keys; the same numbers)")
+                        "over tiles of keys; the same result up to float rounding)")
     p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
                    help="when prompt + output fill the context window: stop (finish reason context_full, the "
                         "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest)")
@@ -85,7 +85,8 @@ def run_flags() -> argparse.ArgumentParser:
                    help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
                    help="speculative decoding with this drafter: ngram (prompt lookup) or early-exit:L "
-                        "(the first L layers)")
+                        "(the first L layers); greedy gives plain greedy's tokens (up to float rounding), "
+                        "sampling the full model's distribution (not the same draws as a plain run's seed)")
     p.add_argument("--draft-len", type=DRAFT_LEN.argparse, default=None, metavar="K",
                    help=f"tokens drafted per round with --speculative, {DRAFT_LEN.allowed} "
                         f"(default {DEFAULT_DRAFT_LEN})")

@@ -12,7 +12,9 @@ with the sampling options, continuation i with seed + i; greedy (temperature 0) 
 tpot_ms, finish_reason, preemptions, arrival_step, prompt_index, sample: one entry per continuation, in
 prompt order), steps (per engine step: rows [{request, kind, tokens, context}], blocks_used, admitted,
 preempted, finished, paged_bytes, contiguous_bytes: what caches reserved to each row's max length would
-hold, elapsed_ms, and the roofline: flops, bytes_moved, forward_ms, gflops_per_s, gb_per_s), throughput
+hold, elapsed_ms, and the roofline: flops and bytes_moved counted from the config
+(`inspector.serving.roofline.forward_cost`, not measured), forward_ms measured, gflops_per_s and gb_per_s the
+counts over that time), throughput
 (generated_tokens, elapsed_s, tokens_per_s, steps), memory (peak_paged_bytes, peak_contiguous_bytes,
 pool_bytes), peaks (the machine's measured gflops_per_s and gb_per_s, `inspector.serving.roofline`,
 cached next to the model), prefix_cache (enabled, lookups, hits, hit_rate, tokens_reused: with
@@ -31,6 +33,7 @@ from typing import Any
 
 from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, sampling_flags
 from inspector.errors import InputError
+from inspector.units import format_bytes
 from inspector.validate import Bound, shown
 
 
@@ -133,8 +136,8 @@ def check_pool_fits(config: Any, blocks: int, block_size: int, dtype: Any) -> No
     need = kv_bytes(config, blocks * block_size + 1, elem)  # the pool and its zero slot
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > free:
-        raise InputError(f"a pool of {blocks} blocks of {block_size} positions takes {need / 1e9:.1f} GB; "
-                         f"{free / 1e9:.1f} GB are free (lower --blocks, --block-size or --max-new-tokens)")
+        raise InputError(f"a pool of {blocks} blocks of {block_size} positions takes {format_bytes(need)}; "
+                         f"{format_bytes(free)} are free (lower --blocks, --block-size or --max-new-tokens)")
 
 
 def simulate(args: argparse.Namespace) -> dict[str, Any]:
@@ -218,7 +221,8 @@ def summary(result: dict[str, Any]) -> str:
                      f"tpot {tpot} ms, preempted {r['preemptions']}x: {r['text']!r}")
     pk = result["peaks"]
     lines.append(f"  step  rows (request:kind tokens)                blocks  GFLOP/s  GB/s  (peaks {pk['gflops_per_s']:.0f}"
-                 f" GFLOP/s, {pk['gb_per_s']:.1f} GB/s)")
+                 f" GFLOP/s, {pk['gb_per_s']:.1f} GB/s, measured; per step: FLOPs and bytes counted from the config "
+                 "over the forward's measured time)")
     for s in result["steps"]:
         rows = " ".join(f"{row['request']}:{row['kind'][0]}{row['tokens']}" for row in s["rows"]) or "(idle)"
         extra = f"  preempted {s['preempted']}" if s["preempted"] else ""

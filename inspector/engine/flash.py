@@ -16,7 +16,8 @@ shared by every row; or a (B, T) long tensor), k, v (B, KV, S, d) of positions 0
 `step_through(q, k, v, q0, tile)` runs the same loop for one head of one prefill and returns every tile's
 state (`TileStep`: the key range read, m and l per query row, the output so far rescaled by 1/l), for the
 step-through view. `hbm_bytes(T, S, d, bytes_per, block_rows)` gives, by formula, the bytes a GPU kernel
-moves to and from HBM with and without materialising the score matrix.
+moves to and from HBM with and without materialising the score matrix (the tiled count in FlashAttention-2's
+loop order, Dao 2023).
 """
 
 from __future__ import annotations
@@ -118,9 +119,12 @@ def hbm_bytes(T: int, S: int, d: int, bytes_per: int = 2, block_rows: int = 128)
     """Bytes moved to and from GPU memory (HBM) by one head's attention, by formula, not measured.
 
     standard: read Q (T·d), K and V (2·S·d), write the scores (T·S), read them for the softmax, write the
-    probabilities, read them for P·V (4·T·S in all), write O (T·d). tiled: read Q and write O once (2·T·d);
-    K and V are read once per block of `block_rows` query rows kept on chip (2·S·d·ceil(T / block_rows));
-    the T x S matrix never leaves the chip."""
+    probabilities, read them for P·V (4·T·S in all), write O (T·d). tiled, in FlashAttention-2's loop order
+    (Dao 2023, Algorithm 1: the outer loop over blocks of query rows, the inner one over blocks of keys):
+    read Q and write O once (2·T·d); K and V are read once per block of `block_rows` query rows kept on chip
+    (2·S·d·ceil(T / block_rows)); the T x S matrix never leaves the chip. Not counted: the per-row
+    logsumexp FA-2 also writes for the backward (T numbers), and the key blocks a causal kernel skips
+    above the diagonal (about half of them in a prefill, where T = S)."""
     standard = bytes_per * (2 * T * d + 2 * S * d + 4 * T * S)
     tiled = bytes_per * (2 * T * d + 2 * S * d * math.ceil(T / block_rows))
     return {"standard": standard, "tiled": tiled}

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 MARKER = "inspector-source.json"
 # The version of what the converters write: a directory whose marker names another one is converted again.
-CONVERTER = 2
+CONVERTER = 3  # 2: tokenizer.json prepends BOS where the model adds it; 3: the marker holds each tensor's type
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Resolved:
     source: str  # what was asked for, normalised
     source_format: str | None = None  # known for conversions; None = read it from the weights
     source_bytes: int | None = None
+    source_types: dict[str, list] | None = None  # a GGUF conversion's {HF name: [file type, params]}
 
 
 def inspector_home() -> Path:

@@ -120,7 +120,8 @@ def resolve_named(key: str) -> Resolved:
     """The converted directory of a named model (fetched and converted on first use)."""
     model = MODELS[key]
     facts = convert_once(model_dir(key), lambda tmp: _produce(model, tmp), model.name)
-    return Resolved(model_dir(key), model.name, model.source, facts.get("source_format"), facts.get("source_bytes"))
+    return Resolved(model_dir(key), model.name, model.source, facts.get("source_format"), facts.get("source_bytes"),
+                    facts.get("source_types"))
 
 
 def describe(key: str) -> str:

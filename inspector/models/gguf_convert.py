@@ -20,7 +20,7 @@ from typing import Any
 from inspector.engine.config import ModelConfig
 from inspector.errors import UnsupportedConfigError
 from inspector.models import gguf_gemma3, gguf_llama
-from inspector.models.gguf_read import Log, meta, open_gguf, source_format, write_hf_dir
+from inspector.models.gguf_read import Log, meta, open_gguf, source_format, source_types, write_hf_dir
 from inspector.units import format_bytes
 
 ARCHITECTURES: dict[str, ModuleType] = {"llama": gguf_llama, "gemma3": gguf_gemma3}
@@ -57,4 +57,5 @@ def convert_gguf(path: Path, out_dir: Path, log: Log | None = None) -> dict[str,
         log(f"  wrote fp32 safetensors ({format_bytes(sum(w.nbytes for w in tensors.values()))}) "
             f"in {time.perf_counter() - t0:.1f} s")
     return {"source_format": source_format(reader), "source_bytes": path.stat().st_size,
-            "source_file": path.name, "gguf_name": meta(reader, "general.name")}
+            "source_file": path.name, "gguf_name": meta(reader, "general.name"),
+            "source_types": source_types(reader, arch.hf_name)}

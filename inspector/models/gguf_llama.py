@@ -66,6 +66,9 @@ def hf_tensor_name(gguf_name: str) -> str:
     raise ModelLoadError(f"unsupported GGUF: unknown tensor {gguf_name!r} (only the llama architecture is read)")
 
 
+hf_name = hf_tensor_name  # the name every architecture module gives (`gguf_convert.ARCHITECTURES`)
+
+
 def hf_config(reader: Any) -> dict[str, Any]:
     """The HF config.json for a llama GGUF; raises on anything the engine does not implement."""
     a = ARCH

@@ -47,6 +47,12 @@ def round32(x: float) -> float:
     return float(f"{float(np.float32(x)):.7g}")
 
 
+def source_types(reader: Any, hf_name: Callable[[str], str]) -> dict[str, list]:
+    """Each tensor's storage type in the file and its parameter count, under its HF name:
+    {"model.embed_tokens.weight": ["Q8_0", 28311552], ...} (what "fp32" was rounded from, tensor by tensor)."""
+    return {hf_name(t.name): [t.tensor_type.name, int(np.prod(t.shape))] for t in reader.tensors}
+
+
 def source_format(reader: Any) -> str:
     """E.g. "GGUF Q4_1", from general.file_type (falls back to the most common tensor type)."""
     import gguf

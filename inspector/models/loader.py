@@ -43,6 +43,7 @@ class LoadedModel:
     dtype: torch.dtype = torch.float32
     layout: str = "decode"  # how the weights are stored (see the module doc)
     device: str = "cpu"  # where the weights and the KV cache live
+    source_types: dict[str, list] | None = None  # a GGUF's {HF name: [file type, params]}, when converted with them
 
     @property
     def stop_ids(self) -> frozenset[int]:
@@ -148,4 +149,5 @@ def load_model(source: str | os.PathLike[str] | None = None, dtype: torch.dtype 
         dtype=dtype,
         layout=layout,
         device=str(target),
+        source_types=where.source_types,
     )

@@ -41,7 +41,8 @@ def resolve_gguf(path: Path) -> Resolved:
     if read_marker(target) is None:
         gguf_convert.check_gguf(path)
     facts = convert_once(target, lambda tmp: gguf_convert.convert_gguf(path, tmp, log=progress), str(path))
-    return Resolved(target, name, str(path), facts.get("source_format"), facts.get("source_bytes"))
+    return Resolved(target, name, str(path), facts.get("source_format"), facts.get("source_bytes"),
+                    facts.get("source_types"))
 
 
 def resolve_hub(repo_id: str) -> Resolved:
@@ -69,7 +70,7 @@ def resolve(source: str | os.PathLike[str] | None) -> Resolved:
         if (path / MARKER).exists() or (path / "config.json").is_file():
             facts = read_marker(path) or {}
             return Resolved(path, facts.get("name") or path.resolve().name, text,
-                            facts.get("source_format"), facts.get("source_bytes"))
+                            facts.get("source_format"), facts.get("source_bytes"), facts.get("source_types"))
         raise ModelLoadError(f"{path} is not a model directory (no config.json)")
     if path.is_file():
         if path.suffix.lower() == ".gguf":

@@ -81,7 +81,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
         inv = page.inventory
         gr.HTML(model_header_html(loaded.name, inv.params, page.dtype_name, loaded.config, inv.bytes,
                                   loaded.source_format, loaded.source_bytes,
-                                  precision_note(loaded.source_format or "", page.dtype_name)))
+                                  precision_note(loaded.source_format or "", page.dtype_name, loaded.source_types)))
         buttons = prompt_bar(page)
         with gr.Accordion("Sampling, system prompt, example prompts", open=False, elem_id="settings"):
             settings_panel(page)

@@ -44,7 +44,8 @@ def tour_facts(loaded: Any, weight_bytes: int = 0) -> TourFacts:
     if getattr(loaded, "weights_path", None):
         peaks = stored_peaks(peaks_directory(loaded.weights_path), loaded.dtype, getattr(loaded, "device", "cpu"))
     return TourFacts.from_config(cfg, elem, kv_bytes(cfg, 1, elem), dtype,
-                                 precision_note(getattr(loaded, "source_format", "") or "", dtype),
+                                 precision_note(getattr(loaded, "source_format", "") or "", dtype,
+                                                getattr(loaded, "source_types", None)),
                                  weight_bytes=weight_bytes, ridge=peaks.ridge if peaks is not None else None)
 
 

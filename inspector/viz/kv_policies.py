@@ -1,6 +1,8 @@
 """KV-cache policy views: KL against the full cache over the bytes each policy kept; for one generation
 under a policy, the positions x steps map of what one layer and KV head keeps (and why) and what it evicted
-(grey), the per-step KL and top-1 against the full cache on the same tokens, and the bytes saved; for one
+(grey), the per-step KL and top-1 against the full cache on the same tokens, and the bytes a compacting
+cache would save (the caches here mask evicted entries and keep their storage; the KIVI caches hold
+dequantized fp32 numbers and count the bytes of packed codes); for one
 head of a prefill, the step-through of tiled attention (the tile read, m and l per query row, how far each
 row's output moved when the tile was folded in) with the HBM bytes by formula beside the measured times.
 
@@ -33,7 +35,8 @@ def kl_bytes_figure(rows: list[dict]) -> go.Figure:
                                 else f"top-1 {r['top1_agreement']:.0%}" for r in mine],
                        "hovertemplate": "%{x:.1f} MiB, KL %{y:.4f}<br>%{text}<extra>" + policy + "</extra>"})
     full = max((r["kv_bytes_full"] for r in rows), default=0) / MIB
-    return figure(traces, "KL against the full cache over the KV bytes kept", height=380,
+    return figure(traces, "KL against the full cache over the KV bytes kept (as a compacting or packed cache would "
+                          "hold them)", height=380,
                   xaxis={"title": {"text": "KV cache kept (MiB)"}},
                   yaxis={"title": {"text": "mean KL (nats per token)"}, "type": "log"},
                   shapes=[{"type": "line", "x0": full, "x1": full, "yref": "paper", "y0": 0, "y1": 1,
@@ -45,7 +48,10 @@ def kl_bytes_figure(rows: list[dict]) -> go.Figure:
 CAPTION = ("KV-cache policies: the model generates with a policy deciding, after every forward, which cached "
            "positions each layer and KV head keeps; a full cache is fed the same tokens beside it, so each step "
            "compares the two next-token distributions on the same context (KL and top-1). Evicted entries are "
-           "masked and kept keys keep their original positions (the H2O convention).")
+           "masked and kept keys keep their original positions (the H2O convention), so the bytes saved are what "
+           "a cache that frees evicted entries would save: here their storage stays allocated, and the KV cache "
+           "view shows the whole cache. The int8 and int4 (KIVI) caches count the bytes of packed codes with "
+           "their scales; their buffers hold the dequantized numbers in fp32.")
 # code -> color: not yet (white), recent, sink, heavy hitter, SnapKV vote, kept, evicted (grey)
 CODE_COLORS = ["#ffffff", GENERATED, ATTN, CHOSEN, PROMPT, MLP, REMOVED]
 
@@ -86,13 +92,26 @@ def step_metrics_figure(run: KVPolicyRun) -> go.Figure:
                   xaxis={"title": {"text": "generated token"}}, yaxis={"title": {"text": "KL (nats)"}})
 
 
+def bytes_text(label: str, kept: int, full: int) -> str:
+    """The bytes a policy kept against the full cache, said as what they are (see the module doc)."""
+    saved = 1 - kept / full if full else 0.0
+    of = f"{esc(format_bytes(kept))} of the full cache's {esc(format_bytes(full))}"
+    kind = label.split(",", 1)[0]
+    if kind == "full":
+        return f"KV cache {esc(format_bytes(full))}"
+    if kind in ("int8", "int4"):
+        return (f"as packed {kind} codes with their scales the cache would hold {of} ({saved:.0%} saved; its "
+                "buffers here hold the dequantized numbers in fp32)")
+    return (f"the entries still attended take {of}: a cache that freed the evicted ones would save {saved:.0%} "
+            "(this one masks them and keeps their storage)")
+
+
 def summary_html(run: KVPolicyRun, elem_id: str = "kvpolicy-summary-text") -> str:
     """The texts side by side, mean KL, top-1 agreement and the bytes kept against the full cache."""
     last = run.steps[-1]
-    saved = 1 - last.kept_bytes / last.full_bytes if last.full_bytes else 0.0
     return (f'<div class="ii-caption" id="{elem_id}">{esc(run.label)}: mean KL {run.kl_mean:.4f} nats, '
-            f"top-1 agreement {run.top1_agreement:.0%} over {len(run.steps)} tokens; KV cache kept "
-            f"{esc(format_bytes(last.kept_bytes))} of {esc(format_bytes(last.full_bytes))} ({saved:.0%} saved).</div>"
+            f"top-1 agreement {run.top1_agreement:.0%} over {len(run.steps)} tokens; "
+            f"{bytes_text(run.label, last.kept_bytes, last.full_bytes)}.</div>"
             f'<div class="ii-caption"><b>with the policy:</b> {esc(run.text)}</div>'
             f'<div class="ii-caption"><b>full cache:</b> {esc(run.full_text)}</div>')
 
@@ -124,11 +143,21 @@ def flash_state_figure(walk: FlashWalk, i: int) -> go.Figure:
 
 
 def flash_html(walk: FlashWalk) -> str:
-    """HBM traffic by formula (labelled so) beside the prefill times measured on this CPU."""
+    """HBM traffic by formula (labelled so, FlashAttention-2's loop order) beside the prefill times measured on
+    this machine, and why the tiled path is not faster on a CPU."""
     T = walk.m.shape[1]
+    scores = T * T * 4  # one head's T x T fp32 score matrix on this CPU
     return (f'<div class="ii-caption" id="kvpolicy-flash-text">One head, {T} queries x {T} keys, tiles of '
-            f"{walk.tiles[0][1] - walk.tiles[0][0]} keys. By formula (not measured), a GPU kernel moves "
-            f"{esc(format_bytes(walk.hbm_standard))} to and from HBM with the T x S score matrix and "
-            f"{esc(format_bytes(walk.hbm_tiled))} without it ({walk.hbm_standard / max(walk.hbm_tiled, 1):.1f}x). "
-            f"Measured on this CPU, the whole model's prefill: standard {walk.ms_standard:.0f} ms, tiled "
-            f"{walk.ms_tiled:.0f} ms (a CPU has no HBM/SRAM split for tiling to exploit).</div>")
+            f"{walk.tiles[0][1] - walk.tiles[0][0]} keys. By formula (not measured), with fp16 numbers and no "
+            f"causal block skipping, a GPU kernel that writes the T x S score matrix to HBM and reads it back moves "
+            f"{esc(format_bytes(walk.hbm_standard))}; one that keeps it on chip, in FlashAttention-2's loop order "
+            f"(Dao 2023: each block of 128 query rows read once, K and V read once per block, the output written "
+            f"once), moves {esc(format_bytes(walk.hbm_tiled))} "
+            f"({walk.hbm_standard / max(walk.hbm_tiled, 1):.1f}x less). "
+            f"Measured on this machine, the whole model's prefill: standard {walk.ms_standard:.0f} ms, tiled "
+            f"{walk.ms_tiled:.0f} ms. A CPU has a memory hierarchy for tiling to exploit too (main memory, then "
+            f"caches), and fused CPU flash-attention kernels exist (PyTorch's scaled_dot_product_attention has "
+            f"one), but the tiled path here is an unfused loop of PyTorch operations (per tile a product, a max, "
+            f"exponentials, sums and a rescale, each its own pass over memory), and one head's score matrix at "
+            f"this length is {esc(format_bytes(scores))} in fp32, against the 0.5 to 2 MiB of L2 cache a CPU "
+            f"core usually has (and tens of MiB of shared L3).</div>")

@@ -19,8 +19,12 @@ from inspector.viz.common import GENERATED, PROMPT, esc, figure
 CAPTION = ("Prefix caching and chunked prefill: the same requests, sharing one system prompt, served four ways "
            "by the real scheduler. With prefix caching a request's full prompt blocks are looked up by the hash "
            "of their tokens (and of the blocks before them) and reused instead of computed; chunked prefill "
-           "splits a long prompt into chunks that share steps with the other requests' decodes. Greedy, so "
-           "every configuration produces the same tokens; times are this machine's wall clock. A block counts as "
+           "splits a long prompt into chunks that share steps with the other requests' decodes. Decoding is greedy, "
+           "so every configuration should produce the same tokens; their logits are not bit for bit the same, "
+           "though (reused blocks and chunks change the shapes of the products, hence the order of the additions), "
+           "and a near-tie between the top two tokens can flip one. The outputs column checks each configuration "
+           "against plain serving. Times are this machine's "
+           "wall clock. A block counts as "
            "shared while two requests or more hold it at once; a request that finds blocks cached after the "
            "one that wrote them has finished is a hit without sharing.")
 

@@ -17,8 +17,9 @@ CAPTION = ("Quantization: the same model with its weights held in fewer bits. Th
            "prompt greedily; the quantized model is fed the same tokens (teacher-forced), so every step "
            "compares the two next-token distributions on identical inputs: KL(p_fp32 ‖ p_quant), whether the top "
            "token agrees, and how far each layer's residual stream has turned (cosine). Norms stay fp32 (tiny, "
-           "and they scale every feature); the residual stream and the KV cache stay fp32 (each low-bit matmul takes its input in bf16); the embedding, which is also the tied LM head, "
-           "is quantized like the other matrices.")
+           "and they scale every feature); the residual stream stays fp32, and so does the KV cache unless int8 KV "
+           "is chosen (where the int8 and int4 kernels or bf16 weights run, each matmul takes its input in bf16); "
+           "the embedding (for a tied model also the LM head) is quantized like the other matrices.")
 AGREE, DISAGREE = GENERATED, "#ef4444"
 
 
@@ -96,7 +97,8 @@ def dists_figure(rec: FidelityRecord, step: int) -> go.Figure:
               {"type": "bar", "name": rec.label, "x": labels, "y": [pq.get(i, 0.0) for i in ids], "marker": {"color": CHOSEN}}]
     return figure(traces, f"Step {step}: next-token distribution, fp32 vs {rec.label} (KL {s.kl:.3g} nats)",
                   height=300, barmode="group", yaxis={"title": {"text": "probability"}},
-                  xaxis={"title": {"text": "next token (piece [id]), most likely first"}},
+                  xaxis={"title": {"text": "next token (piece [id]), most likely first; a missing bar: outside "
+                                           "that model's top 10"}},
                   legend={"orientation": "h", "y": 1.12})
 
 

@@ -34,7 +34,8 @@ GRID_COLUMNS = 16
 CAPTION = ("Serving: requests share one pool of fixed-size KV blocks (PagedAttention); every engine step runs "
            "ONE batched forward over the running requests (decode rows) and newly admitted ones (prefill rows), "
            "admitting a waiting request as soon as a slot and blocks free up (continuous batching). When the "
-           "pool runs out, the newest request is preempted and recomputed later.")
+           "pool runs out, the most recently admitted running request is preempted (its blocks freed) and "
+           "recomputed from its prompt and generated tokens when readmitted.")
 
 
 def step_axis(n_steps: int) -> dict:
@@ -138,9 +139,11 @@ def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
     title = "Roofline: this run's forwards"
     if peaks is not None:
         traces.insert(0, roof_trace(peaks, min(lo, peaks.ridge / 10), max(hi, peaks.ridge * 10), "roof"))
-        title += f" (peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s)"
-    return figure(traces, title, 340, xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte moved)"}},
-                  yaxis={"type": "log", "title": {"text": "achieved GFLOP/s"}}, legend={"orientation": "h", "y": -0.3})
+        title += f" (measured peaks {peaks.gflops_per_s:.0f} GFLOP/s, {peaks.gb_per_s:.1f} GB/s)"
+    return figure(traces, title, 340,
+                  xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte moved, counted from the config)"}},
+                  yaxis={"type": "log", "title": {"text": "achieved GFLOP/s (counted FLOPs over the measured forward)"}},
+                  legend={"orientation": "h", "y": -0.3})
 
 
 def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.Figure:
@@ -159,7 +162,10 @@ def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.
         x = budget_bytes / GIB
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": CHOSEN, "width": 2, "dash": "dash"}})
+    annotations = ([{"x": budget_bytes / GIB, "yref": "paper", "y": 1, "text": f"memory {format_bytes(budget_bytes)}",
+                     "showarrow": False, "xanchor": "left", "yanchor": "bottom"}] if budget_bytes else [])
     return figure(traces, "Memory: weights + KV cache", 110 + 50 * max(len(bars), 1), barmode="stack", shapes=shapes,
+                  annotations=annotations,
                   xaxis={"title": {"text": "memory (GiB)"}},
                   yaxis={"autorange": "reversed", "title": {"text": "model configuration"}},
                   legend={"orientation": "h", "y": -0.4}, margin={"l": 160, "r": 20, "t": 40, "b": 50})
@@ -170,7 +176,7 @@ def summary_html(view: ServingView, tokens: int, tok_s: float | None, peak_paged
     """Totals after the last step; data-* attributes for tests."""
     rate = f"{tok_s:.1f} tokens/s" if tok_s is not None else "-"
     done = len({s for r in view.steps for s in r.finished})
-    saved = f" ({peak_contiguous_bytes / peak_paged_bytes:.1f}x)" if peak_paged_bytes else ""
+    saved = f" ({peak_contiguous_bytes / peak_paged_bytes:.1f}x the paged bytes)" if peak_paged_bytes else ""
     return (f'<div id="serving-summary" data-steps="{len(view.steps)}" data-tokens="{tokens}" '
             f'data-finished="{done}" data-blocks="{view.grid.used}">'
             f"{len(view.steps)} engine steps, {tokens} tokens generated, {rate} aggregate; "

@@ -18,11 +18,15 @@ from inspector.speculative.records import RoundRecord, SpecStats
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, empty_figure, esc, figure, show_piece
 
 CAPTION = ("Speculative decoding: a cheap drafter proposes k tokens; the full model checks all of them in ONE "
-           "forward over k+1 positions. Drafts are kept while the rule accepts them (greedy: while each equals "
-           "the full model's argmax; sampling: with probability min(1, p/q)); the first rejected one is replaced "
-           "by a token from the corrected distribution, or a bonus token follows when all are kept, so the "
-           "output is exactly what the full model alone would produce. The KV cache gets k+1 entries, then is "
-           "cut back past the rejected ones.")
+           "forward over k+1 positions. Greedy: a draft is kept while it equals the full model's argmax, the first "
+           "one that does not is replaced by the argmax, and the output is the full model's own greedy text (up to "
+           "float rounding: the forward over k+1 positions adds in another order than a one-token step, so a "
+           "near-tie between the top two tokens could flip). Sampling: a draft is kept with probability "
+           "min(1, p/q), and the first rejected one is replaced by a draw from norm(max(0, p − q)); every token "
+           "then follows the full model's distribution, as plain sampling does, but it is not the text plain "
+           "sampling draws with the same seed (the random numbers are spent differently). When all k are kept, a "
+           "bonus token follows from the full model. The KV cache gets k+1 entries, then is cut back past the "
+           "rejected ones.")
 KIND_LABEL = {"corrected": "corrected", "bonus": "bonus", "plain": "next (no drafts)", "none": "ended"}
 REJECTED = "#ef4444"
 
@@ -103,7 +107,7 @@ def stats_html(stats: SpecStats | None) -> str:
                                           f"{stats.target_forwards} forwards)"),
         ("draft cost", f"{stats.draft_ms:.0f} ms drafting, {stats.draft_share:.0%} of the rounds' time"),
         ("speculative", f"{stats.tokens_per_s:.1f} tokens/s"),
-        ("plain decode, same prompt and length", "not measured yet" if plain is None
+        ("plain greedy decode, same prompt and length", "not measured yet" if plain is None
          else f"{plain.tokens_per_s:.1f} tokens/s ({plain.tokens} tokens in {plain.seconds * 1e3:.0f} ms)"),
         ("speedup", "—" if speed is None else f"{speed:.2f}×"),
     ]

@@ -39,8 +39,8 @@ def summary_html(step: TrainingStep) -> str:
     lo = step.losses
     return (f'<div class="ii-caption" id="training-summary-text">{len(lo.token_ids)} tokens, '
             f"{len(lo.losses)} predictions: mean loss <b>{lo.mean_loss:.3f}</b> nats per token, "
-            f'perplexity <b id="training-perplexity">{lo.perplexity:.2f}</b> (as unsure as a uniform choice '
-            f"among that many tokens). Forward with autograd {step.seconds_forward * 1e3:.0f} ms, backward "
+            f'perplexity <b id="training-perplexity">{lo.perplexity:.2f}</b> (exp of the mean loss: on average '
+            f"as unsure as a uniform choice among that many tokens). Forward with autograd {step.seconds_forward * 1e3:.0f} ms, backward "
             f"{step.seconds_backward * 1e3:.0f} ms.</div>")
 
 
@@ -87,7 +87,7 @@ def weight_norms_figure(step: TrainingStep) -> go.Figure:
                     "colorbar": {"title": {"text": "‖∂loss/∂W‖"}},
                     "hovertemplate": "layer %{y}, %{x}: %{z:.4g}<extra></extra>"}],
                   "Gradient norm per weight", height=max(300, 14 * n + 120),
-                  xaxis={"title": {"text": "weight (attention q k v o, MLP gate up down)"}},
+                  xaxis={"title": {"text": "weight (attention q k v o, MLP gate up down, norms)"}},
                   yaxis={"title": {"text": "layer"}, "autorange": "reversed"})
 
 
@@ -117,9 +117,11 @@ def memory_html(step: TrainingStep) -> str:
             f'<div style="display:flex;flex-wrap:wrap;gap:12px">'
             f'<table class="ii-table" style="flex:1;min-width:280px;width:auto">{inf}</table>'
             f'<table class="ii-table" style="flex:1;min-width:280px;width:auto">{train}</table></div>'
-            f'<div class="ii-caption">A training step needs {ratio:.1f}x the memory of inference on this text. '
-            f"Measured: counted from the tensors (activations: what autograd keeps for the backward, each "
-            f"storage once). Formula: Adam keeps two fp32 moments per parameter.</div></div>")
+            f'<div class="ii-caption">Summed, a training step\'s parts come to {ratio:.1f}x inference\'s on this '
+            f"text: a sum, not a measured peak (the backward frees activations as it fills the gradients, and "
+            f"neither side counts transient buffers). Measured: counted from the tensors (activations: what "
+            f"autograd keeps for the backward, each storage once). Formula: Adam keeps two fp32 moments per "
+            f"parameter.</div></div>")
 
 
 def memory_figure(step: TrainingStep) -> go.Figure:

@@ -67,7 +67,7 @@ def policy_controls(policies: tuple[str, ...], prefix: str) -> tuple:
     import gradio as gr
 
     policy = gr.Dropdown(list(policies), value="h2o", label="policy", elem_id=f"{prefix}-policy")
-    budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head)",
+    budget = FreeNumber(32, precision=0, label="budget (positions kept per layer and KV head; SnapKV: of the prompt)",
                         elem_id=f"{prefix}-budget")
     sinks = FreeNumber(4, precision=0, label="sinks (policy sinks)", elem_id=f"{prefix}-sinks")
     return policy, budget, sinks

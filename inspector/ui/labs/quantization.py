@@ -126,7 +126,7 @@ class QuantizationLab(Panel):
         loaded = self.page.loaded
         cfg = loaded.config
         gr.Markdown(vq.CAPTION + " Uses the page's prompt, chat toggle and max new tokens.", elem_classes="ii-caption")
-        gr.Markdown(quant_lab_note(loaded.source_format or ""), elem_id="quant-precision-note", elem_classes="ii-caption")
+        gr.Markdown(quant_lab_note(loaded.source_format or "", loaded.source_types), elem_id="quant-precision-note", elem_classes="ii-caption")
         with gr.Row():
             self.precision = gr.Dropdown(list(LABELS), value="int8", label="weights precision", elem_id="quant-scheme")
             self.kv = gr.Dropdown(["fp32", "int8"], value="fp32", label="KV cache", elem_id="quant-kv-select")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspector.serving.memory import shipped_configs
+from inspector.serving.memory import (default_kv_dtype, dtype_name, resolve_config, shipped_configs,
+                                      windowed_kv_bytes)
 from inspector.serving.view import memory_bars
 from inspector.ui.fields import MEM_BATCH, MEM_CONTEXT, MEM_GIB, slider
 from inspector.ui.panel import Panel
@@ -57,6 +58,11 @@ class MemoryCalculator(Panel):
         bars = memory_bars(str(config), context, batch, str(dtype), memory)
         saved = bars[1].kv_bytes / bars[0].kv_bytes if bars[0].kv_bytes else 1.0
         line = (f"{config}, {dtype}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; KV cache for {batch} x {context} "
-                f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB ({saved:.1f}x less than full MHA); "
+                f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB (full MHA would need {saved:.1f}x as much); "
                 f"{bars[0].fits_requests} requests of {context} tokens fit in {memory // 2**30} GiB")
+        cfg = resolve_config(str(config)).config
+        windowed = windowed_kv_bytes(cfg, context, batch, default_kv_dtype(dtype_name(str(dtype))))
+        if windowed is not None:
+            line += (f"; counted as a full cache, as this engine keeps; keeping only the window "
+                     f"({cfg.sliding_window:,}) in the sliding layers it would be {windowed / 2**30:.2f} GiB")
         return {"figure": vs.memory_figure(bars, memory), "line": f'<div id="serving-mem-line">{esc(line)}</div>'}

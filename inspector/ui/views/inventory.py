@@ -21,7 +21,7 @@ class InventoryView(ViewPanel):
         import gradio as gr
 
         loaded = self.page.loaded
-        self.caption_md(" ".join([vi.CAPTION, precision_note(loaded.source_format or "", self.page.dtype_name)]))
+        self.caption_md(" ".join([vi.CAPTION, precision_note(loaded.source_format or "", self.page.dtype_name, loaded.source_types)]))
         self.layer = gr.Dropdown(["none"] + [str(i) for i in range(loaded.config.num_hidden_layers)], value="none",
                                  label="highlight layer", elem_id="inv-layer")
         self.show("inventory", gr.HTML(self.inventory_html(None), elem_id="inventory"))
