@@ -228,25 +228,10 @@ def patch_sweep(ctx: TabContext, sid: str | None, clean: Any, corrupt: Any, answ
 
 
 def _patched_run(ctx: TabContext, args: tuple, layer: int, position: int) -> str:
-    from inspector.engine import steps
-    from inspector.generation import loop
-
     c, r, a, w, point = args
-    score, patch = patching.patch_one(ctx.loaded.model, c, r, a, w, point, layer, position)
-    model, ids, levers = ctx.loaded.model, list(r), Levers(interventions=(patch,))
-    cache = steps.new_cache(model)
-    logits = loop.forward(model, cache, [ids], levers)[0]
-    probs = logits.softmax(-1)
-    top = probs.topk(5)
     tok = ctx.loaded.tokenizer
-    tops = ", ".join(f"{esc(show_piece(tok.piece(int(i)), 12))} {float(p):.0%}" for p, i in zip(top.values, top.indices))
-    out = []
-    for _ in range(PATCH_SHOW):
-        t = int(logits.argmax())
-        out.append(t)
-        logits = loop.forward(model, cache, [[t]], levers)[0]
-    return (f"<div id='iv-patched-run' data-cell='{layer}:{position}'><b>{esc(patch.label)}</b>: recovered "
-            f"{score:.3f}; next tokens {tops}; greedy continuation: <code>{esc(tok.decode(out))}</code></div>")
+    return viv.patched_run_html(patching.patched_run(ctx.loaded.model, c, r, a, w, point, layer, position,
+                                                     piece=tok.piece, decode=tok.decode, n=PATCH_SHOW))
 
 
 @shows_refusals(_refused)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.analysis.records import Attribution, Comparison, PatchSweep
+from inspector.analysis.records import Attribution, Comparison, PatchedRun, PatchSweep
 from inspector.viz.common import ATTN, CHOSEN, MLP, PROMPT, esc, figure, position_ticks, show_piece
 
 DLA_TOP = 20
@@ -146,3 +146,11 @@ def patch_table_html(s: PatchSweep) -> str:
     return (f"<div id='patch-table' data-layers='{len(s.layers)}' data-positions='{len(s.positions)}'>"
             f"<div class='ii-caption'>{caption}</div><table style='border-collapse:collapse;font-size:10px'>"
             f"<tr><th>layer</th>{head}</tr>{''.join(rows)}</table></div>")
+
+
+def patched_run_html(r: PatchedRun) -> str:
+    """One patched run: the patch, what it recovered, the next token's top probabilities and the greedy
+    continuation; `data-cell` "L:p" names the cell it came from."""
+    tops = ", ".join(f"{esc(show_piece(piece, 12))} {p:.0%}" for piece, p in zip(r.top_pieces, r.top_probs))
+    return (f"<div id='iv-patched-run' data-cell='{r.layer}:{r.position}'><b>{esc(r.label)}</b>: recovered "
+            f"{r.recovered:.3f}; next tokens {tops}; greedy continuation: <code>{esc(r.continuation_text)}</code></div>")
