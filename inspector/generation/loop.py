@@ -41,7 +41,7 @@ from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
 from inspector.engine.rope import apply_rope, rope_cos_sin, signed_sin
-from inspector.engine.sampling import SampleResult, generator_for, sample
+from inspector.engine.sampling import SampleResult, final_probs, generator_for, sample
 from inspector.engine.trace import Recorder, edits, wants
 from inspector.generation.levers import Hooks, Levers
 from inspector.generation.sequence import Sequence
@@ -163,7 +163,10 @@ def greedy(seq: Sequence, model: Transformer, cache: KVCache, levers: Levers = N
         k = len(seq.generated_ids)
         feed = seq.prompt_ids if k == 0 else [seq.generated_ids[-1]]
         logits = forward(model, cache, [feed], levers, rec)[0]
-        choose(seq, logits, GREEDY, levers, None if forced is None else forced[k])
+        if forced is None:  # the token `choose` draws at temperature 0, without building every distribution
+            seq.append(int(final_probs(logits, GREEDY, seq.ids, levers.processors).argmax()))
+        else:
+            seq.append(forced[k])
         yield logits
 
 

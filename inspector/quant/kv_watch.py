@@ -95,7 +95,7 @@ def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheS
     if on_context_full == "window" and isinstance(levers.cache_policy, KeepAll) and len(prompt_ids) + n > context:
         levers = Levers(cache_policy=SlidingWindow(context - 1 - OVERFLOW_SINKS, OVERFLOW_SINKS, "overflow window"))
     policy = levers.cache_policy
-    seq = Sequence(prompt_ids, n, context if on_context_full == "stop" else sys.maxsize, stop_ids=stop)
+    seq = Sequence(prompt_ids, n, context if on_context_full == "stop" else sys.maxsize, stop_ids=stop)  # window: no end
     L, KV, width = model.config.num_hidden_layers, model.config.num_key_value_heads, len(prompt_ids) + n
     logits, nbytes, kept, scores = [], [], [], []
     for row in loop.greedy(seq, model, cache, levers, forced=forced):  # after each forward and its token

@@ -153,4 +153,5 @@ def patched_run_html(r: PatchedRun) -> str:
     continuation; `data-cell` "L:p" names the cell it came from."""
     tops = ", ".join(f"{esc(show_piece(piece, 12))} {p:.0%}" for piece, p in zip(r.top_pieces, r.top_probs))
     return (f"<div id='iv-patched-run' data-cell='{r.layer}:{r.position}'><b>{esc(r.label)}</b>: recovered "
-            f"{r.recovered:.3f}; next tokens {tops}; greedy continuation: <code>{esc(r.continuation_text)}</code></div>")
+            f"{r.recovered:.3f}; next tokens {tops}; greedy continuation: "
+            f"<code>{esc(r.continuation_text)}</code></div>")
