@@ -305,7 +305,8 @@ def main() -> None:
     if args.profile:
         from bench.profile_step import profile
 
-        profile(fp32 if args.profile != "bf16" else load_model(dtype=torch.bfloat16), args.profile == "fp32-rec")
+        loaded = fp32 if args.profile != "bf16" else load_model(dtype=torch.bfloat16)
+        profile(Ours(loaded, record=args.profile == "fp32-rec"), prompt_ids(fp32.tokenizer, 128))
         return
     if args.ops:
         from bench.ops import print_ops_table

@@ -1,6 +1,6 @@
 """Load benchmark: N concurrent sessions on one `python app.py` server; prints a markdown table.
 
-Each session is a greedy chat prompt of its own (`tests.server_proc.PROMPTS`): prefill, then `--steps`
+Each session is a greedy chat prompt of its own (`harness.server_proc.PROMPTS`): prefill, then `--steps`
 Steps, all N sessions at once (one gradio_client client and thread each; they connect first and start
 together). Modes: `ui` drives the page's own events (`/ui_prefill`, `/ui_step`: what a browser sends,
 with the open tab's views, and the path that runs each next forward ahead); `api` the named script API
@@ -56,7 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from bench.load_labs import LabCall, run_parallel_with_labs
-from tests.server_proc import RssSampler, Server, prompt_for, torch_version
+from harness.server_proc import RssSampler, Server, prompt_for, torch_version
 
 GB = 2**30
 SETTINGS = {"on": {}, "off": {"INSPECTOR_RUN_AHEAD": "0"}}  # run-ahead column -> server environment

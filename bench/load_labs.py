@@ -1,6 +1,6 @@
 """The load bench's visitors, with the labs: prefill + Steps on the page, then the labs that hold memory.
 
-`run_parallel_with_labs(url, mode, prompts, steps, warmup, labs)` is `tests.server_proc.run_parallel` (one
+`run_parallel_with_labs(url, mode, prompts, steps, warmup, labs)` is `harness.server_proc.run_parallel` (one
 client and thread per prompt, a barrier, then each visitor's prefill and Steps) where each visitor, once
 its Steps are done, also calls in the same browser session (the same client, so the same session id):
 Speculative Start (early-exit drafter at `LAB_LAYER`, draft length `LAB_DRAFT_LEN`) and one Round, then
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_at_barrier, run_session
+from harness.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_at_barrier, run_session
 
 LAB_BUTTONS = ("speculative-start", "speculative-round", "quant-run")
 LAB_LAYER = 24  # early-exit layer for SmolLM2-135M's 30 (the tab's default, 0.8 x layers), capped by the slider

@@ -14,8 +14,6 @@ import time
 
 import torch
 
-from bench.engine import Ours, prompt_ids
-
 
 GROUPS = {  # torch op -> what it does in a decode step
     "aten::mm": "linear (matmul on weights)", "aten::addmm": "linear (matmul on weights)",
@@ -24,13 +22,13 @@ GROUPS = {  # torch op -> what it does in a decode step
 }
 
 
-def profile(loaded, record: bool, n: int = 20) -> None:
-    """Where the time of n decode steps at context 128 goes: torch ops grouped, then the top ops."""
+def profile(ours, ids: list[int], n: int = 20) -> None:
+    """Where the time of n decode steps of `ours` (a `bench.engine.Ours`, handed in so this module imports
+    nothing of bench.engine) after the prompt `ids` goes: torch ops grouped, then the top ops."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    ours = Ours(loaded, record=record)
-    ours.prefill(prompt_ids(loaded.tokenizer, 128))
+    ours.prefill(ids)
     ours.steps(5)
     plain = statistics.median(ours.steps(n))
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:

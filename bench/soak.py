@@ -1,7 +1,7 @@
 """Soak: one session on Play for `--minutes` (10) on one `python app.py` server; is memory flat?
 
 The session does what a visitor who keeps pressing Play does, through the page's own events: `/ui_prefill`
-(a greedy chat prompt, the next of `tests.server_proc.PROMPTS` each round, max new tokens `--max-new`,
+(a greedy chat prompt, the next of `harness.server_proc.PROMPTS` each round, max new tokens `--max-new`,
 256 by default), then `/ui_play` (streaming) until Play stops by itself (max new tokens, EOS or a cap);
 then again, until the time is up (a Play still running then is paused). The server's RSS (+ children) is
 sampled from outside every second. Goal: RSS at the end within 10% of RSS after the first minute (for a
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from inspector.units import GIB
-from tests.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version
+from harness.server_proc import RssSampler, Server, UiSession, prompt_for, torch_version
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,8 +37,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.net import HOST, free_port, wait_for_http
-from tests.ui_server import TOUR_SEEN_JS
+from harness.net import HOST, free_port, wait_for_http
+from harness.app_server import TOUR_SEEN_JS
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -237,7 +237,7 @@ def main() -> None:
     from inspector.engine.config import SamplingParams
     from inspector.models.loader import load_model
     from inspector.ui.sessions import new_ui_session
-    from tests.ui_server import start_app
+    from harness.app_server import start_app
 
     from inspector.ui import model_thread
 

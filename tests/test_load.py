@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.server_proc import RssSampler, Server, prompt_for, run_parallel, run_sequential
+from harness.server_proc import RssSampler, Server, prompt_for, run_parallel, run_sequential
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""tests.net: a free port can be bound and refuses connections; waiting ends when the URL answers, when the
+"""harness.net: a free port can be bound and refuses connections; waiting ends when the URL answers, when the
 server exits, or at the timeout."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.net import NotServing, answers, free_port, wait_for_http, wait_until
+from harness.net import NotServing, answers, free_port, wait_for_http, wait_until
 
 
 class Ok(http.server.BaseHTTPRequestHandler):

@@ -17,7 +17,7 @@ import pytest
 
 from inspector.space.bundle import build_bundle, bundle_files
 from inspector.space.deploy import STALE_PATTERNS, SpaceDeployError, deploy_space
-from tests.net import free_port
+from harness.net import free_port
 
 
 @pytest.fixture(scope="module")

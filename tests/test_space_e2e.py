@@ -22,7 +22,7 @@ import pytest
 
 from inspector.ui.app_model import HUB_MODEL_ID
 from inspector.space.bundle import build_bundle
-from tests.net import NotServing, free_port, wait_for_http
+from harness.net import NotServing, free_port, wait_for_http
 
 INSTALL_TIMEOUT_S = 480
 START_TIMEOUT_S = 300

@@ -1,7 +1,7 @@
 """Every number box of the page, typed into in a real browser at 1280 px and on a 390 px phone: bad values
 are named on the page, never a traceback in the server's log, and the session goes on.
 
-The app runs as `python app.py` in a subprocess (`tests.server_proc.Server`), so its whole stdout/stderr,
+The app runs as `python app.py` in a subprocess (`harness.server_proc.Server`), so its whole stdout/stderr,
 where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
 preprocessing, or an exception from a handler), is in one log file the tests read.
 
@@ -29,7 +29,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.server_proc import Server
+from harness.server_proc import Server
 from tests.test_quant_e2e import choose
 from tests.test_ui_e2e import T, goto, open_settings, open_view, prefill
 

@@ -9,23 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.net import HOST, free_port
+from harness.app_server import TOUR_SEEN_JS, start_app  # noqa: F401  (TOUR_SEEN_JS: read from here too)
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-# The guided tour opens on a browser's first visit (static/tour.js). Pages that test other parts mark it seen
-# (`page.add_init_script(TOUR_SEEN_JS)`), as a returning visitor, so its card never covers what they click.
-TOUR_SEEN_JS = "try { localStorage.setItem('inspector-tour-seen', '1'); } catch (e) {}"
-
-
-def start_app(loaded):
-    """Build and launch the app on 127.0.0.1:<free port>; returns the Blocks (`.local_url`, `.store`)."""
-    from inspector.ui.app import build_app, launch_kwargs
-
-    demo = build_app(loaded)
-    demo.queue(default_concurrency_limit=None)
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True,
-                run_history=False, **launch_kwargs())
-    return demo
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,8 @@ import torch
 
 from inspector.analysis.records import Attribution, LayerParts
 from inspector.engine import steps
-from inspector.engine.model import RMSNorm, Transformer
+from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.levers import Levers, check_interventions

@@ -17,13 +17,15 @@ splitting the 30 layers of a 16-token sweep into groups of 4 made it slower (142
 group per position, same process, shared machine); with this floor a prompt of up to about 68 tokens
 runs one forward per position, and only longer ones skip blocks. Unbatched, each (layer, position) is one forward of
 the whole corrupted prompt, one row, from the embedding. `patch_one` scores one point
-(a head's z too). The run's own levers (interventions) apply in every run: clean, corrupted and patched.
+(a head's z too). `patched_run` takes one point's patched run further through the generation loop
+(`loop.greedy`): its score, the next token's top probabilities and a greedy continuation (`PatchedRun`).
+The run's own levers (interventions) apply in every run: clean, corrupted and patched.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -35,6 +37,7 @@ from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.interventions import check_head, check_layer
 from inspector.generation.levers import Intervention, Levers, check_interventions
+from inspector.generation.sequence import Sequence as Seq
 
 POINTS = ("resid_pre", "attn_out", "mlp_out")  # what a sweep patches; patch_one also takes "z" (one head)
 MAX_ROWS = 32  # rows per batched forward
@@ -210,18 +213,20 @@ def patch_one(model: Transformer, clean_ids: Sequence[int], corrupt_ids: Sequenc
 
 @torch.inference_mode()
 def patched_run(model: Transformer, clean_ids: Sequence[int], corrupt_ids: Sequence[int], answer: int, wrong: int,
-                point: str, layer: int, position: int, n_tokens: int) -> PatchedRun:
-    """The corrupted prompt with one point patched from the clean run: the share of the logit difference
-    recovered, its five most likely next tokens and its greedy continuation of `n_tokens` tokens (the patch
-    applies to the prompt's forward; each later token is fed under the same levers)."""
-    score, patch = patch_one(model, clean_ids, corrupt_ids, answer, wrong, point, layer, position)
-    levers = Levers(interventions=(patch,))
-    cache = steps.new_cache(model)
-    logits = loop.forward(model, cache, [list(corrupt_ids)], levers)[0]
-    top = logits.softmax(-1).topk(5)
-    out = []
-    for _ in range(n_tokens):
-        out.append(int(logits.argmax()))
-        logits = loop.forward(model, cache, [[out[-1]]], levers)[0]
-    return PatchedRun(patch.label, layer, position, float(score),
-                      [(int(i), float(p)) for p, i in zip(top.values, top.indices)], out)
+                point: str, layer: int, position: int, head: int | None = None, levers: Levers = loop.NO_LEVERS, *,
+                piece: Callable[[int], str], decode: Callable[[list[int]], str], n: int = 8, top: int = 5
+                ) -> PatchedRun:
+    """One point's patched run (as `patch_one` scores it), then `n` greedy tokens after the patched prompt
+    (no stop token ends them; the context window does)."""
+    base = Baseline(model, clean_ids, corrupt_ids, answer, wrong, point, levers)
+    patch = patch_intervention(base, layer, position, head)
+    run = Levers(interventions=base.levers.interventions + (patch,))
+    seq = Seq(base.corrupt_ids, n, model.config.max_position_embeddings)
+    decoding = loop.greedy(seq, model, steps.new_cache(model), run)
+    logits = next(decoding)  # (V,): the patched prompt's next token, the one patch_one scores
+    for _ in decoding:
+        pass
+    best = logits.softmax(-1).topk(top)
+    ids = [int(i) for i in best.indices]
+    return PatchedRun(patch.label, layer, position, base.score(base.ld(logits[None])[0]), ids, [piece(i) for i in ids],
+                      [float(p) for p in best.values], list(seq.generated_ids), decode(list(seq.generated_ids)))

@@ -1,7 +1,8 @@
 """What the analyses return to the UI, the CLI and the viz: plain Python data, no torch.
 
 `PatchSweep`: the normalized logit difference recovered, (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt),
-per layer and position, LD = logit(answer) - logit(wrong) at the last position.
+per layer and position, LD = logit(answer) - logit(wrong) at the last position. `PatchedRun`: one
+patched point's score, next tokens and greedy continuation.
 `Attribution`: the parts of one token's logit (embedding, every head, every o_proj bias, every MLP, and
 what interventions added) through the final norm with its scale frozen at this position (and Gemma's
 post-attention norms with theirs); they sum to `logit_precap`, the logit before a final soft-cap (`logit`
@@ -41,6 +42,21 @@ class PatchSweep:
                 "clean_logit_diff": self.clean_logit_diff, "corrupt_logit_diff": self.corrupt_logit_diff,
                 "seconds": self.seconds, "answer_id": self.answer_id, "wrong_id": self.wrong_id,
                 "pieces": self.pieces, "corrupt_pieces": self.corrupt_pieces}
+
+
+@dataclass
+class PatchedRun:
+    """The corrupted prompt run with one patch (`inspector.analysis.patching.patched_run`): what it recovered,
+    its next-token distribution's top tokens and its greedy continuation."""
+    label: str  # the patch, e.g. "patched resid_pre at layer 3, position 2"
+    layer: int
+    position: int
+    recovered: float  # normalized logit difference recovered (as a sweep cell)
+    top_ids: list[int]  # the next token's most probable ids, most probable first
+    top_pieces: list[str]
+    top_probs: list[float]
+    continuation_ids: list[int]  # greedy tokens after the patched prompt
+    continuation_text: str
 
 
 @dataclass
@@ -174,15 +190,3 @@ class TrainingStep:
                 "memory": {side: [{"label": m.label, "bytes": m.bytes, "how": m.how} for m in parts]
                            for side, parts in (("inference", self.inference_memory),
                                                ("training_step", self.training_memory))}}
-
-
-@dataclass
-class PatchedRun:
-    """One patched run of the corrupted prompt (`inspector.analysis.patching.patched_run`)."""
-
-    label: str  # what was patched
-    layer: int
-    position: int
-    recovered: float  # share of the logit difference recovered
-    top: list[tuple[int, float]]  # the five most likely next tokens: (id, probability)
-    greedy_ids: list[int]  # its greedy continuation

@@ -12,7 +12,8 @@ logprob / generated_length ** length_penalty and kept if among the B best finish
 others are the live beams. The first step starts from one beam (the others at -1e9). Stopping follows the
 `transformers` defaults: `early_stopping=False` stops once no live beam's score divided by the current
 length could beat the worst of B finished hypotheses (`True`: as soon as B hypotheses are finished).
-The output is the best finished hypothesis; every finished one is in the record with its score.
+The output is the best finished hypothesis; every finished one is in the record with its score. Its
+tokens appended to a `Sequence` give the record's finish reason (EOS, max new tokens or the context).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.levers import Levers
 from inspector.generation.records import DROPPED, FINISHED, RUNNING, BeamHypothesis, BeamNode, BeamRecord
+from inspector.generation.sequence import Sequence
 
 MAX_BEAMS = 16
 NEG = -1.0e9  # `transformers`' score for an impossible beam
@@ -122,9 +124,10 @@ def beam_search(model: Transformer, prompt_ids: Sequence[int], num_beams: int, m
         if done and seq is not None:
             gen = seq[len(prompt):]
             rec.hypotheses.append(BeamHypothesis(node, gen, decode(gen) if decode else "", lp, s))
-    best = rec.hypotheses[0].token_ids if rec.hypotheses else []
-    rec.finish = ("eos" if best and best[-1] in eos
-                  else "context_full" if len(prompt) + max_new_tokens > context else "max_tokens")
+    best = Sequence(prompt, max_new_tokens, context, stop_ids=eos)  # the best hypothesis decides the finish
+    for token in rec.hypotheses[0].token_ids if rec.hypotheses else []:
+        best.append(token)
+    rec.finish = best.finish.value if best.finish is not None else ""
     return rec
 
 

@@ -2,8 +2,10 @@
 
 Every path that generates goes through here: the session (prefill, decode, branch), the speculative
 verifier (a forward over the newest token and k drafts: the same forward with more positions, then the
-acceptance rule instead of a plain draw) and the serving scheduler (one forward over many rows, each row
-a sequence). None of them runs the model or advances a KV cache on its own.
+acceptance rule instead of a plain draw), the serving scheduler (one forward over many rows, each row
+a sequence), beam search, and the analyses that decode (quantization fidelity and its speed, the KV-policy
+watch, KV-cache evaluation, a patched run's continuation). None of them runs the model or advances a KV
+cache on its own (tests/test_one_loop.py checks the calls).
 
 - `forward(model, cache, feeds, levers, rec)` runs one forward (`inspector.engine.steps.run`: row b of
   `cache` feeds `feeds[b]`), with the levers' interventions applied at their trace points, then the
@@ -16,12 +18,20 @@ a sequence). None of them runs the model or advances a KV cache on its own.
   of `generator_for(params.seed, position)`, the position of the token being drawn. Returns the
   `SampleResult` (every stage's distribution).
 - `step(seq, model, cache, params, levers)`: one decode step of one sequence: forward of its newest token,
-  choose, append (finish decided by the sequence). Returns (logits, result).
+  choose, append (finish decided by the sequence). Returns (logits, result). `prefill(...)`: the same for
+  token 1, from a forward of the whole prompt into an empty cache.
+- `greedy(seq, model, cache, levers)`: greedy decoding of a sequence until it finishes (the `Sequence`
+  decides: stop id, max new tokens, context), yielding each token's logits (V,) once the token is
+  appended; `forced` puts given tokens instead of the argmax (teacher forcing, finish still decided by the
+  sequence). `teacher_forced(model, cache, prompt_ids, tokens, levers)`: the prompt, then the given tokens
+  one decode forward each, yielding the logits after the prompt and after each token. Both feed one token
+  per forward after the prompt, as a free-running decode does, so their numbers are a decode's.
 The three levers and their defaults are described in `inspector.generation.levers`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Sequence as Seq
 
 import torch
@@ -31,12 +41,13 @@ from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
 from inspector.engine.rope import apply_rope, rope_cos_sin, signed_sin
-from inspector.engine.sampling import SampleResult, generator_for, sample
+from inspector.engine.sampling import SampleResult, final_probs, generator_for, sample
 from inspector.engine.trace import Recorder, edits, wants
 from inspector.generation.levers import Hooks, Levers
 from inspector.generation.sequence import Sequence
 
 NO_LEVERS = Levers()
+GREEDY = SamplingParams()  # temperature 0: the argmax after the levers' processors
 
 
 def forward(model: Transformer, cache: KVCache, feeds: Seq[Seq[int]], levers: Levers = NO_LEVERS,
@@ -135,3 +146,34 @@ def step(seq: Sequence, model: Transformer, cache: KVCache, params: SamplingPara
     """Feed the sequence's newest token, then draw and append the next; (logits (V,), the draw)."""
     logits = forward(model, cache, [[seq.generated_ids[-1]]], levers, rec)[0]
     return logits, choose(seq, logits, params, levers)
+
+
+def prefill(seq: Sequence, model: Transformer, cache: KVCache, params: SamplingParams, levers: Levers = NO_LEVERS,
+            rec: Recorder | None = None) -> tuple[torch.Tensor, SampleResult]:
+    """Feed the sequence's prompt (the cache holds nothing of it yet), then draw and append token 1."""
+    logits = forward(model, cache, [seq.prompt_ids], levers, rec)[0]
+    return logits, choose(seq, logits, params, levers)
+
+
+def greedy(seq: Sequence, model: Transformer, cache: KVCache, levers: Levers = NO_LEVERS,
+           rec: Recorder | None = None, *, forced: Seq[int] | None = None) -> Iterator[torch.Tensor]:
+    """Greedy decoding until the sequence finishes: a forward of the prompt (no token generated yet) or of the
+    newest token, then the argmax (or `forced[k]` for generated token k) appended; yields those logits (V,)."""
+    while seq.finish is None:
+        k = len(seq.generated_ids)
+        feed = seq.prompt_ids if k == 0 else [seq.generated_ids[-1]]
+        logits = forward(model, cache, [feed], levers, rec)[0]
+        if forced is None:  # the token `choose` draws at temperature 0, without building every distribution
+            seq.append(int(final_probs(logits, GREEDY, seq.ids, levers.processors).argmax()))
+        else:
+            seq.append(forced[k])
+        yield logits
+
+
+def teacher_forced(model: Transformer, cache: KVCache, prompt_ids: Seq[int], tokens: Seq[int],
+                   levers: Levers = NO_LEVERS, rec: Recorder | None = None) -> Iterator[torch.Tensor]:
+    """The prompt, then each of `tokens` in its own forward; yields len(tokens) + 1 logits (V,): the k-th
+    predicts the token after prompt + tokens[:k]."""
+    yield forward(model, cache, [list(prompt_ids)], levers, rec)[0]
+    for t in tokens:
+        yield forward(model, cache, [[t]], levers, rec)[0]

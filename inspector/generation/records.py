@@ -1,4 +1,8 @@
-"""What a beam search leaves for the views: plain dataclasses (no torch), one node per candidate.
+"""What generation leaves for the views: plain data (no torch) — why a generation ended, and a beam search.
+
+`FinishReason` names every way a generation ends (decided by `inspector.generation.sequence.Sequence`, the
+only place that decides it); its values are the strings records and trace files keep. `FINISH_LABELS` is
+the one table of how the views say each: a short label (a status line) and a long one (after the text).
 
 A `BeamRecord` holds every step's candidates (`BeamNode`: the beam it continued, its token, cumulative
 log-probability, and whether it survived as a live beam, entered the finished hypotheses, or was dropped)
@@ -9,6 +13,43 @@ the nodes of `hypotheses[0]` are the chosen output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+
+
+class FinishReason(str, Enum):
+    EOS = "eos"  # a stop token was drawn
+    LENGTH = "max_tokens"  # max new tokens reached
+    STOP_STRING = "stop_string"  # a stop string appeared in the text
+    CONTEXT_FULL = "context_full"  # the context window is full
+    CANCELLED = "cancelled"  # the user stopped it
+    REFUSED = "refused"  # it could never run (e.g. longer than the cache or context can hold)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+FINISH_LABELS: dict[FinishReason, tuple[str, str]] = {  # reason -> (short, long)
+    FinishReason.EOS: ("EOS", "end of sequence (EOS)"),
+    FinishReason.LENGTH: ("max tokens", "max new tokens reached"),
+    FinishReason.STOP_STRING: ("stop string", "a stop string appeared (the text is cut before it)"),
+    FinishReason.CONTEXT_FULL: ("context full", "context window full"),
+    FinishReason.CANCELLED: ("cancelled", "cancelled"),
+    FinishReason.REFUSED: ("refused", "refused: it could not fit"),
+}
+
+
+def finish_label(finished: str | None, long: bool = False) -> str:
+    """How the views say a finish reason (`FINISH_LABELS`); "" for None, an unknown string as it is."""
+    if not finished:
+        return ""
+    try:
+        return FINISH_LABELS[FinishReason(finished)][1 if long else 0]
+    except ValueError:
+        return str(finished)
+
 
 RUNNING, FINISHED, DROPPED = "running", "finished", "dropped"
 
@@ -42,7 +83,7 @@ class BeamRecord:
     prompt_ids: list[int]
     steps: list[list[BeamNode]] = field(default_factory=list)  # the candidates of each step, best first
     hypotheses: list[BeamHypothesis] = field(default_factory=list)  # finished, best first
-    finish: str = ""
+    finish: str = ""  # a `FinishReason` value of the best hypothesis
 
     def path(self, node: int) -> list[int]:
         """Node ids from the first step to `node`."""

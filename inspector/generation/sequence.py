@@ -10,33 +10,20 @@ cache handle, its detokenizer and why it finished.
   detokenization, rebuilt after a replacement) and decides `finish`, in this order: the token is a stop
   id (EOS), a stop string appeared in the text (the text is cut before it), `max_new_tokens` reached,
   the context window full.
-- `FinishReason` names every way a generation ends; its values are the strings records and trace files
-  keep, so `seq.finish == "eos"` holds.
+- `FinishReason` (defined with the records, `inspector.generation.records`, so the views can name it) lists
+  every way a generation ends; its values are the strings records and trace files keep, so
+  `seq.finish == "eos"` holds. The reasons a token causes are decided here and nowhere else; an owner that
+  ends a generation without a token sets one itself (the serving scheduler's REFUSED).
 - `SequenceOwner`: what a session or a speculative run shows of its `seq` (ids, text, finish reason).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
 from typing import Any
 
+from inspector.generation.records import FinishReason
 from inspector.models.detokenize import Detokenizer
-
-
-class FinishReason(str, Enum):
-    EOS = "eos"  # a stop token was drawn
-    LENGTH = "max_tokens"  # max new tokens reached
-    STOP_STRING = "stop_string"  # a stop string appeared in the text
-    CONTEXT_FULL = "context_full"  # the context window is full
-    CANCELLED = "cancelled"  # the user stopped it
-    REFUSED = "refused"  # it could never run (e.g. longer than the cache or context can hold)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 class Sequence:

@@ -1,9 +1,11 @@
 """Fidelity of a quantized model against the fp32 model, teacher-forced on the same tokens.
 
 1. `reference_run(fp32, prompt_ids, n)`: the fp32 model's greedy continuation of n tokens (stopping after
-   an end token), with its next-token logits and last-position residual stream at every step.
+   an end token), with its next-token logits and last-position residual stream at every step
+   (`inspector.generation.loop.greedy`).
 2. `forced_run(model, prompt_ids, tokens, kv)`: the other model fed the same prompt and the same tokens
-   (prefill, then one decode step per token, through a KV cache of precision `kv`), recording the same.
+   (prefill, then one decode step per token, through a KV cache of precision `kv`: `loop.teacher_forced`),
+   recording the same.
 3. `compare(...) -> FidelityRecord`: per step KL(p_fp32 || p_quant) and whether the argmaxes agree, per
    layer the cosine of the two residual streams after the block (min and mean over the steps), and the
    first step at which free-running greedy output diverges.
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from inspector.engine import steps
 from inspector.engine.model import Transformer
+from inspector.generation import loop
+from inspector.generation.sequence import Sequence
 from inspector.quant.kv_int8 import new_kv_cache
 from inspector.quant.records import FidelityRecord, LayerFidelity, StepFidelity, TopTokens
 
@@ -57,26 +60,25 @@ class Pass:
 
 @torch.inference_mode()
 def reference_run(fp32: Transformer, prompt_ids: list[int], n: int, stop_ids: Iterable[int] = ()) -> Pass:
-    """The fp32 model's greedy continuation (n tokens, or fewer when it emits a stop token)."""
-    stop = set(stop_ids)
+    """The fp32 model's greedy continuation (n tokens, or fewer when it emits a stop token or fills the
+    context window), through the generation loop (`loop.greedy`)."""
+    seq = Sequence(prompt_ids, n, fp32.config.max_position_embeddings, stop_ids=stop_ids)
     cache, rec = new_kv_cache(fp32, "fp32"), ResidRecorder()
-    logits, resid, tokens = [steps.prefill(fp32, prompt_ids, cache, rec)], [rec.take()], []
-    while True:
-        tokens.append(int(logits[-1].argmax()))
-        if len(tokens) == n or tokens[-1] in stop:
-            break
-        logits.append(steps.decode_step(fp32, tokens[-1], cache, rec))
+    logits, resid = [], []
+    for row in loop.greedy(seq, fp32, cache, rec=rec):
+        logits.append(row)
         resid.append(rec.take())
-    return Pass(tokens, torch.stack(logits), torch.stack(resid))
+    return Pass(list(seq.generated_ids), torch.stack(logits), torch.stack(resid))
 
 
 @torch.inference_mode()
 def forced_run(model: Transformer, prompt_ids: list[int], tokens: list[int], kv: str = "fp32") -> Pass:
-    """`model` fed the prompt, then `tokens[:-1]` one decode step at a time through a `kv` cache."""
+    """`model` fed the prompt, then `tokens[:-1]` one decode step at a time through a `kv` cache
+    (`loop.teacher_forced`)."""
     cache, rec = new_kv_cache(model, kv), ResidRecorder()
-    logits, resid = [steps.prefill(model, prompt_ids, cache, rec)], [rec.take()]
-    for t in tokens[:-1]:
-        logits.append(steps.decode_step(model, t, cache, rec))
+    logits, resid = [], []
+    for row in loop.teacher_forced(model, cache, prompt_ids, tokens[:-1], rec=rec):
+        logits.append(row)
         resid.append(rec.take())
     return Pass(list(tokens), torch.stack(logits), torch.stack(resid))
 

@@ -21,6 +21,7 @@ from inspector.engine import steps
 from inspector.engine.flash import TILE, hbm_bytes, step_through
 from inspector.engine.model import Transformer, set_attention
 from inspector.errors import InputError
+from inspector.generation import loop
 from inspector.quant.records import FlashWalk
 
 
@@ -43,7 +44,7 @@ def _prefill_ms(model: Transformer, ids: list[int], kind: str) -> float:
     set_attention(model, kind)
     try:
         t0 = time.perf_counter()
-        steps.prefill(model, ids, steps.new_cache(model))
+        loop.forward(model, steps.new_cache(model), [ids])
         return (time.perf_counter() - t0) * 1e3
     finally:
         set_attention(model, "standard")
@@ -58,7 +59,7 @@ def flash_walk(model: Transformer, prompt_ids: list[int], layer: int, head: int,
     if not prompt_ids:
         raise InputError("the prompt is empty: type something first")
     rec = _Keep(layer)
-    steps.prefill(model, prompt_ids, steps.new_cache(model), rec)
+    loop.forward(model, steps.new_cache(model), [prompt_ids], rec=rec)
     q = rec.seen["hook_rot_q"][head]  # (T, d)
     kv = head // cfg.n_rep
     k, v = rec.seen["hook_rot_k"][kv], rec.seen["hook_v"][kv]  # (T, d) each

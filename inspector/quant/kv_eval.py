@@ -85,9 +85,7 @@ def forced_logits(model: Transformer, ids: list[int], spec: CacheSpec, prefill: 
         raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
     levers, cache = spec.levers_and_cache(model)
     t0 = time.perf_counter()
-    rows = [loop.forward(model, cache, [ids[:prefill]], levers)[0]]
-    for t in range(prefill, len(ids) - 1):
-        rows.append(loop.forward(model, cache, [[ids[t]]], levers)[0])
+    rows = list(loop.teacher_forced(model, cache, ids[:prefill], ids[prefill:-1], levers))
     seconds = time.perf_counter() - t0
     held = [len(cache.held_positions(layer)) for layer in range(cache.num_layers)]
     return ForcedRun(torch.stack(rows), seconds, cache.kept_nbytes, held)

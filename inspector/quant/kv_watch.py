@@ -1,9 +1,10 @@
 """One generation under a KV-cache policy, with the full cache alongside on the same tokens.
 
 `watch_policy(model, prompt_ids, n, spec, piece, decode, stop_ids)` generates up to n tokens greedily with the
-policy (or quantized cache) of `spec` active, so the text shows what the policy does to the model; a second,
-full cache is fed the same tokens, so every step's KL(p_full || p_policy) and top-1 agreement compare the two
-on the same context. After every forward it records, for every layer and KV head, what each position is:
+policy (or quantized cache) of `spec` active (`inspector.generation.loop.greedy`; the `Sequence` decides
+the finish reason), so the text shows what the policy does to the model; a second, full cache is then fed
+the same tokens (`loop.teacher_forced`), so every step's KL(p_full || p_policy) and top-1 agreement compare
+the two on the same context. After every forward it records, for every layer and KV head, what each position is:
 not written yet, kept (and why: sink, recent, heavy hitter, SnapKV vote) or evicted, with the policy's score
 of each kept position. The full cache's own greedy continuation is generated too (the text without the
 policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.records`).
@@ -23,6 +24,7 @@ the map is the same token from the first step to the last.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -35,6 +37,7 @@ from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.cache_policies import HeavyHitters, KeepAll, SlidingWindow, SnapKV
 from inspector.generation.levers import Levers
+from inspector.generation.sequence import Sequence
 from inspector.quant.fidelity import kl_per_step
 from inspector.quant.kv_eval import CacheSpec
 from inspector.quant.records import KVPolicyRun, KVPolicyStep
@@ -92,51 +95,35 @@ def watch_policy(model: Transformer, prompt_ids: list[int], n: int, spec: CacheS
     if on_context_full == "window" and isinstance(levers.cache_policy, KeepAll) and len(prompt_ids) + n > context:
         levers = Levers(cache_policy=SlidingWindow(context - 1 - OVERFLOW_SINKS, OVERFLOW_SINKS, "overflow window"))
     policy = levers.cache_policy
-    finish = "max_tokens"
-    full = steps.new_cache(model)
+    seq = Sequence(prompt_ids, n, context if on_context_full == "stop" else sys.maxsize, stop_ids=stop)  # window: no end
     L, KV, width = model.config.num_hidden_layers, model.config.num_key_value_heads, len(prompt_ids) + n
-    kept, scores = [], []
-
-    def snapshot() -> None:
+    logits, nbytes, kept, scores = [], [], [], []
+    for row in loop.greedy(seq, model, cache, levers, forced=forced):  # after each forward and its token
         per = [[_codes(policy, cache, layer, h, width, len(prompt_ids)) for h in range(KV)] for layer in range(L)]
-        kept.append(np.array([[c for c, _ in row] for row in per]))
-        scores.append(np.array([[s for _, s in row] for row in per]))
-
-    logits = loop.forward(model, cache, [prompt_ids], levers)[0]
-    full_logits = loop.forward(model, full, [prompt_ids])[0]
-    snapshot()
-    ids, out = list(prompt_ids), []
-    while True:
-        kl = float(kl_per_step(full_logits[None], logits[None])[0])
-        top, full_top = int(logits.argmax()), int(full_logits.argmax())
-        token = top if forced is None else forced[len(out)]
-        out.append(KVPolicyStep(token, piece(token), kl, top == full_top, piece(full_top), cache.kept_nbytes,
+        kept.append(np.array([[c for c, _ in heads] for heads in per]))  # (L, KV, width)
+        scores.append(np.array([[x for _, x in heads] for heads in per]))
+        logits.append(row)
+        nbytes.append(cache.kept_nbytes)
+    tokens = seq.generated_ids
+    full = steps.new_cache(model)  # the same tokens, every position kept
+    out = []
+    for token, row, kept_nbytes, full_row in zip(tokens, logits, nbytes,
+                                                 loop.teacher_forced(model, full, prompt_ids, tokens[:-1])):
+        kl = float(kl_per_step(full_row[None], row[None])[0])
+        top, full_top = int(row.argmax()), int(full_row.argmax())
+        out.append(KVPolicyStep(token, piece(token), kl, top == full_top, piece(full_top), kept_nbytes,
                                 full.kept_nbytes))
-        ids.append(token)
-        if token in stop:
-            finish = "eos"
-        elif on_context_full == "stop" and len(ids) >= context:
-            finish = "context_full"
-        if token in stop or len(out) >= n or finish == "context_full":
-            break
-        logits = loop.forward(model, cache, [[token]], levers)[0]
-        full_logits = loop.forward(model, full, [[token]])[0]
-        snapshot()
-    return KVPolicyRun(label=_label(spec), prompt_len=len(prompt_ids), pieces=[piece(t) for t in ids], steps=out,
-                       text=decode([s.token_id for s in out]),
-                       full_text=decode(_greedy_ids(model, prompt_ids, len(out), stop)),
-                       kept=np.stack(kept, axis=2), scores=np.stack(scores, axis=2), finish=finish)
+    return KVPolicyRun(label=_label(spec), prompt_len=len(prompt_ids), pieces=[piece(t) for t in seq.ids],
+                       steps=out, text=decode(tokens), full_text=decode(_greedy_ids(model, prompt_ids, len(out), stop)),
+                       kept=np.stack(kept, axis=2), scores=np.stack(scores, axis=2), finish=seq.finish.value)
 
 
 def _greedy_ids(model: Transformer, prompt_ids: list[int], n: int, stop: frozenset[int]) -> list[int]:
-    """The full cache's own greedy continuation of n tokens."""
-    cache = steps.new_cache(model)
-    logits, out = loop.forward(model, cache, [prompt_ids])[0], []
-    while True:
-        out.append(int(logits.argmax()))
-        if out[-1] in stop or len(out) >= n:
-            return out
-        logits = loop.forward(model, cache, [[out[-1]]])[0]
+    """The full cache's own greedy continuation of n tokens (past the context when n takes it there)."""
+    seq = Sequence(prompt_ids, n, sys.maxsize, stop_ids=stop)
+    for _ in loop.greedy(seq, model, steps.new_cache(model)):
+        pass
+    return seq.generated_ids
 
 
 def _label(spec: CacheSpec) -> str:

@@ -6,7 +6,7 @@
   the last prompt, so switching schemes reruns only the quantized side), then the scheme teacher-forced on
   it (`inspector.quant.fidelity`).
 - `stats(scheme, kv, measure) -> SchemeStats`: weights bytes, compute path and decode speed, measured once
-  per (scheme, kv) over `SPEED_STEPS` decode steps and kept.
+  per (scheme, kv) over `SPEED_STEPS` greedy decode steps of the generation loop (`loop.greedy`) and kept.
 - `inventory(scheme) -> Inventory`: the tensor inventory at that precision (bytes held, precision column).
 - `histogram(scheme, name) -> WeightHistogram`: one matrix's values before and after quantization.
 
@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from inspector.engine import steps
+from inspector.generation import loop
+from inspector.generation.sequence import Sequence
 from inspector.quant import fidelity
 from inspector.models.inventory import Inventory, build_inventory
 from inspector.quant.inventory import quant_inventory
@@ -103,13 +104,13 @@ class QuantLab:
         key = (parsed.name, kv)
         if key not in self._speed:
             model = self.model(parsed)
-            cache = new_kv_cache(model, kv)
-            token = int(steps.prefill(model, list(range(100, 100 + SPEED_PROMPT)), cache).argmax())
-            times = []
-            for _ in range(n_steps):
-                t0 = time.perf_counter()
-                token = int(steps.decode_step(model, token, cache).argmax())
+            seq = Sequence(range(100, 100 + SPEED_PROMPT), n_steps + 1, model.config.max_position_embeddings)
+            decoding = loop.greedy(seq, model, new_kv_cache(model, kv))
+            next(decoding)  # the prefill, untimed
+            times, t0 = [], time.perf_counter()
+            for _ in decoding:  # each decode step: its forward and the argmax appended
                 times.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
             self._speed[key] = 1.0 / float(np.median(times))
         return self._speed[key]
 

@@ -17,6 +17,7 @@ from inspector.engine import steps as engine
 from inspector.engine.arch import FAMILY_FEATURES
 from inspector.engine.config import SLIDING
 from inspector.errors import InputError
+from inspector.generation import loop
 from inspector.session.records import FamilyCard, NextTokens, TopToken
 
 
@@ -38,7 +39,7 @@ def next_tokens(loaded, prompt: str, chat: bool, top: int = 10, system: str | No
     if len(ids) >= context:
         raise InputError(f"prompt is {len(ids)} tokens; {loaded.name}'s context window is {context} tokens")
     t0 = time.perf_counter()
-    logits = engine.prefill(loaded.model, ids, engine.new_cache(loaded.model)).float().cpu()  # (V,)
+    logits = loop.forward(loaded.model, engine.new_cache(loaded.model), [ids])[0].cpu()  # (V,) fp32
     ms = (time.perf_counter() - t0) * 1e3
     probs = torch.softmax(logits, dim=-1)
     best = torch.topk(logits, top)

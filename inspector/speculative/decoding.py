@@ -29,7 +29,8 @@ from inspector.engine.config import SamplingParams
 from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.generation.levers import Levers
-from inspector.generation.loop import NO_LEVERS, choose, forward
+from inspector.generation import loop
+from inspector.generation.loop import NO_LEVERS
 from inspector.generation.sequence import Sequence as Seq
 from inspector.generation.sequence import SequenceOwner
 from inspector.models.loader import LoadedModel
@@ -100,8 +101,7 @@ class SpeculativeRun(SequenceOwner):
         self.drafter.reset()
         self.seq = self._sequence(ids)
         t0 = time.perf_counter()
-        logits = forward(self.model, self.cache, [ids], self.levers)[0]  # (V,)
-        choose(self.seq, logits, self.params, self.levers)
+        logits, _ = loop.prefill(self.seq, self.model, self.cache, self.params, self.levers)  # (V,)
         self.prefill_ms = (time.perf_counter() - t0) * 1e3
         self._keep_top(logits[None])
 
@@ -166,10 +166,12 @@ class SpeculativeRun(SequenceOwner):
 
 
 def plain_decode(model: Transformer, ids: Sequence[int], tokens: int) -> tuple[list[int], PlainTiming]:
-    """Plain greedy decoding of `ids`: the prefill's token, then `tokens` decode steps (timed, the prefill not)."""
-    cache = steps.new_cache(model)
-    out = [int(forward(model, cache, [list(ids)])[0].argmax())]
+    """Plain greedy decoding of `ids` through the generation loop (`loop.greedy`): the prefill's token, then
+    `tokens` decode steps, fewer where the context window ends (timed, the prefill not)."""
+    seq = Seq(ids, tokens + 1, model.config.max_position_embeddings)
+    decoding = loop.greedy(seq, model, steps.new_cache(model))
+    next(decoding)  # the prefill
     t0 = time.perf_counter()
-    for _ in range(tokens):
-        out.append(int(forward(model, cache, [[out[-1]]])[0].argmax()))
-    return out, PlainTiming(tokens, time.perf_counter() - t0)
+    for _ in decoding:
+        pass
+    return list(seq.generated_ids), PlainTiming(len(seq.generated_ids) - 1, time.perf_counter() - t0)

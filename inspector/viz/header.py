@@ -6,6 +6,7 @@ them, tok/s from the median TPOT, parameters with a tied LM head counted once, s
 
 from __future__ import annotations
 
+from inspector.generation.records import finish_label
 from inspector.units import format_bytes
 from inspector.viz.common import esc
 
@@ -51,8 +52,7 @@ def phase_text(n_records: int, n_generated: int, max_new: int, finished: str | N
     if n_records == 0:
         return "idle"
     if finished:
-        why = {"eos": "EOS", "max_tokens": "max tokens", "context_full": "context full"}.get(finished, finished)
-        return f"finished: {why}"
+        return f"finished: {finish_label(finished)}"
     if n_records == 1:
         return "prefill done" + (" · playing" if playing else "")
     return f"decode step {n_records - 1} (token {n_generated} of {max_new})" + (" · playing" if playing else "")

@@ -156,9 +156,10 @@ def patch_table_html(s: PatchSweep) -> str:
             f"<tr><th>layer</th>{head}</tr>{''.join(rows)}</table></div>")
 
 
-def patched_run_html(run: PatchedRun, tokenizer: Any) -> str:
-    """A patched run's recovered share, next tokens and greedy continuation."""
-    tops = ", ".join(f"{esc(show_piece(tokenizer.piece(i), 12))} {p:.0%}" for i, p in run.top)
-    return (f"<div id='iv-patched-run' data-cell='{run.layer}:{run.position}'><b>{esc(run.label)}</b>: recovered "
-            f"{run.recovered:.3f}; next tokens {tops}; greedy continuation: "
-            f"<code>{esc(tokenizer.decode(run.greedy_ids))}</code></div>")
+def patched_run_html(r: PatchedRun) -> str:
+    """One patched run: the patch, what it recovered, the next token's top probabilities and the greedy
+    continuation; `data-cell` "L:p" names the cell it came from."""
+    tops = ", ".join(f"{esc(show_piece(piece, 12))} {p:.0%}" for piece, p in zip(r.top_pieces, r.top_probs))
+    return (f"<div id='iv-patched-run' data-cell='{r.layer}:{r.position}'><b>{esc(r.label)}</b>: recovered "
+            f"{r.recovered:.3f}; next tokens {tops}; greedy continuation: "
+            f"<code>{esc(r.continuation_text)}</code></div>")

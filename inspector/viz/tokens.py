@@ -11,6 +11,7 @@ layers poorly (nostalgebraist 2020; Belrose et al. 2023), and the tooltip says s
 
 from __future__ import annotations
 
+from inspector.generation.records import finish_label
 from inspector.session.records import ForwardRecord, lens_commitment
 from inspector.viz.common import esc, show_piece
 
@@ -77,8 +78,7 @@ def token_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_p
 
 def generated_text_html(text: str, finished: str | None = None) -> str:
     """The generated text so far, whitespace preserved, with the reason it stopped when it did."""
-    end = {"eos": "end of sequence (EOS)", "max_tokens": "max new tokens reached",
-           "context_full": "context window full"}.get(finished or "", "")
+    end = finish_label(finished, long=True)
     tail = f'<span class="ii-finished"> [stopped: {esc(end)}]</span>' if end else ""
     body = esc(text) if text else '<span class="ii-muted">(nothing generated yet)</span>'
     return f'<div id="generated-text" class="ii-text">{body}{tail}</div>'

@@ -119,8 +119,8 @@ class PatchingSection(Panel):
         p = int(patch_position_bound(len(setup.corrupt)).parse(position))
         entry = self.page.store.get(sid)
         loaded = self.page.loaded
+        tok = loaded.tokenizer
         with entry.exclusive(self.key):
             run = model_thread.run(patching.patched_run, loaded.model, setup.clean, setup.corrupt, setup.answer,
-                                   setup.wrong, setup.point, L, p, PATCH_SHOW)
-        return {"status": self.status(f"patched run at layer {L}, position {p}"),
-                "patched": viv.patched_run_html(run, loaded.tokenizer)}
+                                   setup.wrong, setup.point, L, p, piece=tok.piece, decode=tok.decode, n=PATCH_SHOW)
+        return {"status": self.status(f"patched run at layer {L}, position {p}"), "patched": viv.patched_run_html(run)}

@@ -1,8 +1,8 @@
 """The app as a real `python app.py` subprocess, its memory sampled from outside, and sessions driven
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
-Used by tests/test_load.py, bench/load.py and bench/soak.py; no pytest here, so the bench scripts import it
-too (`from tests.server_proc import ...`; they run as modules from the repository root).
+Used by tests/test_load.py, tests/test_ui_number_boxes.py, bench/load.py, bench/load_labs.py and
+bench/soak.py (`from harness.server_proc import ...`; they run from the repository root); no pytest here.
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
   e.g. another torch in a venv), from this checkout or another tree (`app_dir=`, e.g. `git archive HEAD`
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.net import NotServing, free_port, wait_for_http, wait_until
+from harness.net import NotServing, free_port, wait_for_http, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
