@@ -52,7 +52,27 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def default_model():
-    """The real embedded default model (SmolLM2-135M-Instruct, fp32), loaded once per test run."""
+    """The real embedded default model (SmolLM2-135M-Instruct, fp32), loaded once per test run: every test that
+    needs it in this process takes this one."""
     from inspector.models.loader import load_model
 
     return load_model()
+
+
+@pytest.fixture(scope="session")
+def app_demo(default_model):
+    """The app over the default model, served in this process: one for the whole test run (each browser test
+    opens it in a fresh page, so in a session of its own)."""
+    from harness.app_server import start_app
+
+    demo = start_app(default_model)
+    yield demo
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_demo) -> str:
+    from tests.ui_server import ARTIFACTS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    return app_demo.local_url

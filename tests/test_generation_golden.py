@@ -20,10 +20,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    from inspector.models.loader import load_model
-
-    return load_model(None)
+def loaded(default_model):
+    return default_model  # the test run's one load of the real default model
 
 
 def prompt_ids(loaded, i: int) -> list[int]:

@@ -119,4 +119,4 @@ def test_ablate_a_head_from_the_tab_and_see_a_branch(page, app_url):  # noqa: F8
     page.screenshot(path=str(ARTIFACTS / "ui_interventions.png"), full_page=True)
 
 
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: E402,F401
+from tests.ui_server import ARTIFACTS  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import goto, open_view
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 240_000  # ms: the first Compare may convert Gemma 3 270M (about a minute here)

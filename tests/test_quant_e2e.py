@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import goto, open_view
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 180_000  # ms: quantizing the model and the runs on a shared 2-core machine can be slow

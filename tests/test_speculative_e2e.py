@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import goto, open_view
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() retries until then

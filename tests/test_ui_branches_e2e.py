@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import T, goto, prefill, prompt_len, step
 from tests.test_ui_page import chip_ids, save_trace_as, upload
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 MAX_NEW = 12

@@ -12,7 +12,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.ui_server import ARTIFACTS, TOUR_SEEN_JS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS, TOUR_SEEN_JS  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 90_000  # ms: model calls on a shared 2-core machine can be slow; expect() retries until then

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import T, generated, goto, open_settings, open_view, prefill, step
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 VIEWS = ["Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing"]

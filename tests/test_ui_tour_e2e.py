@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from tests.test_ui_e2e import T, generated, goto, open_settings, open_view, prefill, step
 from tests.test_ui_number_boxes import click, enter, until
-from tests.ui_server import ARTIFACTS, app_demo, app_url  # noqa: F401
+from tests.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 WIDTHS = [1280, 390]
