@@ -25,17 +25,18 @@ it; p50 of the prefill requests; sessions that ended in an error. A server whose
 `--rss-guard-gb` is stopped (its sessions then fail; the next row starts a new one): the machine is
 shared.
 
-Labs (`--labs on`, the default): after its prefill and Steps, each visitor opens the two labs that hold
-memory in the same browser session, as a visitor clicking through the tabs would: Speculative Start (the
-early-exit drafter at layer `LAB_LAYER`, so the run holds a second KV cache) and one Round, then
-Quantization Run at int8 (the shared int8 model is built by the first visitor and reused by the rest).
-Their events have no API name, so they are called by the index of the event whose button has the tab's
-elem_id (`lab_endpoints`). The row's wall time and tokens/s count the prefill and Steps only; the labs'
-requests have their own p50 and errors, and the RSS columns include what they hold. `--labs off` gives the
-load without them.
+Labs (`--labs on`, the default): after its prefill and Steps, each visitor opens every lab in the same
+browser session, as a visitor clicking through the tabs would (`bench.load_labs.open_labs`: Speculative,
+Serving, Quantization, KV policies, Interventions, Training, Models and the Beams view; the shared int8 model
+is built by the first visitor and reused by the rest). Their events have no API name, so they are called by
+the index of the event whose button has the tab's elem_id (`lab_endpoints`). The row's wall time and
+tokens/s count the prefill and Steps only; the labs' requests have their own p50 and errors, and the RSS
+columns include what they hold. `--labs off` gives the load without them.
 
-Goals checked below the table, on the run-ahead rows: 8 sessions peak RSS under 2.5 GB;
-16 sessions complete with no error; aggregate tokens/s at 8 sessions >= at 1.
+Goals checked below the table, on the run-ahead rows: 8 sessions peak RSS under 2.5 GB; with every lab open,
+the RSS grown over the row stays within the server's cap (INSPECTOR_MAX_SESSIONS x INSPECTOR_MAX_TRACE_MB,
+what admission holds every session and lab to); 16 sessions complete with no error; aggregate tokens/s at 8
+sessions >= at 1.
 
 Usage: python -m bench.load [--sessions 1,2,4,8,16] [--steps 16] [--mode ui|api|both] [--server shared|fresh]
                             [--labs on|off] [--python /tmp/venv215/bin/python] [--app-dir DIR] [--rss-guard-gb 10]
@@ -54,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SERVER_CAP = 16 * 320 * 2**20  # the app's defaults: INSPECTOR_MAX_SESSIONS x INSPECTOR_MAX_TRACE_MB MiB
 
 from bench.load_labs import LabCall, run_parallel_with_labs
 from harness.server_proc import RssSampler, Server, prompt_for, torch_version
@@ -167,6 +169,13 @@ def goals(rows: list[Row]) -> list[str]:
             failed = f", {len(r.errors)} sessions failed" if r.errors else ""
             out.append(f"- [{mode}] 8 sessions peak RSS {r.peak_rss / GB:.2f} GB < 2.5 GB{failed}: "
                        f"{'yes' if ok else 'NO'}")
+        for n in (8, 16):
+            r = by_n.get(n)
+            if r is not None and r.labs:  # every visitor opened every lab: what the server holds stays in its cap
+                grown = r.peak_rss - r.idle_rss
+                out.append(f"- [{mode}] {n} sessions with every lab: RSS grew {grown / GB:.2f} GB <= the server's cap "
+                           f"{SERVER_CAP / GB:.2f} GB (INSPECTOR_MAX_SESSIONS x INSPECTOR_MAX_TRACE_MB): "
+                           f"{'yes' if grown <= SERVER_CAP else 'NO'}")
         if 16 in by_n:
             r = by_n[16]
             ok = not r.errors and not r.killed

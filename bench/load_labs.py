@@ -1,15 +1,19 @@
-"""The load bench's visitors, with the labs: prefill + Steps on the page, then the labs that hold memory.
+"""The load bench's visitors, with the labs: prefill + Steps on the page, then every lab of the page.
 
 `run_parallel_with_labs(url, mode, prompts, steps, warmup, labs)` is `harness.server_proc.run_parallel` (one
 client and thread per prompt, a barrier, then each visitor's prefill and Steps) where each visitor, once
-its Steps are done, also calls in the same browser session (the same client, so the same session id):
-Speculative Start (early-exit drafter at `LAB_LAYER`, draft length `LAB_DRAFT_LEN`) and one Round, then
-Quantization Run at `LAB_SCHEME`. It returns the runs, every lab request (`LabCall`: name, latency,
-error) and the wall seconds from the barrier to the last visitor's last Step (the labs excluded).
+its Steps are done, also opens every lab in the same browser session (the same client, so the same session
+id), as a visitor clicking through the tabs would: Speculative Start (early-exit drafter at `LAB_LAYER`,
+draft length `LAB_DRAFT_LEN`: a second KV cache) and one Round; Serving Load and one Step (a block pool);
+Quantization Run at `LAB_SCHEME` (the shared model, built once); KV policies Run; Interventions Apply on the
+page's run (a branch) and Attribute; Training Run (its step's memory reserved while it runs); Models Compare
+with the page's own model as the second one (no second model is loaded); the Beams view's Run. It returns
+the runs, every lab request (`LabCall`: name, latency, error) and the wall seconds from the barrier to the
+last visitor's last Step (the labs excluded).
 
 The lab events are not named API endpoints; `lab_endpoints(client)` finds each one's index in the app's
-config as the click event of the button with the tab's elem_id (`speculative-start`, `speculative-round`,
-`quant-run`). A lab's error is its status line's message (`class="ii-error"`), or the transport error.
+config as the click event of the button with the tab's elem_id (`LAB_BUTTONS`). A lab's error is its status
+line's message (`class="ii-error"`), or the transport error.
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from inspector.models.catalog import DEFAULT_KEY
 from harness.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_at_barrier, run_session
 
-LAB_BUTTONS = ("speculative-start", "speculative-round", "quant-run")
+LAB_BUTTONS = ("speculative-start", "speculative-round", "serving-load", "serving-step", "quant-run", "kvpolicy-run",
+               "iv-apply", "iv-attribute", "training-run", "models-compare", "beams-run")
 LAB_LAYER = 24  # early-exit layer for SmolLM2-135M's 30 (the tab's default, 0.8 x layers), capped by the slider
 LAB_DRAFT_LEN = 3
 LAB_SCHEME = "int8"
+LAB_SECOND_MODEL = DEFAULT_KEY  # the Models lab's second model: the page's own (the default), so none is loaded
+BEAM_DECODING = ("1", "0", "0", "0", "", "", "0", "", "none", "", "2", "1")  # the settings panel: 2 beams
 _ERROR = re.compile(r'class="ii-error"[^>]*>(.*?)</div>', re.S)
 
 
@@ -77,7 +85,19 @@ def open_labs(client: Any, prompt: str, max_new: int) -> list[LabCall]:
                    max_new, *GREEDY)]
     if not calls[0].error:
         calls.append(_call(client, endpoints, "speculative-round"))
+    calls.append(_call(client, endpoints, "serving-load", f"0 | {max_new} | {prompt}\n1 | {max_new} | {prompt}", 2,
+                       16, 0, 1, True, "", max_new, *GREEDY, False, 0))
+    if not calls[-1].error:
+        calls.append(_call(client, endpoints, "serving-step"))
     calls.append(_call(client, endpoints, "quant-run", LAB_SCHEME, "fp32", prompt, True, "", max_new))
+    calls.append(_call(client, endpoints, "kvpolicy-run", "h2o", 16, 4, 0, 0, prompt, True, "", max_new,
+                       "stop (context full)"))
+    calls.append(_call(client, endpoints, "iv-apply", "head output (attn.hook_z)", "zero", "0", "0", "0.5", "1",
+                       "0", "love", "hate", "4"))
+    calls.append(_call(client, endpoints, "iv-attribute", "-1"))
+    calls.append(_call(client, endpoints, "training-run", prompt, prompt))
+    calls.append(_call(client, endpoints, "models-compare", LAB_SECOND_MODEL, prompt, True, ""))
+    calls.append(_call(client, endpoints, "beams-run", prompt, True, "", max_new, *BEAM_DECODING))
     return calls
 
 

@@ -80,3 +80,23 @@ def test_attention_views_mark_local_layers_and_their_window():
     assert bars.layout.shapes[0].x0 == 5.5 and "local layer" in title(bars)
     over = overview_html(np.ones((2, 2, n), np.float32) / n, pieces, 1, 9, local=[True, False])
     assert "kv1 local&quot;" in over and "kv0 global&quot;" in over and "L0ᴸ<" in over and "L1ᴳ<" in over
+
+
+def test_a_second_model_is_admitted_and_counted_for_the_server(tiny_loaded, tiny_gemma, monkeypatch):  # noqa: F811
+    """Loading the second model holds its weights for the whole process: admitted first (the server refuses
+    it in one line when full), then counted with the shared models."""
+    from inspector.models.catalog import MODELS
+    from inspector.ui import admission
+    from inspector.ui.app_model import AppLimits
+
+    monkeypatch.setattr(models_tab, "_loaded", {})
+    monkeypatch.setattr("inspector.models.loader.load_model", lambda key, **kw: tiny_gemma)
+    ctx = make_ctx(tiny_loaded)
+    need = MODELS["gemma3-270m"].params * tiny_loaded.dtype.itemsize
+    ctx.limits = AppLimits(max_sessions=1, max_trace_mb=need / 2 / 2**20)
+    ctx.panels["models"].page.limits = ctx.limits
+    out = ctx.panels["models"].compare(None, "gemma3-270m", PROMPT, False, "")
+    assert "the server is full" in status(out) and admission.process_nbytes(ctx.store) == 0
+    ctx.panels["models"].page.limits = AppLimits()
+    out = ctx.panels["models"].compare(None, "gemma3-270m", PROMPT, False, "")
+    assert "prompt tokens" in status(out) and admission.process_nbytes(ctx.store) == need

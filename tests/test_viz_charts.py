@@ -123,7 +123,14 @@ def not_drawn_by_the_page() -> dict[str, go.Figure]:
              "top1_agreement": 0.9} for p in ("window", "h2o") for b in (16, 32)]
     moe = _moe_records()  # the page's routing view is not wired yet: its builders on hand-made MoE records
     uniform = [(b, 8 * (1 - 0.75 ** b)) for b in (1, 2, 4, 8, 16)]
-    return {"interventions.dla_figure": dla_figure(Attribution(7, " Paris", -0.15, 0.3, layers)),
+    from types import SimpleNamespace
+
+    from inspector.viz.sampling import entropy_chart
+
+    steps = [SimpleNamespace(step=k, sample=SimpleNamespace(entropy_raw=2.0 / (k + 1), entropy_final=1.0 / (k + 1)))
+             for k in range(3)]
+    return {"sampling.entropy_chart": entropy_chart(steps),  # the README's example view draws it
+            "interventions.dla_figure": dla_figure(Attribution(7, " Paris", -0.15, 0.3, layers)),
             "interventions.patch_figure": patch_figure(sweep),
             "kv_policies.kl_bytes_figure": kl_bytes_figure(rows),
             "routing.router_chart": router_chart(moe, 1, 0, " fox"),

@@ -101,20 +101,21 @@ def test_a_gguf_conversion_records_every_tensors_type(tiny_llama_dir, tmp_path, 
     assert f"block matrices: Q8_0 {share:.1%}" in note
 
 
-def test_a_conversion_cached_without_types_gets_them_from_the_gguf(tiny_llama_dir, tmp_path, home):  # noqa: F811
-    """A marker written before the types were recorded is completed from the GGUF still on disk, once; with
-    the file gone the load goes on without them."""
+def test_a_conversion_cached_without_types_is_converted_again_with_them(tiny_llama_dir, tmp_path, home):  # noqa: F811
+    """A directory converted before the types were recorded (an older converter's marker) is converted again,
+    once, from the GGUF, and then holds them."""
     import json
+
+    from inspector.models import cache
 
     path = write_tiny_gguf(tiny_llama_dir, tmp_path / "tiny.Q8_0.gguf", qtype="Q8_0")
     first = load_model(path)
-    marker = first.weights_path / "inspector-source.json"
+    assert first.source_types and all(t == ["Q8_0", n] or t[0] == "F32" for t, n in
+                                      ((v, v[1]) for v in first.source_types.values()))
+    marker = first.weights_path / cache.MARKER
     facts = json.loads(marker.read_text())
-    marker.write_text(json.dumps({k: v for k, v in facts.items() if k != "source_types"}))
-    assert load_model(path).source_types == first.source_types
-    assert json.loads(marker.read_text())["source_types"] == first.source_types
-    marker.write_text(json.dumps({k: v for k, v in facts.items() if k != "source_types"}))
-    from inspector.models.sources import backfill_types
-
-    kept = backfill_types(first.weights_path, {"source_format": "GGUF Q8_0"}, lambda tmp: None)
-    assert kept == {"source_format": "GGUF Q8_0"} and "source_types" not in json.loads(marker.read_text())
+    marker.write_text(json.dumps({**{k: v for k, v in facts.items() if k != "source_types"},
+                                  "converter": cache.CONVERTER - 1}))
+    again = load_model(path)
+    assert again.source_types == first.source_types
+    assert json.loads(marker.read_text())["converter"] == cache.CONVERTER

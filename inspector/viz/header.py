@@ -22,7 +22,11 @@ def model_header_html(name: str, params: int, dtype: str, cfg, weight_bytes: int
     one-line note on what the dtype holds (`inspector.viz.precision`)."""
     src = f" · source {esc(source_format)} ({format_bytes(source_bytes)})" if source_format else ""
     if precision:
-        src += f' · <span id="precision-note">{esc(precision)}</span>'
+        # the first sentence in the header (it stays one line on the first screen); the tensor-by-tensor mix of
+        # the file's types on hover, and in full in the Tensor inventory's caption
+        first, _, rest = precision.partition(". ")
+        tip = f' title="{esc(precision)}"' if rest else ""
+        src += f' · <span id="precision-note"{tip}>{esc(first + ("." if rest else ""))}</span>'
     items = [
         ("parameters", f"{params / 1e6:,.1f} M", "numbers in every weight tensor (M = 10⁶); a tied LM head is the "
                                                  "embedding matrix, counted once"),

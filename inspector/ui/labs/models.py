@@ -3,7 +3,8 @@
 The tab shows the family card of the page's model (`inspector.viz.models.family_html`: its additions to a
 Llama block, its local and global layers with the window and RoPE bases) and a picker of a second model
 (`inspector.models.catalog.MODEL_KEYS`: the default SmolLM2-135M-Instruct and Gemma 3 270M, downloaded and
-converted on first use, then kept in this process for every browser). Compare runs the page's prompt through
+converted on first use, then kept in this process for every browser, its weights counted by admission as a
+shared model's are). Compare runs the page's prompt through
 both: their tokenizations and next-token distributions side by side (`inspector.session.compare.next_tokens`,
 one prefill each on a fresh cache; nothing is kept). A model without a chat template (Gemma 3 270M is a base
 model) gets the plain prompt, and the status says so.
@@ -26,7 +27,7 @@ from inspector.models.catalog import DEFAULT_KEY, MODEL_KEYS, MODELS, describe
 from inspector.session.compare import family_card, next_tokens
 from inspector.session.devices import available_devices
 from inspector.ui import model_thread
-from inspector.ui.admission import admit_prompt
+from inspector.ui.admission import Reservation, admit_process_memory, admit_prompt
 from inspector.ui.app_model import reload_on_device
 from inspector.ui.panel import Page, Panel
 from inspector.ui.refusals import refuses
@@ -54,8 +55,11 @@ class ModelsLab(Panel):
         if key == DEFAULT_KEY and loaded.name == MODELS[DEFAULT_KEY].name:
             return loaded  # the page already runs it
         with _loading:
-            if key not in _loaded:
+            if key not in _loaded:  # the second model's weights are held for the process: admitted as such
+                need = MODELS[key].params * loaded.dtype.itemsize
+                admit_process_memory(self.page.store, self.page.limits, need)
                 _loaded[key] = load_model(key, dtype=loaded.dtype, device=getattr(loaded, "device", "cpu"))
+                self.page.store.shared[f"{self.key}:{key}"] = Reservation(need)
             return _loaded[key]
 
     def layout(self) -> None:
@@ -132,6 +136,8 @@ class DeviceSection(Panel):
                 entry.labs.clear()
             with _loading:
                 _loaded.clear()  # second models load again beside the page model, on its new device
+                for shared in [k for k in store.shared if k.startswith("models:")]:
+                    del store.shared[shared]
         finally:
             for entry in held:
                 entry.lock.release()
