@@ -44,6 +44,7 @@ CASES = {  # name -> (model_type, config overrides): one per family, plus the bi
     "gemma3_text": ("gemma3_text", dict(head_dim=16, sliding_window=4, query_pre_attn_scalar=16, **SPECIAL)),
 }
 GRANITE = dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.07, logits_scaling=2.5)
+GRANITE_STATED = {k: GRANITE[k] for k in ("embedding_multiplier", "residual_multiplier", "logits_scaling")}
 MOE_CASES = {  # name -> (model_type, config overrides): odd expert counts, top-k 1 to 3, Granite's multipliers
     "mixtral": ("mixtral", dict(num_local_experts=5, num_experts_per_tok=2)),
     "qwen3_moe": ("qwen3_moe", dict(num_experts=6, num_experts_per_tok=3, moe_intermediate_size=40)),
@@ -106,6 +107,9 @@ def test_the_parts_sum_to_the_logit_they_explain(case, lever):
     assert len(a.layers) == cfg.num_hidden_layers and all(len(lp.heads) == cfg.num_attention_heads for lp in a.layers)
     if lever == "plain":  # nothing but the model's own parts
         assert abs(a.other) < 1e-5 and all(abs(lp.attn_rest) < 1e-5 for lp in a.layers)
+        granite = cfg.model_type == "granitemoe"  # its multipliers are stated where the frozen scales are
+        assert (a.to_json()["multipliers"] == GRANITE_STATED) if granite else a.multipliers is None
+        assert ("×0.4 before the residual adds it, the logit ÷2.5" in a.condition()) == granite
     if lever == "head-off":
         assert a.layers[HEAD[0]].heads[HEAD[1]] == 0.0
     if lever == "attn-scaled":  # half of layer 0's attention output was taken away after its heads wrote it
