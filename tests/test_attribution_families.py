@@ -5,14 +5,16 @@ For each family (tiny random models, fp32, built by `engine_fixtures.hf_pair`; t
 a checkpoint transformers saved, as `test_moe_parity` loads them): the parts sum to the logit they explain
 (the pre-cap logit under Gemma 2's final soft-cap; on Granite the logit after its division by
 logits_scaling) within rel 1e-4, with no lever and under interventions (a head ablated, steering, an
-attention output scaled, Gemma's o_proj output edited before its post-norm). The reference reads transformers' own modules through forward hooks: each norm's frozen
-scale is the ratio of what that norm module output to what it took in at the last position (so a gain of
-w where the model uses 1 + w, or a post-norm left out, would not match), then every head, bias, MLP and
-the embedding (Gemma's scaled one, as transformers' embedding module returns it) is read through those
-ratios onto the token's unembedding row; the pre-cap logit is transformers' lm_head output, the logit its
-capped output. On Granite, transformers' config gives the multipliers its model applies outside those modules
-(the embedding's, the residual one on attention's and the MoE block's outputs, the logits' division). The CLI and the views say what was decomposed and under which condition; the slow tests run
-the real default model and Gemma 3 270M on "The capital of France is".
+attention output scaled, Gemma's o_proj output edited before its post-norm). The reference reads
+transformers' own modules through forward hooks: each norm's frozen scale is the ratio of what that norm
+module output to what it took in at the last position (so a gain of w where the model uses 1 + w, or a
+post-norm left out, would not match), then every head, bias, MLP and the embedding (Gemma's scaled one, as
+transformers' embedding module returns it) is read through those ratios onto the token's unembedding row;
+the pre-cap logit is transformers' lm_head output, the logit its capped output. On Granite, transformers'
+config gives the multipliers its model applies outside those modules (the embedding's, the residual one on
+attention's and the MoE block's outputs, the logits' division). The CLI and the views say what was
+decomposed and under which condition; the slow tests run the real default model and Gemma 3 270M on "The
+capital of France is".
 """
 
 from __future__ import annotations
