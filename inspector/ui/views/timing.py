@@ -4,8 +4,8 @@ Slot: the time to first token and every decode step's time (forward, sampling, r
 experts' page a second slot, the weights each step read (`weights_read_chart`): the shared weights plus, in
 each layer, the experts that step's tokens went to (from the run's routing), against every weight held; the
 byte sizes come from the page model's tensor inventory (`weights_read_sizes`). A dense model's page has the
-first slot only (the view narrows `slots` to its model's). Below them,
-"Time operations" (`OpTimingSection`) re-runs a chosen step's forward with a timer at every trace point
+first slot only (the view narrows `slots` to its model's). Below them, "Time operations"
+(`OpTimingSection`) re-runs a chosen step's forward with a timer at every trace point
 (`inspector.session.op_timing.time_step_ops`, on the prefill thread under the browser's lock; the session's
 records and cache are not changed), reads the machine's roofline peaks (the Serving lab's, measured once
 and cached beside the model), and draws the table, the per-layer grid and the roofline
