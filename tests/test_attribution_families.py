@@ -1,16 +1,20 @@
 """Direct logit attribution adds up on every family the engine runs, and each part equals the same part
 read out of transformers on the same weights.
 
-For each family (tiny random models, fp32, built by `engine_fixtures.hf_pair`): the parts sum to the logit
-they explain (the pre-cap logit under Gemma 2's final soft-cap) within rel 1e-4, with no lever and under
-interventions (a head ablated, steering, an attention output scaled, Gemma's o_proj output edited before
-its post-norm). The reference reads transformers' own modules through forward hooks: each norm's frozen
-scale is the ratio of what that norm module output to what it took in at the last position (so a gain of
-w where the model uses 1 + w, or a post-norm left out, would not match), then every head, bias, MLP and
-the embedding (Gemma's scaled one, as transformers' embedding module returns it) is read through those
-ratios onto the token's unembedding row; the pre-cap logit is transformers' lm_head output, the logit its
-capped output. The CLI and the views say what was decomposed and under which condition; the slow tests run
-the real default model and Gemma 3 270M on "The capital of France is".
+For each family (tiny random models, fp32, built by `engine_fixtures.hf_pair`; the mixtures of experts from
+a checkpoint transformers saved, as `test_moe_parity` loads them): the parts sum to the logit they explain
+(the pre-cap logit under Gemma 2's final soft-cap; on Granite the logit after its division by
+logits_scaling) within rel 1e-4, with no lever and under interventions (a head ablated, steering, an
+attention output scaled, Gemma's o_proj output edited before its post-norm). The reference reads
+transformers' own modules through forward hooks: each norm's frozen scale is the ratio of what that norm
+module output to what it took in at the last position (so a gain of w where the model uses 1 + w, or a
+post-norm left out, would not match), then every head, bias, MLP and the embedding (Gemma's scaled one, as
+transformers' embedding module returns it) is read through those ratios onto the token's unembedding row;
+the pre-cap logit is transformers' lm_head output, the logit its capped output. On Granite, transformers'
+config gives the multipliers its model applies outside those modules (the embedding's, the residual one on
+attention's and the MoE block's outputs, the logits' division). The CLI and the views say what was
+decomposed and under which condition; the slow tests run the real default model and Gemma 3 270M on "The
+capital of France is".
 """
 
 from __future__ import annotations
@@ -41,13 +45,37 @@ CASES = {  # name -> (model_type, config overrides): one per family, plus the bi
     "gemma2-tied": ("gemma2", dict(head_dim=16, query_pre_attn_scalar=16, tie_word_embeddings=True, **SPECIAL)),
     "gemma3_text": ("gemma3_text", dict(head_dim=16, sliding_window=4, query_pre_attn_scalar=16, **SPECIAL)),
 }
+GRANITE = dict(embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.07, logits_scaling=2.5)
+GRANITE_STATED = {k: GRANITE[k] for k in ("embedding_multiplier", "residual_multiplier", "logits_scaling")}
+MOE_CASES = {  # name -> (model_type, config overrides): odd expert counts, top-k 1 to 3, Granite's multipliers
+    "mixtral": ("mixtral", dict(num_local_experts=5, num_experts_per_tok=2)),
+    "qwen3_moe": ("qwen3_moe", dict(num_experts=6, num_experts_per_tok=3, moe_intermediate_size=40)),
+    "olmoe": ("olmoe", dict(num_experts=5, num_experts_per_tok=1, norm_topk_prob=True)),
+    "granitemoe": ("granitemoe", dict(num_local_experts=5, num_experts_per_tok=2, **GRANITE)),
+}
 STEER_LAYER, HEAD = 1, (1, 2)
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def case(request):
+@pytest.fixture(scope="module", params=list(CASES) + list(MOE_CASES))
+def case(request, tmp_path_factory):
+    if request.param in MOE_CASES:
+        return moe_pair(*MOE_CASES[request.param], tmp_path_factory.mktemp("moe") / request.param)
     model_type, overrides = CASES[request.param]
     return hf_pair(model_type, layout="decode", **overrides)
+
+
+def moe_pair(model_type: str, overrides: dict, directory):
+    """(transformers model, our model, config) on one tiny random checkpoint: transformers 5 stacks a mixture's
+    experts in its modules, so the weights travel through the checkpoint's names, as the Hub's do."""
+    import transformers
+
+    from inspector.models.loader import load_model
+    from tiny import make_tiny_checkpoint
+
+    make_tiny_checkpoint(directory, model_type=model_type, tie=False, init_std=0.1, num_hidden_layers=3, **overrides)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager").eval()
+    loaded = load_model(str(directory))
+    return hf, loaded.model, loaded.config
 
 
 def close(a: float, b: float, scale: float) -> bool:
@@ -81,6 +109,9 @@ def test_the_parts_sum_to_the_logit_they_explain(case, lever):
     assert len(a.layers) == cfg.num_hidden_layers and all(len(lp.heads) == cfg.num_attention_heads for lp in a.layers)
     if lever == "plain":  # nothing but the model's own parts
         assert abs(a.other) < 1e-5 and all(abs(lp.attn_rest) < 1e-5 for lp in a.layers)
+        granite = cfg.model_type == "granitemoe"  # its multipliers are stated where the frozen scales are
+        assert (a.to_json()["multipliers"] == GRANITE_STATED) if granite else a.multipliers is None
+        assert ("×0.4 before the residual adds it, the logit ÷2.5" in a.condition()) == granite
     if lever == "head-off":
         assert a.layers[HEAD[0]].heads[HEAD[1]] == 0.0
     if lever == "attn-scaled":  # half of layer 0's attention output was taken away after its heads wrote it
@@ -107,8 +138,9 @@ def hf_reference(hf, ids: list[int], t: int, gemma: bool, hooks: list) -> dict:
         if gemma:
             handles.append(layer.post_attention_layernorm.register_forward_hook(keep(f"post_attn {i}")))
             handles.append(layer.post_feedforward_layernorm.register_forward_hook(keep(f"mlp {i}")))
-        else:
-            handles.append(layer.mlp.register_forward_hook(keep(f"mlp {i}")))
+        else:  # Granite's mixture of experts is `block_sparse_moe`; every other family's MLP is `mlp`
+            mlp = layer.block_sparse_moe if hasattr(layer, "block_sparse_moe") else layer.mlp
+            handles.append(mlp.register_forward_hook(keep(f"mlp {i}")))
     handles += [register(hf) for register in hooks]
     try:
         logits = hf(torch.tensor([ids])).logits[0, -1].double()
@@ -116,7 +148,10 @@ def hf_reference(hf, ids: list[int], t: int, gemma: bool, hooks: list) -> dict:
         for h in handles:
             h.remove()
     final_in, final_out = seen["final"]
-    u = hf.lm_head.weight[t].double() * (final_out / final_in)  # the final norm's frozen map, as transformers ran it
+    # Granite's constants, applied by its model outside the modules hooked here (1 on the other families)
+    e, m, s = (getattr(hf.config, k, 1.0) for k in ("embedding_multiplier", "residual_multiplier", "logits_scaling"))
+    # the final norm's frozen map, as transformers ran it, and Granite's division of the logits
+    u = hf.lm_head.weight[t].double() * (final_out / final_in) / s
     H = hf.config.num_attention_heads
     d = hf.model.layers[0].self_attn.o_proj.in_features // H
     layers = []
@@ -125,10 +160,10 @@ def hf_reference(hf, ids: list[int], t: int, gemma: bool, hooks: list) -> dict:
         z = seen[f"o_proj {i}"][0]  # (H*d,)
         post = seen[f"post_attn {i}"][1] / seen[f"post_attn {i}"][0] if gemma else torch.ones_like(u)
         w = o_proj.weight.double()  # (D, H*d)
-        heads = [float(u @ (post * (w[:, h * d:(h + 1) * d] @ z[h * d:(h + 1) * d]))) for h in range(H)]
-        bias = 0.0 if o_proj.bias is None else float(u @ (post * o_proj.bias.double()))
-        layers.append((heads, bias, float(u @ seen[f"mlp {i}"][1])))
-    return {"embed": float(u @ seen["embed"][1]), "layers": layers, "precap": float(seen["lm_head"][1][t]),
+        heads = [float(u @ (m * post * (w[:, h * d:(h + 1) * d] @ z[h * d:(h + 1) * d]))) for h in range(H)]
+        bias = 0.0 if o_proj.bias is None else float(u @ (m * post * o_proj.bias.double()))
+        layers.append((heads, bias, float(u @ (m * seen[f"mlp {i}"][1]))))
+    return {"embed": float(u @ (e * seen["embed"][1])), "layers": layers, "precap": float(seen["lm_head"][1][t]) / s,
             "logit": float(logits[t])}
 
 

@@ -182,7 +182,7 @@ def generate(model, prompt, n, levers, cached=True):
 def test_levers_on_gemma3_cached_equals_recompute(iv):
     _, ours, cfg = pair("gemma3_text", "decode")
     prompt = ids(14, seed=7)[0].tolist()
-    check_interventions((iv,), cfg.num_hidden_layers, cfg)
+    check_interventions((iv,), cfg)
     levers = Levers(interventions=(iv,))
     cached, cached_logits = generate(ours, prompt, 16, levers)
     again, again_logits = generate(ours, prompt, 16, levers, cached=False)
@@ -195,7 +195,7 @@ def test_levers_on_gemma3_cached_equals_recompute(iv):
 def test_family_points_are_refused_on_a_llama():
     cfg = hf_pair("llama")[2]
     with pytest.raises(InputError, match="no trace point 'blocks.0.hook_attn_out_raw'"):
-        check_interventions((Intervention("blocks.0.hook_attn_out_raw", lambda x: x),), cfg.num_hidden_layers, cfg)
+        check_interventions((Intervention("blocks.0.hook_attn_out_raw", lambda x: x),), cfg)
 
 
 @pytest.mark.parametrize("raw, message", [

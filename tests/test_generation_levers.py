@@ -218,7 +218,7 @@ def test_hooks_record_what_the_model_goes_on_with(pair):
 def test_unknown_point_and_wrong_shape_are_one_line(pair):
     _, ours, cfg = pair
     with pytest.raises(InputError, match="no trace point 'blocks.9.hook_resid_pre'"):
-        check_interventions((Intervention("blocks.9.hook_resid_pre", lambda x: x),), cfg.num_hidden_layers)
+        check_interventions((Intervention("blocks.9.hook_resid_pre", lambda x: x),), cfg)
     bad = Levers(interventions=(Intervention("blocks.0.hook_resid_pre", lambda x: x[..., :2]),))
     with pytest.raises(InputError, match="returned shape"):
         loop.forward(ours, new_cache(ours), [PROMPT], bad)

@@ -11,7 +11,6 @@ from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 from inspector.ui import admission, model_thread
 from inspector.ui.app_model import AppLimits
-from inspector.ui.handlers import VIEW_KEYS
 from inspector.ui.labs.speculative import SpeculativeState
 from tests.test_ui_handlers import SAMPLING, make, status
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -122,7 +121,7 @@ def test_play_pressed_during_a_prefill_starts_when_it_finishes(tiny_loaded, monk
     h, store = make(tiny_loaded)
     sid = h.page_load()[0]  # the page's id, known before the first prefill returns
     loaded_id, views = h.page_load()
-    assert set(views) == set(VIEW_KEYS) and store.get(sid) is None and loaded_id != sid
+    assert set(views) == set(h.render.view_keys) and store.get(sid) is None and loaded_id != sid
     prefill = threading.Thread(target=h.prefill, args=(sid, "The quick brown fox", False, "", *SAMPLING, 4, 0, 0))
     prefill.start()
     assert started.wait(10)

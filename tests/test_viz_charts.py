@@ -21,6 +21,7 @@ from inspector.analysis.records import Attribution, LayerParts, PatchSweep
 from inspector.viz.common import TITLE_LINE
 from tests.lab_context import make_ctx
 from tests.viz_records import tiny_loaded  # noqa: F401
+from tiny import tiny_moe_dir  # noqa: F401
 
 SAMPLING = (0.8, 5, 1.0, 0.0, 1)  # temperature, top-k, top-p, min-p, seed: top-k removes tokens
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
@@ -47,10 +48,12 @@ NOT_A_CHART = {"common.empty_figure", "common.figure"}
 
 
 @pytest.fixture(scope="module")
-def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
-    """Every figure the builders drew while the page's handlers (main views and labs) ran, by builder."""
+def drawn(tiny_loaded, tiny_moe_dir) -> dict[str, list[go.Figure]]:  # noqa: F811
+    """Every figure the builders drew while the page's handlers (main views and labs) ran, by builder; a
+    mixture of experts' page too, for its Routing view and the Timing view's weights read per step."""
     from inspector.engine.config import SamplingParams
     from inspector.generation.beam import beam_search
+    from inspector.models.loader import load_model
     from inspector.serving.memory import shipped_configs
     from inspector.ui.labs.serving_memory import MemoryCalculator
     from tests.test_ui_handlers import make
@@ -104,6 +107,12 @@ def drawn(tiny_loaded) -> dict[str, list[go.Figure]]:  # noqa: F811
             entry.session.step(SamplingParams(temperature=0.8, seed=2))
         labs["interventions"].apply(page, "head output (attn.hook_z)", "zero", "1", "1", "0", "1", "0", "", "", "0")
         labs["interventions"].compare_branches(page, "0", "1")
+
+        moe, _ = make(load_model(str(tiny_moe_dir)))
+        sid = moe.prefill(None, PROMPT, False, "", *SAMPLING, 4, 1, 0)[0]
+        moe.step(sid, *SAMPLING, 1, 0)
+        for tab in ("routing", "timing"):
+            moe.show_tab(tab)(sid, 1, 0)
     finally:
         patch.undo()
     return out
@@ -113,15 +122,13 @@ def not_drawn_by_the_page() -> dict[str, go.Figure]:
     """Builders the page does not call (the CLI and bench do), drawn on hand-made records."""
     from inspector.viz.interventions import dla_figure, patch_figure
     from inspector.viz.kv_policies import kl_bytes_figure
-    from inspector.viz.routing import experts_read_curve, router_chart
-    from inspector.viz.timing import weights_read_chart
+    from inspector.viz.routing import experts_read_curve
 
     layers = [LayerParts([0.5, -2.0], 1.0), LayerParts([0.1, 0.2], -0.25, attn_rest=0.0)]
     sweep = PatchSweep("resid_pre", [0, 1], [0, 1, 2], ["a", "b", "c"], ["a", "x", "c"], [[0, 1, 0], [0, 0.5, 0.2]],
                        2.0, -1.0, 5, 6, 1.5)
     rows = [{"policy": p, "budget": b, "kv_bytes": b * 1000, "kv_bytes_full": 64_000, "kl_mean": 1 / b,
              "top1_agreement": 0.9} for p in ("window", "h2o") for b in (16, 32)]
-    moe = _moe_records()  # the page's routing view is not wired yet: its builders on hand-made MoE records
     uniform = [(b, 8 * (1 - 0.75 ** b)) for b in (1, 2, 4, 8, 16)]
     from types import SimpleNamespace
 
@@ -133,28 +140,7 @@ def not_drawn_by_the_page() -> dict[str, go.Figure]:
             "interventions.dla_figure": dla_figure(Attribution(7, " Paris", -0.15, 0.3, layers)),
             "interventions.patch_figure": patch_figure(sweep),
             "kv_policies.kl_bytes_figure": kl_bytes_figure(rows),
-            "routing.router_chart": router_chart(moe, 1, 0, " fox"),
-            "routing.experts_read_curve": experts_read_curve(8, 2, uniform, [(1, 2.0), (2, 3.5)]),
-            "timing.weights_read_chart": weights_read_chart(moe, 10 * 2**20, 2**20, 30 * 2**20)}
-
-
-def _moe_records() -> list:
-    """A prefill of 2 positions and one decode step of a mixture of experts (2 layers, 8 experts, 2 per token)."""
-    import numpy as np
-
-    from inspector.session.records import ForwardRecord, RoutingRecord
-
-    rng = np.random.default_rng(0)
-    out = []
-    for step, (start, n) in enumerate([(0, 2), (2, 1)]):
-        probs = rng.dirichlet(np.ones(8), size=(2, n)).astype(np.float32)  # (L, n, E)
-        ids = np.argsort(-probs, axis=-1)[..., :2].astype(np.int32)
-        top = np.take_along_axis(probs, ids, axis=-1)
-        zeros = np.zeros((2, n), np.float32)
-        out.append(ForwardRecord("prefill" if step == 0 else "decode", step, start, [5] * n, True, zeros, zeros,
-                                 zeros, zeros, zeros, [], np.zeros(16, np.float16), [], 1.0,
-                                 routing=RoutingRecord(ids, top / top.sum(-1, keepdims=True), probs)))
-    return out
+            "routing.experts_read_curve": experts_read_curve(8, 2, uniform, [(1, 2.0), (2, 3.5)])}
 
 
 def problems(fig: go.Figure) -> list[str]:

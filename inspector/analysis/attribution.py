@@ -1,13 +1,17 @@
 """Direct logit attribution: one token's logit split into what each part of the model wrote.
 
 The residual stream x at the last position after the last block is a sum: the token's embedding (times
-sqrt(D) on Gemma, as the model adds it), each layer's attention output and each layer's MLP output. The
-logit before any final soft-cap is unembed[t] . (g * x / rms(x)), g the final norm's gain (its weight w,
-or 1 + w on Gemma); rms(x) = sqrt(mean(x^2) + eps) is one number for the whole sum, and freezing it at
-this position makes the logit linear in x: with u = unembed[t] * g / rms(x) each part contributes u . part.
+sqrt(D) on Gemma, times `embedding_multiplier` on Granite, as the model adds it), each layer's attention
+output and each layer's MLP output. The logit before any final soft-cap is unembed[t] . (g * x / rms(x)) / s,
+g the final norm's gain (its weight w, or 1 + w on Gemma), s Granite's `logits_scaling` (1 elsewhere);
+rms(x) = sqrt(mean(x^2) + eps) is one number for the whole sum, and freezing it at this position makes the
+logit linear in x: with u = unembed[t] * g / rms(x) / s each part contributes u . part.
 
 Attention's output is o_proj(z) = sum_h W_O[:, h*d:(h+1)*d] @ z_h + b_O, so head h writes W_O_h @ z_h
 (a v bias, as Qwen2's, is inside z_h: the pattern sums to 1) and an o_proj bias is a part of its own.
+Granite multiplies attention's and the MLP's outputs by `residual_multiplier` m before the residual adds them
+(a constant of the model, not a frozen scale): each head and bias is read times m, and the MLP's part is what
+the residual stream added, m included. A mixture of experts' MLP is one part, as a dense MLP is.
 Gemma's sandwich block passes that output through a post-attention RMSNorm before the residual adds it:
 its scale, rms of o_proj's output at this position, is frozen too, so each head's share goes through the
 same linear map (s = g_post / rms(raw)) and the heads and bias sum to what attention added. The MLP's part
@@ -76,7 +80,7 @@ def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, 
     cfg = model.config
     if not ids:
         raise InputError("the prompt is empty: give it some text")
-    check_interventions(levers.interventions, cfg.num_hidden_layers, cfg)
+    check_interventions(levers.interventions, cfg)
     late = [iv.label or iv.point for iv in levers.interventions if iv.point.startswith(AFTER_THE_RESIDUAL)]
     if late:
         raise InputError(f"attribution splits the residual stream before the final norm; {', '.join(late)} "
@@ -90,15 +94,16 @@ def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, 
     v = rec.values
     x = v[rec.last]  # (D,) the residual stream entering the final norm
     scale, final_rms = norm_map(model.model.norm, x, cfg.gemma)
-    u = model.unembed_weight[t].double() * scale  # (D,) the token's unembedding read through the frozen norm
+    # (D,) the token's unembedding read through the frozen norm (and Granite's division of the logits)
+    u = model.unembed_weight[t].double() * scale / cfg.logits_scaling
     H, d = cfg.num_attention_heads, cfg.head_dim
     embed = float(v["hook_embed"] @ u)
     layers, post_rms, accounted = [], [], v["hook_embed"].clone()
     for i, block in enumerate(model.model.layers):
-        u_attn = u
+        u_attn = u * cfg.residual_multiplier  # Granite scales attention's output before the add; 1 elsewhere
         if cfg.gemma:  # o_proj's output passes the post-attention norm before the residual adds it
             post, rms = norm_map(block.post_attention_layernorm, v[f"blocks.{i}.hook_attn_out_raw"], True)
-            u_attn = u * post
+            u_attn = u_attn * post
             post_rms.append(rms)
         o_proj = block.self_attn.o_proj
         u_heads = (u_attn @ o_proj.weight.double()).view(H, d)  # (D,) @ (D, H*d) -> (H, d): per head's slice
@@ -113,7 +118,15 @@ def attribute(model: Transformer, ids: Sequence[int], token: int | None = None, 
     precap = None if cap is None else float(v["unembed.hook_logits_raw"][t])
     return Attribution(t, piece(t), float(logits[t]), embed, layers, other,
                        [iv.label or iv.point for iv in levers.interventions], softcap=cap, logit_precap=precap,
-                       final_rms=final_rms, post_rms=post_rms or None)
+                       final_rms=final_rms, post_rms=post_rms or None, multipliers=multipliers(cfg))
+
+
+def multipliers(cfg: Any) -> dict[str, float] | None:
+    """Granite's constants the parts include (embedding and residual multipliers, logits scaling); None
+    for a model without them (all 1)."""
+    found = {"embedding_multiplier": cfg.embedding_multiplier, "residual_multiplier": cfg.residual_multiplier,
+             "logits_scaling": cfg.logits_scaling}
+    return found if any(v != 1.0 for v in found.values()) else None
 
 
 def attribute_step(session: Any, step: int) -> Attribution:

@@ -89,7 +89,7 @@ class Baseline:
                  wrong: int, point: str, levers: Levers) -> None:
         cfg = model.config
         check_prompts(clean_ids, corrupt_ids, answer, wrong, cfg.vocab_size)
-        check_interventions(levers.interventions, cfg.num_hidden_layers)
+        check_interventions(levers.interventions, cfg)
         self.model, self.answer, self.wrong, self.point = model, answer, wrong, point
         self.levers = Levers(interventions=levers.interventions)
         self.clean_ids, self.corrupt_ids = list(clean_ids), list(corrupt_ids)

@@ -5,8 +5,9 @@ per layer and position, LD = logit(answer) - logit(wrong) at the last position. 
 patched point's score, next tokens and greedy continuation.
 `Attribution`: the parts of one token's logit (embedding, every head, every o_proj bias, every MLP, and
 what interventions added) through the final norm with its scale frozen at this position (and Gemma's
-post-attention norms with theirs); they sum to `logit_precap`, the logit before a final soft-cap (`logit`
-itself without one), up to fp32 rounding. `decomposed()`, `condition()` and `cap_note()` say so in words for the views.
+post-attention norms with theirs; Granite's multipliers and logits scaling inside the parts, `multipliers`);
+they sum to `logit_precap`, the logit before a final soft-cap (`logit` itself without one), up to fp32
+rounding. `decomposed()`, `condition()` and `cap_note()` say so in words for the views.
 `Comparison`: two branches of one prompt step by step.
 `TokenLosses`, `TrainingStep`: a text teacher-forced (per-token cross-entropy, perplexity) and one backward
 pass over it (gradient norms per weight and per layer, memory of inference beside a training step, each
@@ -80,6 +81,8 @@ class Attribution:
     logit_precap: float | None = None  # the logit before the soft-cap; None without one (then `logit`)
     final_rms: float = 1.0  # the final norm's frozen scale: rms of the residual stream at this position
     post_rms: list[float] | None = None  # per layer, the post-attention norm's frozen rms (Gemma); else None
+    # Granite's constants every part includes: embedding_multiplier, residual_multiplier, logits_scaling
+    multipliers: dict[str, float] | None = None
 
     @property
     def explained(self) -> float:
@@ -99,8 +102,17 @@ class Attribution:
         """Why the parts add up and what a part is, in one sentence."""
         frozen = ("the final norm's and each post-attention norm's scale (1/rms) frozen at this position's values"
                   if self.post_rms else "the final norm's scale (1/rms) frozen at this position's value")
-        return (f"With {frozen}, each part is what it wrote to the residual stream read through a fixed linear "
-                "map, so the parts add up; a part is not what removing it would change")
+        return (f"With {frozen}{self.multipliers_note()}, each part is what it wrote to the residual stream read "
+                "through a fixed linear map, so the parts add up; a part is not what removing it would change")
+
+    def multipliers_note(self) -> str:
+        """Granite's constants as the parts include them ("" for a model without them)."""
+        if not self.multipliers:
+            return ""
+        m = self.multipliers
+        return (f" and the model's own multipliers inside the parts (the embedding ×{m['embedding_multiplier']:g}, "
+                f"each attention and MLP output ×{m['residual_multiplier']:g} before the residual adds it, the "
+                f"logit ÷{m['logits_scaling']:g})")
 
     def cap_note(self) -> str:
         """How the model's logit follows from the pre-cap one, with this run's numbers ("" without a cap)."""
@@ -126,6 +138,7 @@ class Attribution:
         return {"token_id": self.token_id, "piece": self.piece, "logit": self.logit,
                 "logit_precap": self.explained, "softcap": self.softcap, "decomposes": self.decomposed(),
                 "frozen_scales": {"final_norm_rms": self.final_rms, "post_attention_norm_rms": self.post_rms},
+                "multipliers": self.multipliers,
                 "embed": self.embed,
                 "layers": [{"heads": lp.heads, "mlp": lp.mlp, "attn_bias": lp.attn_bias, "attn_rest": lp.attn_rest}
                            for lp in self.layers],

@@ -6,7 +6,8 @@ parts add up because the final RMSNorm's scale 1/rms(x) is frozen at this positi
 each post-attention norm's scale too, so each head's share passes through the same linear map): each part
 is what it wrote to the residual stream read through those fixed maps, not what removing it would change.
 On a family with a final soft-cap (Gemma 2) the parts sum to the logit before the cap, and the model's
-logit is cap * tanh(sum / cap).
+logit is cap * tanh(sum / cap). On Granite the parts include its multipliers (the embedding's, the
+residual one on each attention and MLP output) and its division of the logits by logits_scaling.
 
 `--json` prints {"token_id", "piece",
  "logit": the model's logit (after the soft-cap, when there is one),
@@ -14,6 +15,8 @@ logit is cap * tanh(sum / cap).
  "softcap": the cap or null, "decomposes": "logit" or "pre-cap logit",
  "frozen_scales": {"final_norm_rms": rms of the final residual at this position,
                    "post_attention_norm_rms": per layer, rms of o_proj's output (Gemma), else null},
+ "multipliers": {"embedding_multiplier", "residual_multiplier", "logits_scaling"} the parts include (Granite),
+                else null,
  "embed", "layers": [{"heads": [...], "mlp": x, "attn_bias": x, "attn_rest": x}, ...], "other",
  "sum": the sum of every part, "interventions"}
 (attn_rest and other are what interventions added; 0 up to rounding without any). Without it, the

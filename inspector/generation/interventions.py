@@ -142,7 +142,7 @@ def _point_mean(model: Transformer, ids: Sequence[int], point: str, levers: Leve
     """The mean over the prompt's positions of trace point `point` (1, T, X) in a run of `ids`: (X,)."""
     if not ids:
         raise InputError("the prompt is empty: give it some text")
-    check_interventions(levers.interventions, model.config.num_hidden_layers)
+    check_interventions(levers.interventions, model.config)
     grab = _Grab(point)
     loop.forward(model, steps.new_cache(model), [list(ids)], levers, grab)
     return grab.value[0].mean(dim=0)

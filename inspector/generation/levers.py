@@ -13,7 +13,9 @@
    the sequence (prefill and each decode step), to what is written into the KV cache too, so a cached run
    equals a full recompute under the same interventions. `Hooks` joins them with a recorder: the
    interventions run first, and the recorder sees what the model goes on with.
-`check_interventions(interventions, num_layers)` refuses a point the model does not have (InputError).
+`check_interventions(interventions, config)` refuses a point the model of that `ModelConfig` does not emit
+(InputError): its family's points count (a mixture of experts' router points, Gemma's post-norm points), and a
+point its family never fires does not (a mixture of experts has no `mlp.hook_pre` / `mlp.hook_post`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 import torch
 
+from inspector.engine.config import ModelConfig
 from inspector.engine.processors import LogitsProcessor
 from inspector.generation.cache_policies import (CachePolicy, HeavyHitters, KeepAll, SlidingWindow,  # noqa: F401
                                                 SnapKV, make_policy)
-from inspector.engine.trace import Recorder, hook_names, model_hook_names, wants
+from inspector.engine.trace import MLP_HOOKS, MOE_HOOKS, Recorder, model_hook_names, wants
 from inspector.errors import InputError
 
 
@@ -49,17 +52,16 @@ class Levers:
         return not isinstance(self.cache_policy, KeepAll)
 
 
-def check_interventions(interventions: tuple[Intervention, ...], num_layers: int, config=None) -> None:
-    """InputError naming the first point the model does not have (and the form points take); with the
-    model's `ModelConfig`, its family's own points count too."""
-    names = hook_names(num_layers) if config is None else model_hook_names(config)
-    known = set(names) | {f"blocks.{i}.attn.{h}" for i in range(num_layers)
-                                            for h in ("hook_attn_scores", "hook_pattern")}
+def check_interventions(interventions: tuple[Intervention, ...], config: ModelConfig) -> None:
+    """InputError naming the first point a model of `config` does not emit (and the form its points take)."""
+    known = set(model_hook_names(config))
     for iv in interventions:
         if iv.point not in known:
+            mlp = (f"; this model's MLP is a mixture of experts: blocks.L.{', '.join(MOE_HOOKS)} instead of "
+                   f"{' / '.join(MLP_HOOKS)}" if config.moe else "")
             raise InputError(f"no trace point {iv.point!r}: points are hook_embed, blocks.L.<point> for L in "
-                             f"0..{num_layers - 1} (e.g. blocks.0.hook_resid_pre, blocks.0.attn.hook_z), "
-                             "ln_final.hook_normalized, unembed.hook_logits")
+                             f"0..{config.num_hidden_layers - 1} (e.g. blocks.0.hook_resid_pre, blocks.0.attn.hook_z), "
+                             f"ln_final.hook_normalized, unembed.hook_logits{mlp}")
 
 
 class Hooks:

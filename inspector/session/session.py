@@ -85,7 +85,7 @@ class Session(SequenceOwner):
         self.context = self.config.max_position_embeddings
         self.eos_ids = loaded.stop_ids
         self.max_new_tokens = 64
-        check_interventions(levers.interventions, self.config.num_hidden_layers, self.config)
+        check_interventions(levers.interventions, self.config)
         self.levers = levers  # processors, KV-cache policy, interventions: applied to every forward and draw
         # penalties, bans, stop strings and a grammar constraint: their processors run before the levers'
         self.decoding = DecodingSettings()
@@ -153,7 +153,7 @@ class Session(SequenceOwner):
     def set_levers(self, levers: Levers) -> None:
         """Use `levers` from the next forward and draw on (InputError on an intervention point the model
         lacks). A forward already run ahead with the old levers is dropped, so the next step runs anew."""
-        check_interventions(levers.interventions, self.config.num_hidden_layers, self.config)
+        check_interventions(levers.interventions, self.config)
         self.trace.drop_pending()
         self.levers = levers
 

@@ -172,15 +172,18 @@ def token_column() -> dict[str, Any]:
 
 
 def panel_tabs(page: Page) -> dict[str, Any]:
-    """Every panel of the registry in its tab: two groups, each a tab row that wraps (never Gradio's overflow
-    menu: every label is in sight at 1280 px and on a 390 px phone). static/app.js `openTab` opens a label's
-    group first. Returns the view tabs by key (opening one draws its views)."""
+    """Every panel of the registry that applies to the page's model in its tab: two groups, each a tab row
+    that wraps (never Gradio's overflow menu: every label is in sight at 1280 px and on a 390 px phone).
+    static/app.js `openTab` opens a label's group first. Returns the view tabs by key (opening one draws its
+    views)."""
     tabs: dict[str, Any] = {}
     with gr.Tabs(elem_id="tab-groups"):
         for group, elem_id, panels in (("Views", "tab-views", registry.VIEWS), ("Labs", "tab-labs", registry.LABS)):
             with gr.Tab(group, elem_id=elem_id):
                 with gr.Tabs(overflow_behavior="wrap", elem_id=f"{elem_id[4:-1]}-tabs"):
                     for cls in panels:
+                        if cls.key not in page.panels:
+                            continue  # not for this model (`Panel.applies`)
                         panel = page.panels[cls.key]
                         with gr.Tab(panel.title, elem_id=panel.tab_id) as panel.tab:
                             panel.layout()

@@ -5,6 +5,9 @@ state, its handlers and how it refuses. `build_app` lays out and wires every pan
 The contract of a panel class (a subclass of `Panel`):
 - `key` names it: its line in the registry, its state in a browser session (`Entry.labs[key]`), the id
   of its status line (`status_id`). `title` and `tab_id` are its tab's label and element id.
+- `applies(loaded)` (a classmethod; True by default) says whether the panel is on the page of that model:
+  `registry.build_panels` makes only the panels that apply and the page lays out only their tabs (the
+  Routing view applies to a mixture of experts only, so a dense model's page has no Routing tab).
 - `layout()` runs inside its `gr.Tab`: it lays out its components and registers each output by name
   (`self.show("status", gr.HTML(...))`). `wire()` runs once every panel is laid out and binds its events
   with `self.on(trigger, handler, inputs)`, whose outputs are the panel's registered outputs.
@@ -118,6 +121,11 @@ class Panel:
         self.page = page
         self.outputs: dict[str, Any] = {}  # name -> component, in the order registered
         self.tab: Any = None  # its gr.Tab, once `build_app` lays it out
+
+    @classmethod
+    def applies(cls, loaded: Any) -> bool:
+        """Whether this panel is on the page of `loaded` (a `LoadedModel`): every model's by default."""
+        return True
 
     # ---- what it shows
     def show(self, name: str, component: Any) -> Any:

@@ -2,7 +2,8 @@
 
 A view draws the page's run (Prefill, Step, Play) in the Views group; a lab runs its own experiment on the
 page's model in the Labs group. Adding one is a module with its `Panel` subclass (`inspector.ui.panel`) and
-a line here.
+a line here. A page holds the panels that apply to its model (`Panel.applies`: Routing, a mixture of
+experts' only).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from inspector.ui.views.beams import BeamsView
 from inspector.ui.views.inventory import InventoryView
 from inspector.ui.views.kv_cache import KVCacheView
 from inspector.ui.views.residual import ResidualView
+from inspector.ui.views.routing import RoutingView
 from inspector.ui.views.sampling import SamplingView
 from inspector.ui.views.timing import TimingView
 
 VIEWS: tuple[type[Panel], ...] = (
     ResidualView,
     AttentionView,
+    RoutingView,
     KVCacheView,
     SamplingView,
     InventoryView,
@@ -44,6 +47,6 @@ LABS: tuple[type[Panel], ...] = (
 
 
 def build_panels(page: Page) -> dict[str, Panel]:
-    """One instance of every panel over `page`, by key (kept in `page.panels`)."""
-    page.panels = {cls.key: cls(page) for cls in VIEWS + LABS}
+    """One instance of every panel that applies to the page's model over `page`, by key (kept in `page.panels`)."""
+    page.panels = {cls.key: cls(page) for cls in VIEWS + LABS if cls.applies(page.loaded)}
     return page.panels

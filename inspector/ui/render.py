@@ -4,7 +4,9 @@
 text, the pipeline strip, the branch tree and the guided tour's text on every event, and the slots of the
 open view tab, drawn by its panel (`ViewPanel.draw`: only the open tab's plots are drawn, so a step stays
 cheap however many views exist). `blank_views()` is every view before a run. The keys are the page's
-view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and each view panel's slots (`inspector.ui.registry`).
+view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's view panels
+(`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
+`slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from inspector.viz import tour as vtour
 
 # What every run event updates: status line, token chips, text, pipeline strip, branches, the tour's text
 TOKEN_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour")
-# The slots of the view tabs (only the open tab's are drawn)
+# The slots of every view tab of the registry, on any page (only the open tab's are drawn)
 PLOT_KEYS = tuple(s.key for view in VIEWS if issubclass(view, ViewPanel) for s in view.slots)
 VIEW_KEYS = TOKEN_KEYS + PLOT_KEYS
 
@@ -38,6 +40,8 @@ class Renderer:
         self.page = page
         self.loaded, self.store, self.limits = page.loaded, page.store, page.limits
         self.views_by_tab = {p.key: p for p in page.panels.values() if isinstance(p, ViewPanel)}
+        # the keys this page's views may update: the token views and the slots of its view panels
+        self.view_keys = TOKEN_KEYS + tuple(s.key for view in self.views_by_tab.values() for s in view.slots)
         cfg = page.loaded.config
         self.facts = vp.ModelFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                                    cfg.num_key_value_heads, cfg.vocab_size)

@@ -1,7 +1,11 @@
 """The Timing view: where the run's time went, per step, and per operation of one step.
 
-Slot: the time to first token and every decode step's time (forward, sampling, recording). Below it,
-"Time operations" (`OpTimingSection`) re-runs a chosen step's forward with a timer at every trace point
+Slot: the time to first token and every decode step's time (forward, sampling, recording). On a mixture of
+experts' page a second slot, the weights each step read (`weights_read_chart`): the shared weights plus, in
+each layer, the experts that step's tokens went to (from the run's routing), against every weight held; the
+byte sizes come from the page model's tensor inventory (`weights_read_sizes`). A dense model's page has the
+first slot only (the view narrows `slots` to its model's). Below them, "Time operations"
+(`OpTimingSection`) re-runs a chosen step's forward with a timer at every trace point
 (`inspector.session.op_timing.time_step_ops`, on the prefill thread under the browser's lock; the session's
 records and cache are not changed), reads the machine's roofline peaks (the Serving lab's, measured once
 and cached beside the model), and draws the table, the per-layer grid and the roofline
@@ -10,9 +14,11 @@ and cached beside the model), and draws the table, the per-layer grid and the ro
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from inspector.errors import InputError
+from inspector.models.inventory import EMBEDDING, Inventory, is_expert_group
 from inspector.serving.roofline import cached_peaks, peaks_directory
 from inspector.session.op_timing import MAX_REPEATS, time_step_ops
 from inspector.ui import model_thread
@@ -26,6 +32,19 @@ from inspector.viz.common import empty_figure
 
 HINT = "Type a prompt and press Prefill"
 OP_RUNS = op_runs_bound(MAX_REPEATS)
+WEIGHTS_CAPTION = ("Weights read (a mixture of experts): a step reads the shared weights (attention, routers, "
+                   "norms, the LM head) and, in each layer, only the experts its tokens went to, counted from this "
+                   "run's routing: a decode step's k per layer, a prefill's union over the prompt's tokens. The "
+                   "dotted line is every weight memory holds. Bytes counted from the tensors, not measured; an "
+                   "untied embedding table is left out (a step reads only its tokens' rows).")
+
+
+def weights_read_sizes(inventory: Inventory, num_layers: int, num_experts: int, tied: bool) -> tuple[int, int, int]:
+    """(shared bytes a step reads, bytes of one expert of one layer, bytes of every weight held) of a mixture
+    of experts' tensor inventory; the shared bytes leave out an untied embedding table."""
+    experts = sum(e.bytes for e in inventory.entries if is_expert_group(e.group))
+    unread = 0 if tied else sum(e.bytes for e in inventory.entries if e.name == EMBEDDING)
+    return inventory.bytes - experts - unread, experts // (num_layers * num_experts), inventory.bytes
 
 
 def peaks_for(loaded: Any) -> Any:
@@ -39,25 +58,42 @@ def peaks_for(loaded: Any) -> Any:
 class TimingView(ViewPanel):
     key, title, tab_id = "timing", "Timing", "tab-timing"
     caption = vt.CAPTION
-    slots = (Slot("timing_fig", "timing-chart", plot=True),)
+    slots = (Slot("timing_fig", "timing-chart", plot=True), Slot("weights_fig", "weights-read-chart", plot=True))
 
     def __init__(self, page: Page) -> None:
         super().__init__(page)
         self.ops = OpTimingSection(page)
+        cfg = page.loaded.config
+        self.moe = bool(cfg.moe)
+        if not self.moe:
+            self.slots = self.slots[:1]  # a dense model reads every weight each step: no weights-read chart
+
+    @cached_property
+    def sizes(self) -> tuple[int, int, int]:
+        """`weights_read_sizes` of the page's model (a mixture of experts)."""
+        cfg = self.page.loaded.config
+        return weights_read_sizes(self.page.inventory, cfg.num_hidden_layers, cfg.num_experts, cfg.tie_word_embeddings)
 
     def layout(self) -> None:
         self.caption_md()
         self.slot("timing_fig")
+        if self.moe:
+            self.caption_md(WEIGHTS_CAPTION)
+            self.slot("weights_fig")
         self.ops.layout()
 
     def wire(self) -> None:
         self.ops.wire()
 
     def blank(self) -> dict[str, Any]:
-        return {"timing_fig": empty_figure(HINT)}
+        return {s.key: empty_figure(HINT) for s in self.slots}
 
     def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        return {"timing_fig": vt.timing_chart(entry.session.records)}
+        records = entry.session.records
+        views = {"timing_fig": vt.timing_chart(records)}
+        if self.moe:
+            views["weights_fig"] = vt.weights_read_chart(records, *self.sizes)
+        return views
 
 
 class OpTimingSection(Panel):
