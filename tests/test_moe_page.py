@@ -108,3 +108,26 @@ def test_the_serving_labs_roofline_counts_the_experts_a_batch_read(moe_loaded):
         assert experts == int(experts)  # whole experts: the ones routed to, not an expectation
         assert cfg.num_experts_per_tok * cfg.num_hidden_layers <= experts
         assert experts <= cfg.num_hidden_layers * min(cfg.num_experts, tokens * cfg.num_experts_per_tok)
+
+
+def test_the_python_api_reads_a_mixtures_routing_and_draws_its_router(tmp_path):
+    """`run.routing(k)` is the experts each position of forward k went to, as the records keep them (what
+    `run --json` prints per step), and `run.figure("routing")` the page's router chart; a dense run says it
+    routes nothing."""
+    import inspector
+    from tests.tiny import make_tiny_checkpoint
+
+    moe = inspector.load(str(make_tiny_checkpoint(tmp_path / "mix", model_type="mixtral", num_local_experts=5,
+                                                  num_experts_per_tok=2)))
+    run = moe.prefill("The quick brown fox", max_new_tokens=3)
+    run.step(2)
+    ids = run.routing(-1)
+    assert ids.shape == (moe.loaded.config.num_hidden_layers, 1, 2) and ids.dtype.name == "int32"
+    assert (ids == run.records[-1].routing.expert_ids).all() and run.routing(0).shape[1] == len(run.prompt_ids)
+    fig = run.figure("routing", layer=1)
+    assert len(fig.data[0].y) == 5
+    dense = inspector.load(str(make_tiny_checkpoint(tmp_path / "dense")))
+    plain = dense.prefill("The quick brown fox", max_new_tokens=2)
+    assert plain.routing() is None
+    with pytest.raises(inspector.InputError, match="this model is dense"):
+        plain.figure("routing")

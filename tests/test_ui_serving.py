@@ -165,3 +165,22 @@ def test_prefix_caching_and_chunked_prefill_in_the_tab(tiny_loaded):
     ctx = make_ctx(tiny_loaded)
     bad = ctx.panels["serving"].load("s1", text, 2, 4, 0, 1, False, "", 4, *SAMPLING, prefill_chunk=-1)
     assert 'data-error="1"' in bad[STATUS] and "prefill chunk must be a whole number from 0 to 100000" in bad[STATUS]
+
+
+def test_memory_calculator_states_a_mixtures_total_and_active_parameters_and_the_union_curve():
+    """For a mixture of experts the calculator names its total and active parameters (the counts the CLI and
+    transformers give) and what each costs, and draws the experts a batch of B tokens reads against B."""
+    from inspector.serving.experts import count_active_params, expected_experts
+    from inspector.serving.memory import count_params, resolve_config
+
+    cfg = resolve_config("Qwen/Qwen3-30B-A3B").config
+    out = MemoryCalculator(None).memory_view("Qwen/Qwen3-30B-A3B", 4096, 8, "bf16", 80)
+    line = out["line"]
+    assert f"{count_params(cfg) / 1e9:.2f} B parameters in all" in line and "30.53 B" in line
+    assert f"{count_active_params(cfg) / 1e9:.2f} B active per token" in line and "8 of 128 experts" in line
+    curve = out["experts"].data[0]
+    assert list(curve.x)[:3] == [1, 2, 4] and curve.y[0] == pytest.approx(8.0)  # one token: exactly its k experts
+    assert curve.y[list(curve.x).index(8)] == pytest.approx(expected_experts(128, 8, 8))
+    assert all(a < b for a, b in zip(curve.y, curve.y[1:])) and curve.y[-1] < 128
+    dense = MemoryCalculator(None).memory_view("meta-llama/Llama-3.1-8B", 8192, 8, "bf16", 80)
+    assert "mixture of experts" not in dense["line"] and "dense" in dense["experts"].layout.annotations[0].text

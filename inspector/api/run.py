@@ -127,6 +127,13 @@ class Run:
         rec = self.record(k)
         return np.concatenate([rec.resid_pre[:1], rec.resid_post], axis=0).astype(np.float32)
 
+    def routing(self, k: int = -1) -> np.ndarray | None:
+        """(layers, positions of forward k, experts per token) int32: the experts each position forward k added
+        went to in every layer, highest weight first (a mixture of experts; None for a dense model). The
+        weights and router probabilities are on `run.records[k].routing`."""
+        routing = self.record(k).routing
+        return None if routing is None else np.asarray(routing.expert_ids, dtype=np.int32)
+
     def attention(self, layer: int, step: int = -1) -> np.ndarray:
         """(query heads, queries of forward `step`, keys) float32: the attention weights of `layer` for every
         query position forward `step` added, over every key it saw (rows sum to 1; masked keys 0)."""

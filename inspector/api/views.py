@@ -19,6 +19,7 @@ from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
 from inspector.viz import residual as vr
+from inspector.viz import routing as vro
 from inspector.viz import sampling as vs
 from inspector.viz import stages as vst
 from inspector.viz import timing as vt
@@ -86,6 +87,16 @@ def _timing(p: Picked, layer: int, head: int) -> go.Figure:
     return vt.timing_chart(p.records)
 
 
+def _routing(p: Picked, layer: int, head: int) -> go.Figure:
+    """A mixture of experts' router distribution for the position and layer (the page's Routing view)."""
+    if not p.run.session.config.moe:
+        raise InputError("the routing view is a mixture of experts' (mixtral, qwen3_moe, olmoe, granitemoe): "
+                         "this model is dense")
+    layer = p.run._layer(layer)
+    pieces = p.run.pieces
+    return vro.router_chart(p.records, p.position, layer, pieces[p.position] if p.position < len(pieces) else "")
+
+
 def _inventory(p: Picked, layer: int | None = None, head: int = 0) -> Html:
     return Html(vi.inventory_html(_model(p.run).inventory().entries, p.run.session.config.tie_word_embeddings))
 
@@ -99,6 +110,7 @@ FIGURES: dict[str, Callable[[Picked, int, int], Any]] = {
     "sampling": _sampling,
     "timing": _timing,
     "inventory": _inventory,
+    "routing": _routing,
 }
 
 
