@@ -130,10 +130,13 @@ def run_ablation_figure(r: RunAblation, random: RunAblation | None = None) -> go
              f"({_context(r)}): {show_piece(r.token_piece)!r} {r.token_prob_before:.3f} → {r.token_prob_after:.3f}")
     if random is not None:
         title += f"; with {random.label} ({_context(random)}): {random.token_prob_after:.3f}"
+    # the legend inside the plot, bottom right, where the least likely tokens' short bars leave room: above the
+    # plot a legend of three long names wraps into the title of a half-width figure
     return figure(traces, title, 360 + 60 * (random is not None), barmode="group",
-                  xaxis={"title": {"text": "probability"}, "range": [0, 1]}, yaxis={"title": {"text": "next token"},
-                                                                                    "automargin": True},
-                  legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"})
+                  xaxis={"title": {"text": "probability"}, "range": [0, 1]},
+                  yaxis={"title": {"text": "next token"}, "automargin": True},
+                  legend={"x": 0.99, "xanchor": "right", "y": 0.01, "yanchor": "bottom",
+                          "bgcolor": "rgba(255,255,255,0.85)"})
 
 
 def _context(r: RunAblation) -> str:

@@ -224,8 +224,9 @@ class HeadAtlasSection(Panel):
         top_rec, top_levers = heads_ablation.ablate_in_run(s, top, labels[0], before)
         b_top = tree.fork_levers(labels[0], top_levers, s.generated_ids, s.text)
         entry.preview = entry.uncached_ms = None
+        n = len(s.generated_ids)
         return top_rec, rand_rec, (f"branch #{b_top.id}: {labels[0]}, beside #{b_rand.id}: {labels[1]}; the page's "
-                                   f"run is #{b_top.id} now ({len(s.generated_ids)} tokens run again)")
+                                   f"run is #{b_top.id} now ({n} token{'s' if n != 1 else ''} run again)")
 
     @refuses
     def ablate_in_run(self, sid: str | None, n: Any, count: Any, seed: Any, role: Any, k: Any) -> dict[str, Any]:
