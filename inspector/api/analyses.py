@@ -134,20 +134,20 @@ def _heads_flags() -> Flags:
     return Flags([sub.choices["heads"]], skip=("model", "device", "json"))
 
 
-def _head_atlas(self: Model, options: dict[str, Any]) -> tuple[HeadAtlas, argparse.Namespace]:
+def _atlas(self: Model, args: argparse.Namespace) -> HeadAtlas:
+    """The atlas on the probe `inspector heads`'s parsed flags describe (kept per model and probe)."""
     from inspector.analysis import heads
 
-    args = _heads_flags().namespace(options)
     with keyword_errors():
         probe = heads.model_probe(self.loaded, args.probe_len, args.probes, args.seed)
-    return heads.atlas(self.loaded.model, probe), args
+    return heads.atlas(self.loaded.model, probe)
 
 
 def head_scores(self: Model, *, probe_len: int = 48, probes: int = 8, seed: int = 0) -> HeadAtlas:
     """Every head's previous-token, first-token, duplicate-token and induction scores (`inspector heads`) on
     `probes` sequences of `probe_len` random ordinary tokens (seed `seed`), each repeated once; kept per model
     and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe"."""
-    return _head_atlas(self, dict(probe_len=probe_len, probes=probes, seed=seed))[0]
+    return _atlas(self, _heads_flags().namespace(dict(probe_len=probe_len, probes=probes, seed=seed)))
 
 
 def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe_len: int = 48, probes: int = 8,
@@ -162,5 +162,4 @@ def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe
         k = heads_ablation.check_k(self.loaded.config, args.top_k)  # refused before the forwards, as the CLI does
     except InputError as exc:
         raise InputError(str(exc).replace("top-k", "top_k")) from None
-    atlas, _ = _head_atlas(self, dict(probe_len=probe_len, probes=probes, seed=seed))
-    return heads_ablation.ablation(self.loaded.model, atlas, args.role, k, args.seed)
+    return heads_ablation.ablation(self.loaded.model, _atlas(self, args), args.role, k, args.seed)

@@ -87,7 +87,8 @@ class HeadAtlasSection(Panel):
             self.show("status", gr.HTML(self.status("press Compute the atlas"), elem_id="heads-status"))
             with gr.Row():
                 self.n = FreeNumber(heads.DEFAULT_N, label=HEAD_PROBE_LEN.name, precision=0, elem_id="heads-n")
-                self.count = FreeNumber(heads.DEFAULT_PROBES, label=HEAD_PROBES.name, precision=0, elem_id="heads-k-probes")
+                self.count = FreeNumber(heads.DEFAULT_PROBES, label=HEAD_PROBES.name, precision=0,
+                                        elem_id="heads-k-probes")
                 self.seed = FreeNumber(heads.DEFAULT_SEED, label=SEED.name, precision=0, elem_id="heads-seed")
                 self.compute_btn = gr.Button("Compute the atlas", variant="primary", elem_id="heads-compute")
             self.show("map", gr.Plot(empty_figure("Press Compute the atlas: every head of the model, scored"),
@@ -117,8 +118,10 @@ class HeadAtlasSection(Panel):
         p = self.page
         probe = [p.sid, self.n, self.count, self.seed]
         self.on(self.compute_btn.click, self.compute, probe, ["status", "map", "legend"])
-        clicked = self.on(self.request.input, self.show_head, [p.sid, self.request], ["status", "pair", "layer", "head"])
-        self.on(self.ablate_btn.click, self.ablate, [*probe, self.role, self.k], ["status", "map", "legend", "ablation"])
+        clicked = self.on(self.request.input, self.show_head, [p.sid, self.request],
+                          ["status", "pair", "layer", "head"])
+        self.on(self.ablate_btn.click, self.ablate, [*probe, self.role, self.k],
+                ["status", "map", "legend", "ablation"])
         ablated = self.on(self.in_run_btn.click, self.ablate_in_run, [*probe, self.role, self.k],
                           ["status", "map", "legend", "in_run"])
         # then the page's views: the Attention view at the clicked head; the run's tokens and branch tree
@@ -206,7 +209,8 @@ class HeadAtlasSection(Panel):
         message = (f"loss on the repeated copy {none.loss_repeat:.2f} nats with every head, {top.loss_repeat:.2f} "
                    f"without the {top.label}, {rand.loss_repeat:.2f} without {rand.label} (first copy "
                    f"{none.loss_first:.2f}; {result.seconds:.1f} s)")
-        return {"status": self.status(message), **self._atlas_views(state, atlas), "ablation": vh.ablation_figure(result)}
+        return {"status": self.status(message), **self._atlas_views(state, atlas),
+                "ablation": vh.ablation_figure(result)}
 
     def _in_run(self, entry: Entry, top: list[tuple[int, int]], rand: list[tuple[int, int]],
                 labels: tuple[str, str]) -> tuple[RunAblation, RunAblation, str]:
@@ -245,4 +249,3 @@ class HeadAtlasSection(Panel):
         state.in_run = (top_rec, rand_rec)
         return {"status": self.status(message), **self._atlas_views(state, atlas),
                 "in_run": vh.run_ablation_figure(top_rec, rand_rec)}
-
