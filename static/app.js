@@ -85,6 +85,21 @@
     box.dispatchEvent(new KeyboardEvent("keypress", { key: "0", bubbles: true }));
   };
 
+  // The head atlas map (inspector/ui/views/head_atlas.py): a click on a head sends its "L.H" (the cell's
+  // customdata) to the hidden request box, as a DLA bar does. Plotly reports a click on its own graph div
+  // (`plotly_click`, on the pointer's release) and drops its listeners when the plot is drawn anew, so the
+  // listener is (re)attached as the pointer goes down on the map, before that click.
+  const headClicked = (data) => {
+    const point = data && data.points && data.points[0];
+    if (point && point.customdata) send("#heads-head-request textarea", String(point.customdata));
+  };
+  document.addEventListener("mousedown", (ev) => {
+    const plot = ev.target.closest && ev.target.closest("#heads-map .js-plotly-plot");
+    if (!plot || typeof plot.on !== "function") return;
+    plot.removeListener("plotly_click", headClicked);
+    plot.on("plotly_click", headClicked);
+  }, true);
+
   // A pipeline stage names the view tab that shows it (inspector/viz/pipeline.py): open that tab. The tabs sit
   // in two groups, Views and Labs (inspector/ui/app.py); Gradio mounts only the open group's tabs, so a label
   // not on the page is looked for in the other group, opened first. Resolves to whether the tab was found.

@@ -1,6 +1,7 @@
 """The head atlas's figures from hand-made records: each head's colour band is its strongest role and its
-hover its four scores, the two patterns side by side with the future blank, the ablation bars, a run's
-ablation and the legend's sentences with the probe's numbers."""
+hover its four scores, the two patterns side by side with the future blank (the probe's alone without a run),
+the ablation bars, a run's ablation (with a random-heads one beside it) and the legend's sentences with the
+probe's numbers."""
 
 from __future__ import annotations
 
@@ -62,6 +63,16 @@ def test_pattern_pair_shows_the_probe_with_its_repeat_beside_the_run():
     assert "Head 2.1" in title(fig) and "this run (4 tokens)" in fig.layout.xaxis2.title.text
 
 
+def test_pattern_alone_without_a_run():
+    T = 11
+    tri = np.tril(np.ones((T, T), dtype=np.float32))
+    fig = vh.pattern_pair_figure(HeadPattern(0, 3, tri / tri.sum(1, keepdims=True), [f"t{i}" for i in range(T)],
+                                             "probe sequence 0", 6))
+    (only,) = fig.data
+    assert only.showscale and np.array(only.z).shape == (T, T) and "on the probe" in title(fig)
+    assert "right" not in title(fig) and fig.layout.xaxis.domain == (0.0, 1.0)
+
+
 def test_ablation_bars_per_copy_and_condition():
     rows = [AblationRow("none", [], 10.0, 1.0), AblationRow("top 2 induction heads", [(1, 0), (2, 1)], 10.2, 6.0),
             AblationRow("2 random heads", [(0, 1), (1, 1)], 10.1, 1.2)]
@@ -79,6 +90,12 @@ def test_run_ablation_bars_and_whether_the_contexts_match():
     fig = vh.run_ablation_figure(r)
     assert [list(t.x) for t in fig.data] == [[0.3, 0.6], [0.2, 0.5]]
     assert "the same tokens before it" in title(fig) and "0.600 → 0.200" in title(fig)
+    rand = RunAblation("2 random heads off", [(0, 1), (1, 1)], 4, 4, [("x", 0.6), ("y", 0.3)],
+                       [("x", 0.55), ("z", 0.25)], "x", 0.6, 0.55, None)
+    three = vh.run_ablation_figure(r, rand)
+    assert [t.name for t in three.data] == ["as it was", "heads 1.0 off", "2 random heads off"]
+    assert list(three.data[2].x) == [0.25, 0.55] and list(three.data[2].y) == ["z", "x"]
+    assert "with 2 random heads off (the same tokens before it): 0.550" in title(three)
     parted = RunAblation("heads 1.0 off", [(1, 0)], 4, 4, [], [], "x", 0.6, 0.1, 2)
     assert not parted.same_context and "part at step 2" in title(vh.run_ablation_figure(parted))
 

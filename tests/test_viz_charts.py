@@ -83,6 +83,11 @@ def drawn(tiny_loaded, tiny_moe_dir) -> dict[str, list[go.Figure]]:  # noqa: F81
         h.preview(sid, 1.5, 3, 0.9, 0.0, 2)
         h.page.panels["timing"].ops.time_operations(sid, -1, 1)  # the Timing view's per-operation roofline
         inspector.viz.sampling.sampling_bars(h.store.get(sid).session.records[-1].sample)  # the CLI's chart
+        atlas = h.page.panels["attention"].atlas  # the Attention view's head atlas: map, patterns, ablations
+        atlas.compute(sid, 6, 2, 0)
+        atlas.show_head(sid, "1.1")
+        atlas.ablate(sid, 6, 2, 0, "induction", 2)
+        atlas.ablate_in_run(sid, 6, 2, 0, "induction", 2)
 
         ctx = make_ctx(tiny_loaded)
         labs = ctx.panels

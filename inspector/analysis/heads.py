@@ -19,7 +19,8 @@ prompt and the generated tokens before the newest), in one forward under the run
 
 `atlas(model, probe)` runs the K sequences batched (as many rows per forward as keep the recorded patterns
 within `PATTERN_BUDGET` bytes) and keeps the result per model and probe for the life of the process (a few
-floats per head); a second call with the same probe returns it without a forward.
+floats per head, and the probe's ids), the `KEPT` probes used last per model; a second call with the same probe
+returns it without a forward.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ PROBE_LEN = Bound("probe length", True, 2)  # n: the induction target i-n+1 must
 PROBES = Bound("probes", True, 1)
 DEFAULT_N, DEFAULT_PROBES, DEFAULT_SEED = 48, 8, 0
 PATTERN_BUDGET = 256 * 2**20  # bytes of one layer's (rows, H, T, T) fp32 pattern per forward
+KEPT = 16  # atlases kept per model (the probes used last): a server's visitors each try their own probe
 _ATLASES: "weakref.WeakKeyDictionary[Transformer, dict[tuple, HeadAtlas]]" = weakref.WeakKeyDictionary()
 
 
@@ -139,11 +141,13 @@ def score_probe(model: Transformer, probe: Probe, levers: Levers = loop.NO_LEVER
 
 
 def atlas(model: Transformer, probe: Probe) -> HeadAtlas:
-    """The atlas of `model` on `probe`, computed once per (model, probe) in this process."""
+    """The atlas of `model` on `probe`, computed once per (model, probe) in this process (the `KEPT` used last)."""
     kept = _ATLASES.setdefault(model, {})
-    if probe.key not in kept:
-        kept[probe.key] = score_probe(model, probe)
-    return kept[probe.key]
+    found = kept.pop(probe.key, None) or score_probe(model, probe)
+    kept[probe.key] = found  # the newest last
+    while len(kept) > KEPT:
+        kept.pop(next(iter(kept)))
+    return found
 
 
 def cached(model: Transformer, probe: Probe) -> HeadAtlas | None:

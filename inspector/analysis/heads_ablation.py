@@ -12,16 +12,19 @@ lever the page's Interventions lab uses), in every forward of the run it applies
   heads predicts the repeated copy far better than the first.
 - `ablation(model, atlas, role, k, seed)`: those losses with no head off, with the atlas's top-k heads of
   `role` off, and with k heads drawn at random (numpy PCG64, `seed`) from the heads not in that top-k.
-- `ablate_in_run(session, heads, label)`: the session's run made again from its prompt with `heads` off
-  on top of its own levers (`inspector.session.intervene.rerun`), so the session then holds that run as
+- `ablate_in_run(session, heads, label, before)`: the session's run made again from its prompt with `heads`
+  off on top of its own levers (`inspector.session.intervene.rerun`), so the session then holds that run as
   a normal branch of it; returns (`RunAblation`: the newest step's next-token distribution before and
-  after, the levers of the new branch) for the page to add to its branch tree.
+  after, the levers of the new branch) for the page to add to its branch tree. `before` (`run_before`,
+  taken earlier): the run as it was then is the one compared and built on, so two ablations of one run
+  (the top-k heads, then k random heads) each start from it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -104,6 +107,24 @@ def ablation(model: Transformer, atlas: HeadAtlas, role: str = "induction", k: o
     return HeadAblation(role, k, seed, rows, time.perf_counter() - t0)
 
 
+@dataclass(frozen=True)
+class RunBefore:
+    """A session's run as it was: its tokens, its newest step and that step's distribution, its levers."""
+
+    generated_ids: list[int]
+    step: int
+    probs: torch.Tensor  # (V,) softmax of the newest step's raw logits
+    levers: Levers  # the session's own (`Session.own_levers`)
+
+
+def run_before(session: Session) -> RunBefore:
+    """The session's run now, to ablate heads in (InputError before a prefill)."""
+    if not session.records or session.records[-1].sample is None:
+        raise InputError("nothing to ablate in yet: run prefill first")
+    step, probs = _newest(session)
+    return RunBefore(list(session.generated_ids), step, probs, session.own_levers)
+
+
 def _newest(session: Session) -> tuple[int, torch.Tensor]:
     """(the newest step, softmax of its raw logits (V,))."""
     forward = session.trace.forwards[-1]
@@ -115,25 +136,21 @@ def _top(session: Session, probs: torch.Tensor) -> list[tuple[str, float]]:
     return [(session.tokenizer.piece(int(i)), float(v)) for v, i in zip(p, ids)]
 
 
-def ablate_in_run(session: Session, heads: Sequence[Head], label: str = "") -> tuple[RunAblation, Levers]:
+def ablate_in_run(session: Session, heads: Sequence[Head], label: str = "",
+                  before: RunBefore | None = None) -> tuple[RunAblation, Levers]:
     """The session's run made again with `heads` off (see the module docstring): (its record, its levers)."""
-    if not session.records or session.records[-1].sample is None:
-        raise InputError("nothing to ablate in yet: run prefill first")
     if not heads:
         raise InputError("no heads to ablate: pick at least one")
+    was = run_before(session) if before is None else before
     new = head_ablations(session.config, heads)
     label = label or "heads " + ", ".join(f"{L}.{h}" for L, h in heads) + " off"
-    before_ids = list(session.generated_ids)
-    step_before, probs_before = _newest(session)
-    token = before_ids[step_before]
-    top_before = _top(session, probs_before)
-    own = session.own_levers
-    levers = Levers(own.processors, own.cache_policy, own.interventions + new)
-    rerun(session, levers)
+    token = was.generated_ids[was.step]
+    levers = replace(was.levers, interventions=was.levers.interventions + new)
+    rerun(session, levers, len(was.generated_ids))
     step_after, probs_after = _newest(session)
     after_ids = list(session.generated_ids)
-    first = next((i for i, (a, b) in enumerate(zip(before_ids, after_ids)) if a != b), None)
-    record = RunAblation(label, [tuple(h) for h in heads], step_before, step_after, top_before,
-                         _top(session, probs_after), session.tokenizer.piece(token), float(probs_before[token]),
+    first = next((i for i, (a, b) in enumerate(zip(was.generated_ids, after_ids)) if a != b), None)
+    record = RunAblation(label, [tuple(h) for h in heads], was.step, step_after, _top(session, was.probs),
+                         _top(session, probs_after), session.tokenizer.piece(token), float(was.probs[token]),
                          float(probs_after[token]), first, session.tokenizer.pieces(after_ids))
     return record, levers

@@ -5,19 +5,24 @@ apart. Token arguments (`token`, `answer`, `wrong`) are one token's text or "#ID
 or an int id. `inspector.figure(result)` draws a result with the page's lab builders.
 
 Adding an analysis: one function here taking the `Model` first, calling the command's shared function,
-then one line in `Model` (`name = analyses.name`). Head scores (`inspector.analysis.heads`, when it
-lands) go here the same way, beside `attribute`.
+then one line in `Model` (`name = analyses.name`). The head atlas (`inspector heads`) is two methods: its
+scores (`head_scores`, the JSON's "heads" and "probe") and its causal check (`head_ablation`, its
+"ablation"), each calling the analysis functions the command calls, with its flags as keywords.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from inspector.api.options import keyword_errors
+from inspector.api.options import Flags, keyword_errors
 from inspector.errors import InputError
 
 if TYPE_CHECKING:
+    import argparse
+
     from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
+    from inspector.analysis.records_heads import HeadAblation, HeadAtlas
     from inspector.api.model import Model
     from inspector.generation.records import BeamRecord
     from inspector.quant.records import FidelityRecord
@@ -115,3 +120,46 @@ def beam_search(self: Model, prompt: str, *, num_beams: int = 2, **options: Any)
         if settings.num_beams < 2:
             raise InputError(f"num_beams must be at least 2 for a beam search, got {settings.num_beams}")
         return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens)
+
+
+@cache
+def _heads_flags() -> Flags:
+    """`inspector heads`'s own flags (probe_len, probes, seed, role, top_k: their checks and defaults)."""
+    import argparse
+
+    from inspector.commands.heads import register
+
+    sub = argparse.ArgumentParser(add_help=False).add_subparsers()
+    register(sub)
+    return Flags([sub.choices["heads"]], skip=("model", "device", "json"))
+
+
+def _atlas(self: Model, args: argparse.Namespace) -> HeadAtlas:
+    """The atlas on the probe `inspector heads`'s parsed flags describe (kept per model and probe)."""
+    from inspector.analysis import heads
+
+    with keyword_errors():
+        probe = heads.model_probe(self.loaded, args.probe_len, args.probes, args.seed)
+    return heads.atlas(self.loaded.model, probe)
+
+
+def head_scores(self: Model, *, probe_len: int = 48, probes: int = 8, seed: int = 0) -> HeadAtlas:
+    """Every head's previous-token, first-token, duplicate-token and induction scores (`inspector heads`) on
+    `probes` sequences of `probe_len` random ordinary tokens (seed `seed`), each repeated once; kept per model
+    and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe"."""
+    return _atlas(self, _heads_flags().namespace(dict(probe_len=probe_len, probes=probes, seed=seed)))
+
+
+def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe_len: int = 48, probes: int = 8,
+                  seed: int = 0) -> HeadAblation:
+    """The probe's loss on its first and repeated copy with no head off, the `top_k` heads of `role` off and
+    `top_k` random other heads off (`inspector heads --role --top-k`; `seed` draws the probe and the random
+    heads); `to_json()` is the command's "ablation"."""
+    from inspector.analysis import heads_ablation
+
+    args = _heads_flags().namespace(dict(role=role, top_k=top_k, probe_len=probe_len, probes=probes, seed=seed))
+    try:
+        k = heads_ablation.check_k(self.loaded.config, args.top_k)  # refused before the forwards, as the CLI does
+    except InputError as exc:
+        raise InputError(str(exc).replace("top-k", "top_k")) from None
+    return heads_ablation.ablation(self.loaded.model, _atlas(self, args), args.role, k, args.seed)

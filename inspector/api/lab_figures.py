@@ -1,5 +1,6 @@
 """`figure(result)`: an analysis result (`Model.attribute`, `patch`, `loss(grad_norms=True)`, `quant`,
-`beam_search`) drawn by the builder its lab tab on the page uses (`inspector.viz`). Importing this module
+`beam_search`, `head_scores`, `head_ablation`) drawn by the builder its lab tab or view on the page uses
+(`inspector.viz`: the head atlas's map and its ablation bars are the Attention view's). Importing this module
 imports plotly; `inspector.figure` imports it only when called.
 """
 
@@ -10,10 +11,12 @@ from typing import Any, Callable
 import plotly.graph_objects as go
 
 from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
+from inspector.analysis.records_heads import HeadAblation, HeadAtlas
 from inspector.errors import InputError
 from inspector.generation.records import BeamRecord
 from inspector.quant.records import FidelityRecord
 from inspector.viz import beams as vb
+from inspector.viz import heads as vh
 from inspector.viz import interventions as vi
 from inspector.viz import quant as vq
 from inspector.viz import training as vt
@@ -25,6 +28,8 @@ BUILDERS: dict[type, Callable[[Any], go.Figure]] = {
     TrainingStep: vt.layer_norms_figure,
     FidelityRecord: vq.strip_figure,
     BeamRecord: vb.beam_tree,
+    HeadAtlas: vh.atlas_figure,
+    HeadAblation: vh.ablation_figure,
 }
 
 

@@ -7,8 +7,8 @@ from the keywords (`inspector.api.options`), the run command's checks (`commands
 session (`commands.run.new_session`: interventions, decoding processors, quantized weights or KV cache),
 then one prefill; `speculative=` gives a `SpeculativeRun` over the same drafters. A KV-cache eviction
 policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s names, the page's KV view policies) goes into
-the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`) are
-in `inspector.api.analyses`.
+the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
+`head_scores`, `head_ablation`) are in `inspector.api.analyses`.
 """
 
 from __future__ import annotations
@@ -165,6 +165,8 @@ class Model:
     kv_eval = analyses.kv_eval
     quant = analyses.quant
     beam_search = analyses.beam_search
+    head_scores = analyses.head_scores
+    head_ablation = analyses.head_ablation
 
 
 def _policy(policy: str = "full", budget: int | None = None, sinks: int = 4) -> Any:

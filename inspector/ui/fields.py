@@ -64,6 +64,9 @@ PLAY_SPEED = Bound("speed (tokens/s)", False, 1, 20)  # Play's pace (`inspector.
 
 # ---- views
 OP_STEP = Bound("step to time", True, -1, note="(-1 = the newest, 0 = the prefill)")  # Timing: time operations
+# the Attention view's head atlas: its probe (CLI defaults 48 x 8); the model's context may allow less
+HEAD_PROBE_LEN = Bound("probe length n", True, 2, 128)
+HEAD_PROBES = Bound("probes K", True, 1, 16)
 
 # ---- lab tabs
 DRAFT_LEN = Bound("draft length k", True, 1, 16)

@@ -66,13 +66,15 @@ def _pattern_trace(hp: HeadPattern, axis: str) -> dict:
     text = [[f"query {i} {esc(labels[i])} → key {j} {esc(labels[j])}" for j in range(T)] for i in range(T)]
     return {"type": "heatmap", "z": z.tolist(), "x": list(range(T)), "y": list(range(T)), "zmin": 0.0, "zmax": 1.0,
             "colorscale": BLUES, "text": text, "hovertemplate": "%{text}<br>weight %{z:.3f}<extra></extra>",
-            "xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": axis == "2",
+            "xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": False, "showlegend": False,
             "colorbar": {"title": {"text": "weight"}, "thickness": 12}}
 
 
-def pattern_pair_figure(probe: HeadPattern, run: HeadPattern) -> go.Figure:
-    """One head's pattern on the probe (left; dashed lines where the repeat starts) beside its pattern on a run."""
-    traces = [_pattern_trace(probe, ""), _pattern_trace(run, "2")]
+def pattern_pair_figure(probe: HeadPattern, run: HeadPattern | None = None) -> go.Figure:
+    """One head's pattern on the probe (left; dashed lines where the repeat starts) beside its pattern on a run
+    (right; the probe's alone, the whole width, without one)."""
+    traces = [_pattern_trace(probe, "")] + ([_pattern_trace(run, "2")] if run is not None else [])
+    traces[-1]["showscale"] = True
     shapes = []
     if probe.repeat_from is not None:
         s, end = probe.repeat_from - 0.5, probe.pattern.shape[0] - 0.5
@@ -85,6 +87,11 @@ def pattern_pair_figure(probe: HeadPattern, run: HeadPattern) -> go.Figure:
         y = {**GRID, "anchor": anchor.replace("y", "x"), "autorange": "reversed", "title": {"text": "query"}, **ticks}
         return x, y
 
+    if run is None:
+        x1, y1 = axes(probe, [0.0, 1.0], "y")
+        title = (f"Head {probe.layer}.{probe.head}: its attention on the probe (the repeat starts at the dashed "
+                 "line)")
+        return figure(traces, title, 440, xaxis=x1, yaxis=y1, shapes=shapes, margin={"b": 90})
     x1, y1 = axes(probe, [0.0, 0.45], "y")
     x2, y2 = axes(run, [0.55, 1.0], "y2")
     title = (f"Head {probe.layer}.{probe.head}: its attention on the probe (left; the repeat starts at the dashed "
@@ -108,20 +115,37 @@ def ablation_figure(ab: HeadAblation) -> go.Figure:
                   legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"})
 
 
-def run_ablation_figure(r: RunAblation) -> go.Figure:
-    """The newest step's most likely next tokens in the run as it was and in the run with the heads off."""
+def run_ablation_figure(r: RunAblation, random: RunAblation | None = None) -> go.Figure:
+    """The newest step's most likely next tokens in the run as it was and in the run with the heads off (and,
+    given `random`, in the run with as many random heads off, made from the same run as it was)."""
+    series = [("as it was", r.top_before, PROMPT), (r.label, r.top_after, CHOSEN)]
+    if random is not None:
+        series.append((random.label, random.top_after, SINK))
     traces = []
-    for name, top, color in (("as it was", r.top_before, PROMPT), (f"{r.label}", r.top_after, CHOSEN)):
+    for name, top, color in series:
         traces.append({"type": "bar", "orientation": "h", "name": name, "y": [show_piece(p, 14) for p, _ in top][::-1],
                        "x": [v for _, v in top][::-1], "marker": {"color": color},
                        "hovertemplate": "%{y}: %{x:.3f}<extra>" + esc(name) + "</extra>"})
-    context = ("the same tokens before it" if r.same_context else
-               f"other tokens before it (the runs part at step {r.first_diverging})" if r.first_diverging is not None
-               else f"a run that stopped at step {r.step_after}")
-    title = (f"Next token at step {r.step_after} with {r.label}, beside step {r.step_before} as it was ({context}): "
-             f"{show_piece(r.token_piece)!r} {r.token_prob_before:.3f} → {r.token_prob_after:.3f}")
-    return figure(traces, title, 360, barmode="group", xaxis={"title": {"text": "probability"}, "range": [0, 1]},
-                  yaxis={"automargin": True}, legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"})
+    title = (f"Next token at step {r.step_after} with {r.label}, beside step {r.step_before} as it was "
+             f"({_context(r)}): {show_piece(r.token_piece)!r} {r.token_prob_before:.3f} → {r.token_prob_after:.3f}")
+    if random is not None:
+        title += f"; with {random.label} ({_context(random)}): {random.token_prob_after:.3f}"
+    # the legend inside the plot, bottom right, where the least likely tokens' short bars leave room: above the
+    # plot a legend of three long names wraps into the title of a half-width figure
+    return figure(traces, title, 360 + 60 * (random is not None), barmode="group",
+                  xaxis={"title": {"text": "probability"}, "range": [0, 1]},
+                  yaxis={"title": {"text": "next token"}, "automargin": True},
+                  legend={"x": 0.99, "xanchor": "right", "y": 0.01, "yanchor": "bottom",
+                          "bgcolor": "rgba(255,255,255,0.85)"})
+
+
+def _context(r: RunAblation) -> str:
+    """What the ablated run's newest step predicts from, against the run as it was."""
+    if r.same_context:
+        return "the same tokens before it"
+    if r.first_diverging is not None:
+        return f"other tokens before it: the runs part at step {r.first_diverging}"
+    return f"a run that stopped at step {r.step_after}"
 
 
 def legend_text(probe: Probe) -> str:

@@ -5,7 +5,8 @@ Its layer and query-head sliders are page-wide inputs (every view event reads th
 `Page.head`). Slots: for the prefill (no position selected) the head's whole causal pattern, else the
 selected position's row; an image of every layer and head's row for that position (local layers marked
 when the model has sliding-window layers); a line with the keys attended and the KV-group table. A layer
-or head outside the model is refused by name, never clamped.
+or head outside the model is refused by name, never clamped. Below them the head atlas section
+(`inspector.ui.views.head_atlas`): every head's role on a probe, and what ablating the strongest heads does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.ui.fields import head_bound, layer_bound, slider
-from inspector.ui.panel import Slot, ViewPanel
+from inspector.ui.panel import Page, Slot, ViewPanel
+from inspector.ui.views.head_atlas import HeadAtlasSection
 from inspector.ui.sessions import Entry
 from inspector.viz import attention as va
 from inspector.viz import residual as vr
@@ -28,6 +30,10 @@ class AttentionView(ViewPanel):
     slots = (Slot("attn_info", "attn-info"), Slot("attn_fig", "attn-pattern", plot=True),
              Slot("attn_overview", "attn-overview"))
 
+    def __init__(self, page: Page) -> None:
+        super().__init__(page)
+        self.atlas = HeadAtlasSection(page)
+
     def layout(self) -> None:
         import gradio as gr
 
@@ -38,6 +44,10 @@ class AttentionView(ViewPanel):
             self.page.head = slider(head_bound(cfg), 0, 1, "query head", "attn-head")
         for s in self.slots:
             self.slot(s.key)
+        self.atlas.layout()
+
+    def wire(self) -> None:
+        self.atlas.wire()
 
     def blank(self) -> dict[str, Any]:
         cfg = self.page.loaded.config
