@@ -150,3 +150,18 @@ def test_a_model_without_a_chat_template_starts_with_chat_off_and_says_why(tiny_
     h, _ = make(tiny_loaded)
     sid, views = h.prefill(None, "The quick brown fox", chat.value, "", *SAMPLING, 4, 0, 0)
     assert "prefill done" in views["status"] and "ii-error" not in views["status"]
+
+
+def test_a_handler_that_changes_nothing_skips_every_output():
+    """{} from a handler means "nothing changes": each component gets gr.skip(). (Returned as it was, Gradio
+    took an empty dict for a lone output's value: the Training lab's text box once became "{}".)"""
+    import gradio as gr
+
+    from inspector.ui.panel import named_outputs
+
+    with gr.Blocks():
+        box, line = gr.Textbox(), gr.HTML()
+    fn = named_outputs(lambda: {}, {"text": box})
+    assert fn() == {box: gr.skip()}
+    fn = named_outputs(lambda: {"status": "ok"}, {"text": box, "status": line})
+    assert fn() == {line: "ok"}

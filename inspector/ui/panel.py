@@ -195,7 +195,11 @@ def bind(triggers: Any, fn: Callable[..., Any], inputs: list | None, outputs: li
 def named_outputs(handler: Callable[..., Any], components: dict[str, Any]) -> Callable[..., Any]:
     """`handler` with its {name: value} results turned into {component: value} for Gradio (a generator stays
     one, so Gradio streams it)."""
+    import gradio as gr
+
     def convert(out: dict[str, Any]) -> dict[Any, Any]:
+        if not out:  # nothing changes: skip every output (an empty dict would reach a lone output as its value)
+            return {c: gr.skip() for c in components.values()}
         return {components[k]: v for k, v in out.items()}
 
     if inspect.isgeneratorfunction(handler):

@@ -13,11 +13,10 @@ import plotly.graph_objects as go
 from inspector.session.records import SampleRecord
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_piece
 
-CAPTION = ("Sampling: every stage between the newest position's logits and the token, in the order it runs. "
-           "Penalties, bans and a grammar you set edit or mask the logits first; temperature divides them (below 1 "
-           "sharpens, above 1 flattens); top-k / top-p / min-p remove unlikely tokens (their lines drop to 0); the "
-           "survivors are renormalised and one is drawn with the seed (the same seed, position and distribution "
-           "draw the same token). Temperature 0 = greedy: the highest logit after those edits, no draw.")
+CAPTION = ("Sampling: every stage from the newest position's logits to the token, in order: your penalties, bans "
+           "and grammar edit or mask the logits; temperature divides them (below 1 sharpens, above 1 flattens); top-k / "
+           "top-p / min-p drop unlikely tokens (their lines fall to 0); the survivors are renormalised and one is "
+           "drawn with the seed. Temperature 0 = greedy: the highest logit after the edits, no draw.")
 
 
 def removed_by(c, stages: list[str] | None = None) -> list[str]:
