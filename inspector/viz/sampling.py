@@ -13,10 +13,9 @@ import plotly.graph_objects as go
 from inspector.session.records import SampleRecord
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_piece
 
-CAPTION = ("Sampling: every stage from the newest position's logits to the token, in order: your penalties, bans "
-           "and grammar edit or mask the logits; temperature divides them (below 1 sharpens, above 1 flattens); top-k / "
-           "top-p / min-p drop unlikely tokens (their lines fall to 0); the survivors are renormalised and one is "
-           "drawn with the seed. Temperature 0 = greedy: the highest logit after the edits, no draw.")
+CAPTION = ("Sampling: each stage from the newest logits to the token, in order: penalties, bans and a grammar edit "
+           "the logits; temperature divides them; top-k / top-p / min-p drop unlikely tokens (to 0); the survivors "
+           "are renormalised and one is drawn with the seed. Temperature 0 = greedy: the top logit, no draw.")
 
 
 def removed_by(c, stages: list[str] | None = None) -> list[str]:
