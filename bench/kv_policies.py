@@ -55,6 +55,8 @@ def main() -> None:
     print(f"{loaded.name}, {len(ids)} tokens of {Path(args.text_file).name} (prefill {prefill}, "
           f"{full['scored']} predicted), {torch.get_num_threads()} threads, positions {args.positions}; "
           f"full cache: ppl {full['ppl_full']:.2f}, {format_bytes(full['kv_bytes_full'])}, {full['seconds_full']:.1f} s\n")
+    print("KV kept: the kept entries' bytes, what a compacting cache would hold (masked-out entries stay in "
+          "memory unless the policy compacts: --positions contiguous for window/sinks)\n")
     print("| policy | budget | KL mean | KL p95 | top-1 | ppl | KV kept | vs full | seconds | vs full |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for policy in args.policies.split(","):

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.models.catalog import DEFAULT_KEY
-from harness.server_proc import CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, run_at_barrier, run_session
+from harness.server_proc import (CALL_TIMEOUT_S, GREEDY, SESSION_KINDS, SessionRun, open_session, run_at_barrier,
+                                 run_session)
 
 LAB_BUTTONS = ("speculative-start", "speculative-round", "serving-load", "serving-step", "quant-run", "kvpolicy-run",
                "iv-apply", "iv-attribute", "training-run", "models-compare", "beams-run")
@@ -105,10 +106,7 @@ def _visitor(kind: Any, url: str, prompt: str, steps: int, start: threading.Barr
              labs: bool) -> tuple[SessionRun, list[LabCall], float]:
     """One visitor: (its page run, its lab requests, when its Steps ended: perf_counter)."""
     try:
-        session = kind(url)
-        if warmup:  # the server's first forwards and views are slow (cold caches, lazy imports): not timed
-            session.prefill(prompt, 3)
-            session.step()
+        session = open_session(kind, url, prompt, warmup)
     except Exception as exc:  # noqa: BLE001 - could not even connect
         start.wait()
         return SessionRun(prompt, error=f"{type(exc).__name__}: {exc}"), [], time.perf_counter()

@@ -141,7 +141,8 @@ def open_page(p, demo):
 
 
 TABS = ("Residual stream", "Attention", "KV cache", "Sampling", "Timing")
-PLAY_TABS = ("Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing")  # every view tab
+PLAY_TABS = ("Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing", "Beams")
+# every view tab of the default model (Routing shows only for a mixture of experts)
 
 
 def open_tab(page, label: str) -> None:

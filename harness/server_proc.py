@@ -1,7 +1,7 @@
 """The app as a real `python app.py` subprocess, its memory sampled from outside, and sessions driven
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
-Used by tests/test_load.py, tests/test_ui_number_boxes.py, bench/load.py, bench/load_labs.py and
+Used by tests/test_load.py, tests/test_ui_number_boxes*.py, bench/load.py, bench/load_labs.py and
 bench/soak.py (`from harness.server_proc import ...`; they run from the repository root); no pytest here.
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
@@ -14,7 +14,8 @@ bench/soak.py (`from harness.server_proc import ...`; they run from the reposito
 - `UiSession` drives `/ui_prefill`, `/ui_step`, `/ui_play`, `/ui_pause`: the page's events, undocumented
   but what a browser triggers, and the only ones that run the next forward ahead
   (`inspector.ui.handlers.Handlers.queue_forward_ahead`). `ApiSession` drives the named API `/prefill`,
-  `/step`. Both return a `Reply` and never raise on an app error: it is `Reply.error`.
+  `/step`. Both return a `Reply` and never raise on an app error: it is `Reply.error`. `open_session` connects
+  one (and warms the server up when asked); `run_sequential` / `run_parallel` time sessions' Steps.
 """
 
 from __future__ import annotations
@@ -374,13 +375,20 @@ def run_session(session: UiSession | ApiSession, prompt: str, steps: int, max_ne
     return run
 
 
+def open_session(kind, url: str, prompt: str, warmup: bool = False):
+    """A session of `kind` connected to `url`; with `warmup` it prefills `prompt` and steps once first, untimed
+    (the server's first forwards and views are slow: cold caches, lazy imports). Raises what connecting raised."""
+    session = kind(url)
+    if warmup:
+        session.prefill(prompt, 3)
+        session.step()
+    return session
+
+
 def _open_and_run(kind, url: str, prompt: str, steps: int, max_new: int | None,
                   start: threading.Barrier | None, warmup: bool = False) -> SessionRun:
     try:
-        session = kind(url)
-        if warmup:  # the server's first forwards and views are slow (cold caches, lazy imports): not timed
-            session.prefill(prompt, 3)
-            session.step()
+        session = open_session(kind, url, prompt, warmup)
     except Exception as exc:  # noqa: BLE001 - could not even connect
         if start is not None:
             start.wait()

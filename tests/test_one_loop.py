@@ -28,6 +28,7 @@ from inspector.generation.records import FINISH_LABELS, FinishReason, finish_lab
 from inspector.generation.sequence import Sequence
 from tests.engine_fixtures import tiny_model
 from tests.viz_records import tiny_loaded  # noqa: F401 (fixture)
+from test_layers import all_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "inspector"
@@ -144,26 +145,15 @@ def test_one_label_table_names_every_finish_reason():
     assert finish_label(None) == "" and "stopped" not in generated_text_html("x", None)
 
 
-def bench_imports(path: Path) -> set[str]:
-    """Every module `path` imports, at any depth of the file (functions included)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
-
 @pytest.mark.parametrize("folder", ["bench", "harness"])
 def test_bench_and_harness_import_nothing_from_tests(folder: str):
-    offenders = {p.name: sorted(m for m in bench_imports(p) if m == "tests" or m.startswith("tests."))
+    offenders = {p.name: sorted(m for m in all_imports(p) if m == "tests" or m.startswith("tests."))
                  for p in sorted((ROOT / folder).glob("*.py"))}
     assert not {k: v for k, v in offenders.items() if v}
 
 
 def test_bench_modules_import_each_other_without_a_circle():
-    graph = {p.stem: {m.split(".")[1] for m in bench_imports(p) if m.startswith("bench.")}
+    graph = {p.stem: {m.split(".")[1] for m in all_imports(p) if m.startswith("bench.")}
              for p in (ROOT / "bench").glob("*.py")}
 
     def visit(node: str, path: list[str]) -> None:

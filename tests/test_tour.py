@@ -63,7 +63,7 @@ def test_the_kv_step_names_this_runs_numbers_and_equals_the_kv_view(tiny_loaded,
 def test_default_model_sentence_matches_the_issue():
     """SmolLM2-135M's numbers: 30 layers, 9 query heads over 3 KV heads, head_dim 64, fp32."""
     facts = TourFacts(576, 30, 9, 3, 64, 49152, 4, 30 * 2 * 3 * 64 * 4)
-    rec = _FakeRec(n=12)
+    rec = FakePrefill(n=12)
     kv = sections(tour_html(facts, rec))["kv"]  # type: ignore[arg-type]
     assert "12 tokens</b> × 30 layers × 2 (K and V) × 3 KV heads × 64 numbers × 4 bytes = " in kv
     assert "552,960 bytes (540.0 KiB)" in kv and "because 9 query heads share 3 KV heads" in kv
@@ -153,8 +153,8 @@ def test_fresh_selections_unless_pinned(tiny_loaded):
     assert store.get(sid).selected == 2  # pinned: the position carries over
 
 
-class _FakeRec:
-    """The few fields of a ForwardRecord the tour reads (a prefill of `n` tokens, no sample)."""
+class FakePrefill:
+    """The few fields of a prefill ForwardRecord the tour, weights and timing steps read (`n` tokens, no sample)."""
 
     def __init__(self, n: int) -> None:
         import numpy as np

@@ -31,6 +31,7 @@ from inspector.viz.header import status_html
 from inspector.viz.pipeline import ModelFacts, pipeline_html
 from inspector.viz.tour import TourFacts, intensity, tour_html
 from tests.viz_records import tiny_loaded, tiny_run  # noqa: F401 (fixtures)
+from test_tour import FakePrefill
 from tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def test_decode_flops_per_byte_are_computed_per_dtype_against_the_ridge(elem, dt
     slow = _step(tour_html(dataclasses.replace(facts, ridge=2 / elem * 6), None), "weights")
     fast = _step(tour_html(dataclasses.replace(facts, ridge=2 / elem / 2), None), "weights")  # a hypothetical machine
     assert "decode is memory-bound" in slow and "decode is compute-bound" in fast
-    prefill = _FakePrefill(12)
+    prefill = FakePrefill(12)
     below = _step(tour_html(dataclasses.replace(facts, ridge=24 / elem + 1), prefill), "weights")  # type: ignore[arg-type]
     above = _step(tour_html(dataclasses.replace(facts, ridge=24 / elem - 1), prefill), "weights")  # type: ignore[arg-type]
     assert f"12 tokens did {24 / elem:g} FLOP per byte" in below
@@ -262,21 +263,6 @@ def test_the_readmes_byte_sizes_use_the_units_it_states():
     assert "**Units.**" in readme and not re.findall(r"\d\s?KB\b", readme)
     shown = re.search(r"Llama-3\.1-70B --context 8192 --dtype bf16\s+# ([\d.]+ GiB) of weights", readme).group(1)
     assert shown == format_bytes(weight_bytes(resolve_config("meta-llama/Llama-3.1-70B").config, "bf16"))
-
-
-class _FakePrefill:
-    """The fields of a prefill ForwardRecord the weights and timing steps read."""
-
-    def __init__(self, n: int) -> None:
-        import numpy as np
-
-        self.kind, self.step, self.start_pos, self.token_ids = "prefill", 0, 0, list(range(n))
-        self.kv, self.resid_post, self.sample = [], np.zeros((1, n)), None
-        self.forward_ms, self.sample_ms, self.tokenize_ms = 10.0, 0.1, 0.5
-
-    @property
-    def n_new(self) -> int:
-        return len(self.token_ids)
 
 
 def _step(html: str, key: str) -> str:

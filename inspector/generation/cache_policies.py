@@ -14,7 +14,8 @@ capabilities, each a class attribute the loop reads:
   `inspector.engine.kv_cache.KVCache.compact`); otherwise evicted entries are masked and kept keys keep
   their original positions and rotary phase (H2O's convention).
 
-Policies here, each keeping at most `budget` positions per layer (and KV head) after a forward:
+Policies here, each keeping at most `budget` positions per layer (and KV head) after a forward (SnapKV
+after its one eviction, at the prefill; the decode steps after it add to the cache):
 - `KeepAll` ("full"): the cache only grows.
 - `SlidingWindow(window, sinks=0, rerotate=False)` ("window", or "sinks" with sinks): the first `sinks`
   positions (attention sinks) and the newest `window`. Layer- and head-independent.

@@ -11,7 +11,8 @@ and returns a `RoundRecord`. Like `Session`, the newest token is generated but n
 cache holds prompt + generated[:-1]. Generation ends at EOS, `max_new_tokens` or the context window, at
 the exact token where plain decoding would end; k is capped per round so the verify never passes the
 context and no round drafts past `max_new_tokens`. Greedy output equals plain greedy decoding token for
-token; sampled output has the full model's distribution (not the same draws as `Session`).
+token up to float rounding (the verify forward sums k+1 positions in another order than one-token steps,
+so a near-tie can flip); sampled output has the full model's distribution (not the same draws as `Session`).
 
 `plain_decode(model, ids, tokens)` times plain greedy decoding of the same prompt and length (the speedup's
 peer). Bad input (draft length < 1 or past the context, bad sampling settings) raises InputError.

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from inspector.analysis.records import Attribution, Comparison, PatchedRun, PatchSweep
 from inspector.viz.common import ATTN, CHOSEN, MLP, PROMPT, esc, figure, position_ticks, show_piece
+from inspector.viz.tokens import LENS_NOTE
 
 DLA_TOP = 20
 DIVERGING = [[0.0, "#2563eb"], [0.5, "#f8fafc"], [1.0, "#dc2626"]]  # blue (negative) - white - red (positive)
@@ -95,11 +96,11 @@ def resid_diff_figure(c: Comparison) -> go.Figure:
 
 def commitment_strip_html(pieces: list[str], layers: list[int | None], num_layers: int) -> str:
     """The generated tokens, each with the layer from which the logit lens already said it ("decided at
-    layer 21"); None where the lens was not computed."""
+    layer 21 of 29", with the lens's early-layer caveat); None where the lens was not computed."""
     spans = []
     for k, (p, L) in enumerate(zip(pieces, layers)):
         note = "" if L is None else f"<sub style='color:#6b7280'>L{L}</sub>"
-        title = "logit lens not computed" if L is None else f"decided at layer {L} of {num_layers - 1}"
+        title = "logit lens not computed" if L is None else f"decided at layer {L} of {num_layers - 1} ({LENS_NOTE})"
         spans.append(f"<span class='ii-commit' data-step='{k}' title='{esc(title)}'>{esc(show_piece(p, 16))}{note}</span>")
     return (f"<div id='commitment-strip'><span class='ii-caption'>Commitment layer (the first layer from which "
             f"the logit lens's top-1 stays the final token):</span> {' '.join(spans)}</div>")
