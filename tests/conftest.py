@@ -27,15 +27,6 @@ CHROMIUM_ARGS = [
 ]
 
 
-def pytest_collection_modifyitems(config, items):
-    """Files with a slow or a browser test first, each file's tests in their own order: a parallel run
-    (pytest-xdist hands each worker whole files, in this order: `--no-loadscope-reorder`) starts its longest
-    files early instead of ending on one of them."""
-    long_files = {item.nodeid.split("::")[0] for item in items
-                  if item.get_closest_marker("slow") or item.get_closest_marker("browser")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_files)
-
-
 @pytest.fixture(autouse=True)
 def _settle_the_model_thread():
     """After each test, let the work the app queued on its decode thread (forwards run ahead after a delay) run
