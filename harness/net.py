@@ -1,8 +1,8 @@
 """Loopback plumbing for everything that starts a server: a free port, and waiting until a URL answers.
 
-Used by the tests (harness/server_proc.py, harness/app_server.py, the Space tests) and by the bench and docs
-scripts, which import it as `harness.net` (they run from the repository root, so the root is on sys.path).
-No pytest here: callers turn `NotServing` into their own failure, with their server's log.
+Used by harness/server_proc.py and harness/app_server.py, by the tests (the Space tests) and by bench/ui.py,
+which import it as `harness.net` (they run from the repository root, so the root is on sys.path). No pytest
+here: callers turn `NotServing` into their own failure, with their server's log.
 
 - `free_port()`: a TCP port on 127.0.0.1 that nothing listens on (the OS picks it; closed again before
   it is returned, so a server can bind it, and a client that connects to it is refused).
