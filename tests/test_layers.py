@@ -44,13 +44,8 @@ def layer_of(module: str) -> str | None:
 
 
 def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in found if m == "inspector" or m.startswith("inspector.")}
+    """The `inspector` modules (and `module.name` of each from-import) a file imports."""
+    return {m for m in all_imports(path, with_names=True) if m == "inspector" or m.startswith("inspector.")}
 
 
 def modules() -> list[Path]:
@@ -94,14 +89,17 @@ def test_the_page_does_no_tensor_math():
     assert importing == ["model_thread.py"]
 
 
-def all_imports(path: Path) -> set[str]:
-    """Every module a file imports (any package)."""
+def all_imports(path: Path, with_names: bool = False) -> set[str]:
+    """Every module a file imports (any package, at any depth of the file); with `with_names` also
+    `module.name` for each name of a from-import (the name may be a submodule)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            if with_names:
+                found |= {f"{node.module}.{a.name}" for a in node.names}
     return found
 
 

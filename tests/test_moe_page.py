@@ -19,23 +19,16 @@ from inspector.ui.bundle import ViewSlot
 from tests.lab_context import make_page
 from tests.test_ui_handlers import SAMPLING
 from tests.viz_records import tiny_loaded  # noqa: F401
-from tiny import tiny_moe_dir  # noqa: F401
+from tiny import tiny_moe_dir, tiny_moe_loaded  # noqa: F401
 
 PROMPT = "The quick brown fox jumps"
 ROUTING_SLOTS = {"routing-map-view", "router-chart", "routing-load-view"}
 
 
 @pytest.fixture(scope="module")
-def moe_loaded(tiny_moe_dir):  # noqa: F811
-    from inspector.models.loader import load_model
-
-    return load_model(str(tiny_moe_dir))
-
-
-@pytest.fixture(scope="module")
-def moe_run(moe_loaded):
+def moe_run(tiny_moe_loaded):
     """The bare page of the mixture, its session id after a prefill and two decode steps."""
-    page = make_page(moe_loaded)
+    page = make_page(tiny_moe_loaded)
     sid = page.run.prefill(None, PROMPT, False, "", *SAMPLING, 8, 0, 0)[0]
     for _ in range(2):
         page.run.step(sid, *SAMPLING, 0, 0)
@@ -46,8 +39,8 @@ def page_ids(demo) -> set[str]:
     return {getattr(b, "elem_id", None) for b in demo.blocks.values()} - {None}
 
 
-def test_a_dense_page_has_no_routing_tab_and_a_mixtures_page_draws_it(tiny_loaded, moe_loaded, moe_run):  # noqa: F811
-    dense, moe = page_ids(build_app(tiny_loaded)), page_ids(build_app(moe_loaded))
+def test_a_dense_page_has_no_routing_tab_and_a_mixtures_page_draws_it(tiny_loaded, tiny_moe_loaded, moe_run):  # noqa: F811
+    dense, moe = page_ids(build_app(tiny_loaded)), page_ids(build_app(tiny_moe_loaded))
     assert "tab-routing" not in dense and not ROUTING_SLOTS & dense and "weights-read-chart" not in dense
     assert {"tab-routing", "routing-layer", "weights-read-chart"} | ROUTING_SLOTS <= moe
     assert "routing" not in make_page(tiny_loaded).panels
@@ -87,18 +80,18 @@ def test_the_timing_view_counts_the_experts_each_step_read(tiny_loaded, moe_run)
     assert "weights_fig" not in dense.run.render.view_keys and "weights_fig" in page.run.render.view_keys
 
 
-def test_the_serving_labs_roofline_counts_the_experts_a_batch_read(moe_loaded):
+def test_the_serving_labs_roofline_counts_the_experts_a_batch_read(tiny_moe_loaded):
     from inspector.serving.experts import expert_costs
     from inspector.serving.roofline import forward_cost
 
-    page = make_page(moe_loaded)
+    page = make_page(tiny_moe_loaded)
     lab, sid = page.panels["serving"], page.store.new_id()
     lab.load(sid, "The quick brown fox\nHello there, world", 2, 4, 0, 1, False, "", 4, *SAMPLING)
     for _ in range(3):  # the two prompts' prefill, then decode steps of both rows
         out = lab.step(sid)
     assert 'data-error="1"' not in out["status"]
     assert sum(len(t.x) for t in out["roofline"].data if t.name in ("prefill", "decode", "mixed")) == 3
-    cfg = moe_loaded.config
+    cfg = tiny_moe_loaded.config
     costs, elem = expert_costs(cfg, "fp32"), 4
     for rec in lab.kept(sid).sched.records:
         rows = [(r.num_tokens, r.context) for r in rec.rows]

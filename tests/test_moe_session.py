@@ -17,31 +17,24 @@ import torch
 
 from inspector.engine.config import SamplingParams
 from inspector.engine.recording import FullRecorder
-from tiny import tiny_llama_dir, tiny_moe_dir  # noqa: F401
+from tiny import tiny_llama_dir, tiny_moe_dir, tiny_moe_loaded  # noqa: F401
 
 PARAMS = SamplingParams(temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def moe_loaded(tiny_moe_dir):  # noqa: F811
-    from inspector.models.loader import load_model
-
-    return load_model(str(tiny_moe_dir))
-
-
-@pytest.fixture(scope="module")
-def moe_run(moe_loaded):
+def moe_run(tiny_moe_loaded):
     from inspector.session.session import Session
 
-    s = Session(moe_loaded)
+    s = Session(tiny_moe_loaded)
     s.prefill("The quick brown fox", PARAMS, max_new_tokens=10)
     for _ in range(4):
         s.step(PARAMS)
     return s
 
 
-def test_every_forward_records_its_routing(moe_run, moe_loaded):
-    cfg = moe_loaded.config
+def test_every_forward_records_its_routing(moe_run, tiny_moe_loaded):
+    cfg = tiny_moe_loaded.config
     L, k, E = cfg.num_hidden_layers, cfg.num_experts_per_tok, cfg.num_experts
     for rec in moe_run.records:
         r = rec.routing
@@ -54,16 +47,16 @@ def test_every_forward_records_its_routing(moe_run, moe_loaded):
         assert (np.sort(top, -1) == np.sort(r.expert_ids, -1)).all()
 
 
-def test_recorded_routing_equals_the_forward_itself(moe_run, moe_loaded):
+def test_recorded_routing_equals_the_forward_itself(moe_run, tiny_moe_loaded):
     """The prefill's recorded routing is what the model computed: rerun it with a FullRecorder."""
     from inspector.engine import steps
 
-    model = moe_loaded.model
+    model = tiny_moe_loaded.model
     rec = FullRecorder()
     with torch.no_grad():
         steps.prefill(model, moe_run.prompt_ids, steps.new_cache(model), rec)
     routing = moe_run.records[0].routing
-    for i in range(moe_loaded.config.num_hidden_layers):
+    for i in range(tiny_moe_loaded.config.num_hidden_layers):
         assert (rec.values[f"blocks.{i}.mlp.hook_expert_ids"][0].numpy() == routing.expert_ids[i]).all()
         logits = rec.values[f"blocks.{i}.mlp.hook_router_logits"][0].float()
         assert np.allclose(torch.softmax(logits, -1).numpy(), routing.router_probs[i], atol=1e-6)
@@ -79,12 +72,12 @@ def test_a_dense_model_records_no_routing(tiny_llama_dir):  # noqa: F811
     assert all(r.routing is None for r in s.records)
 
 
-def test_trace_files_keep_the_routing(moe_run, moe_loaded, tmp_path):
+def test_trace_files_keep_the_routing(moe_run, tiny_moe_loaded, tmp_path):
     from inspector.session.trace_file import load_trace, save_trace
 
     path = tmp_path / "moe.safetensors"
     save_trace(moe_run, path)
-    back = load_trace(path, moe_loaded)
+    back = load_trace(path, tiny_moe_loaded)
     assert back.read_only is None
     for a, b in zip(moe_run.records, back.records):
         for field in ("expert_ids", "expert_weights", "router_probs"):
@@ -114,13 +107,13 @@ def test_a_trace_without_routing_opens_with_none(moe_run, tmp_path):
     assert all(r.routing is None for r in load_trace(path).records)
 
 
-def test_run_json_gives_each_steps_routing(moe_loaded, tiny_moe_dir, tiny_llama_dir, capsys):  # noqa: F811
+def test_run_json_gives_each_steps_routing(tiny_moe_loaded, tiny_moe_dir, tiny_llama_dir, capsys):  # noqa: F811
     from inspector.commands.cli import main
 
     assert main(["run", "--model", str(tiny_moe_dir), "--prompt", "The quick brown fox", "--max-new-tokens", "4",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    cfg = moe_loaded.config
+    cfg = tiny_moe_loaded.config
     for step in out["steps"]:
         assert len(step["routing"]) == cfg.num_hidden_layers
         assert all(len(ids) == cfg.num_experts_per_tok and len(set(ids)) == len(ids) for ids in step["routing"])
@@ -137,10 +130,10 @@ def test_run_json_routing_is_the_records_newest_position(moe_run):
         assert step["routing"] == rec.routing.expert_ids[:, -1].tolist()
 
 
-def test_info_names_the_experts_and_the_active_parameters(moe_loaded, tiny_moe_dir, tiny_llama_dir, capsys):  # noqa: F811
+def test_info_names_the_experts_and_the_active_parameters(tiny_moe_loaded, tiny_moe_dir, tiny_llama_dir, capsys):  # noqa: F811
     from inspector.commands.cli import main
 
-    cfg = moe_loaded.config
+    cfg = tiny_moe_loaded.config
     D, I, L = cfg.hidden_size, cfg.expert_intermediate_size, cfg.num_hidden_layers
     assert main(["info", "--model", str(tiny_moe_dir), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

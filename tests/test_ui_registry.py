@@ -106,28 +106,26 @@ def test_the_training_lab_reserves_its_step_while_it_runs(tiny_loaded, monkeypat
     assert "the server is full" in out["status"] and real(page.store) == 0
 
 
-def test_the_training_estimate_bounds_what_a_step_holds(tiny_loaded):  # noqa: F811
+def training_step_measured_and_estimated(loaded, ids: list[int]) -> tuple[int, int]:
+    """(bytes a training step on `ids` measured for activations and gradients, the admission's estimate)."""
     from inspector.analysis.training import estimated_step_nbytes, training_step
 
-    ids = tiny_loaded.tokenizer.prompt_ids("The quick brown fox jumps over the lazy dog, twice over.", False)
-    step = training_step(tiny_loaded.model, ids)
+    step = training_step(loaded.model, ids)
     parts = {m.label: m.bytes for m in step.training_memory}
     measured = parts["activations kept for backward"] + parts["gradients"]
-    estimate = estimated_step_nbytes(tiny_loaded.config, sum(p.numel() for p in tiny_loaded.model.parameters()),
-                                     len(ids))
+    estimate = estimated_step_nbytes(loaded.config, sum(p.numel() for p in loaded.model.parameters()), len(ids))
+    return measured, estimate
+
+
+def test_the_training_estimate_bounds_what_a_step_holds(tiny_loaded):  # noqa: F811
+    ids = tiny_loaded.tokenizer.prompt_ids("The quick brown fox jumps over the lazy dog, twice over.", False)
+    measured, estimate = training_step_measured_and_estimated(tiny_loaded, ids)
     assert measured <= estimate <= 2 * measured
 
 
 @pytest.mark.slow
 def test_the_training_estimate_bounds_the_default_model(default_model):
-    from inspector.analysis.training import estimated_step_nbytes, training_step
-
-    ids = list(range(1000, 1064))
-    step = training_step(default_model.model, ids)
-    parts = {m.label: m.bytes for m in step.training_memory}
-    measured = parts["activations kept for backward"] + parts["gradients"]
-    estimate = estimated_step_nbytes(default_model.config, sum(p.numel() for p in default_model.model.parameters()),
-                                     len(ids))
+    measured, estimate = training_step_measured_and_estimated(default_model, list(range(1000, 1064)))
     assert measured <= estimate <= 1.5 * measured
 
 

@@ -204,6 +204,14 @@ def tiny_moe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                 init_std=0.1, num_local_experts=5, num_experts_per_tok=2)
 
 
+@pytest.fixture(scope="module")
+def tiny_moe_loaded(tiny_moe_dir: Path) -> Any:
+    """`tiny_moe_dir` loaded by the engine, once per test module."""
+    from inspector.models.loader import load_model
+
+    return load_model(str(tiny_moe_dir))
+
+
 def run_bench_quick(name: str, directory: Path, **checkpoint: Any) -> str:
     """Run `python -m bench.<name> --quick` from the repository root (as the README says) on a tiny checkpoint
     written into `directory`; its stdout (it must exit 0)."""
