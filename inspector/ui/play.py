@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from inspector.errors import InputError
 from inspector.ui.fields import PLAY_SPEED, FreeNumber
 from inspector.ui.sessions import Entry, SessionStore
 
@@ -94,8 +95,6 @@ def entry_when_prefilled(store: SessionStore, sid: Any) -> Entry:
         entry = store.get(sid)
         if entry is not None and (entry.activity == "prefill" or (entry.session is not None and entry.session.records)):
             if entry.activity != "prefill" and entry.session.finished:
-                from inspector.errors import InputError
-
                 raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
             return entry
         if time.monotonic() >= deadline:
