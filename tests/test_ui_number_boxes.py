@@ -1,6 +1,6 @@
 """Every number box of the page, typed into in a real browser at 1280 px and on a 390 px phone: bad values
 are named on the page, never a traceback in the server's log, and the session goes on. The main page, its
-settings panel, Beams and Serving's chunk box here; the other labs' boxes in test_ui_number_boxes_labs.py.
+settings panel, the head atlas, Beams and Serving's chunk box here; the other labs' boxes in test_ui_number_boxes_labs.py.
 
 The app runs as `python app.py` in a subprocess (`harness.server_proc.Server`), so its whole stdout/stderr,
 where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
@@ -247,4 +247,24 @@ def test_beams_and_serving_chunk_boxes(page: Page, server: Server):
         until(page, click(page, "#serving-load"), "#serving-status", expected("prefill chunk", v))
     enter(page, "#serving-chunk input", "0")
     until(page, click(page, "#serving-load"), "#serving-status", "queued")
+    assert_no_traceback(server)
+
+
+def test_head_atlas_boxes(page: Page, server: Server):
+    """The Attention view's head atlas: the probe's boxes, checked by Compute, and top-k, checked by Ablate
+    (every value refused before any model work)."""
+    goto(page, server.url)
+    open_view(page, "Attention")
+    status = "#heads-status"
+    for selector, name, past_end, good in [("#heads-n input", "probe length n", "99999", "16"),
+                                           ("#heads-k-probes input", "probes K", "99999", "2"),
+                                           ("#heads-seed input", "seed", "1.5", "0")]:
+        for v in values(past_end):
+            enter(page, selector, v)
+            until(page, click(page, "#heads-compute"), status, expected(name, v))
+        enter(page, selector, good)
+    for v in values("99999"):
+        enter(page, "#heads-top-k input", v)
+        until(page, click(page, "#heads-ablate"), status, expected("top-k", v))
+    enter(page, "#heads-top-k input", "2")
     assert_no_traceback(server)
