@@ -1,6 +1,7 @@
 """Every number box of the page, typed into in a real browser at 1280 px and on a 390 px phone: bad values
 are named on the page, never a traceback in the server's log, and the session goes on. The main page, its
-settings panel, the head atlas, Beams and Serving's chunk box here; the other labs' boxes in test_ui_number_boxes_labs.py.
+settings panel, the head atlas, Beams and Serving's chunk box here; the other labs' boxes in
+test_ui_number_boxes_labs.py.
 
 The app runs as `python app.py` in a subprocess (`harness.server_proc.Server`), so its whole stdout/stderr,
 where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
