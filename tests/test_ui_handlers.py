@@ -103,6 +103,17 @@ def test_expired_sessions_are_evicted(tiny_loaded):
     assert "idle for more than 0 s" in status(h.step(first, *SAMPLING, 0, 0))
 
 
+def test_an_asked_prefill_that_never_came_is_forgotten_with_the_idle_sessions(tiny_loaded):
+    """A page closed between its Prefill click (the ask) and the queued prefill leaves no ask behind once
+    the idle sessions are evicted."""
+    _, store = make(tiny_loaded, session_ttl_s=0)
+    store.ask_prefill("closed-page")
+    assert store.prefill_coming("closed-page")
+    time.sleep(0.01)
+    store.get_or_create(None)  # a new visitor: idle sessions (and asks) are evicted first
+    assert not store.prefill_coming("closed-page")
+
+
 def test_max_new_tokens_capped_by_max_steps(tiny_loaded):
     h, _ = make(tiny_loaded, max_steps=5)
     views = h.prefill(None, "Hello", False, "", *SAMPLING, 6, 0, 0)[1:]

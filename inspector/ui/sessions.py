@@ -251,6 +251,8 @@ class SessionStore:
         for sid in [k for k, e in self._entries.items()
                     if now - e.last_used > self.limits.session_ttl_s and not e.busy]:
             self._evict(sid, f"idle for more than {self.limits.session_ttl_s} s")
+        for sid in [k for k, asked in self._prefills.items() if now - asked > self.limits.session_ttl_s]:
+            del self._prefills[sid]  # a page closed between its Prefill click and the prefill: none is coming
 
     def _evict_least_recent(self) -> bool:
         """Evict the least recently used session that is not busy; False when every session is busy."""
