@@ -53,6 +53,7 @@ class QuantLab:
         self.loaded = loaded
         self.fp32_bytes = weight_bytes(loaded.model)
         self._models: dict[str, QuantTransformer] = {}
+        self._extra: tuple[tuple[str, ...], int] | None = None  # (models built, their extra bytes)
         self._speed: dict[tuple[str, str], float] = {}
         self._ref: tuple[tuple, fidelity.Pass] | None = None
 
@@ -72,7 +73,16 @@ class QuantLab:
 
     @property
     def extra_bytes(self) -> int:
-        """Bytes the quantized models built so far hold beyond the fp32 model (shared tensors not counted)."""
+        """Bytes the quantized models built so far hold beyond the fp32 model (shared tensors not counted).
+        Counted again only when a model was built: the memory cap reads this before every decode step."""
+        built = tuple(self._models)
+        if self._extra is None or self._extra[0] != built:
+            self._extra = (built, self._count_extra_bytes())
+        return self._extra[1]
+
+    def _count_extra_bytes(self) -> int:
+        if not self._models:
+            return 0
         shared = {t.untyped_storage().data_ptr() for t in [*self.loaded.model.parameters(), *self.loaded.model.buffers()]}
         total = 0
         for m in self._models.values():
