@@ -263,6 +263,32 @@ def test_shared_quant_models_count_once_for_the_server(tiny_loaded):
         admission.admit_memory(store, None, fits_alone, admission.SESSION, held[0])
 
 
+def test_the_cap_read_before_every_step_counts_each_thing_once(tiny_loaded, monkeypatch):
+    """The cap is read before every decode step: the shared models are counted once per model built and each
+    forward's bytes once, however many steps read them (counting them afresh each step took a quarter of
+    Play's time holding the GIL)."""
+    from inspector.quant.lab import QuantLab
+    from inspector.session.trace_store import Forward
+
+    h, store = make(tiny_loaded)
+    sid = prefilled(h)
+    lab = store.shared["quant"] = QuantLab(tiny_loaded)
+    counted = []
+    count = QuantLab._count_extra_bytes
+    monkeypatch.setattr(QuantLab, "_count_extra_bytes", lambda self: counted.append(1) or count(self))
+    limits = AppLimits()
+    for _ in range(5):
+        admission.over_session_cap(store, store.get(sid), limits)
+    assert len(counted) == 1
+    lab.model("int8")
+    for _ in range(5):
+        assert admission.process_nbytes(store) == lab.extra_bytes > 0
+    assert len(counted) == 2  # counted again once a model was built, then not again
+    forward = store.get(sid).session.trace.forwards[0]
+    fresh = Forward.nbytes.func(forward)
+    assert forward.nbytes == fresh > 0 and "nbytes" in vars(forward)  # kept on the forward after the first read
+
+
 def with_limits(h, limits):
     """The page's caps from now on (its panels and run read them from the page)."""
     h.limits = h.page.limits = limits

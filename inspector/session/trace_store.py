@@ -39,8 +39,10 @@ class Forward:
     lens_inputs: torch.Tensor | None  # (layers, D) the last position's resid_post; None when nothing was recorded
     logits_raw: torch.Tensor | None = None  # (V,) fp32 before the final soft-cap, in a family that has one
 
-    @cached_property  # counted once: a forward's tensors and arrays are fixed when it is made, and the memory
-    def nbytes(self) -> int:  # cap reads every forward's count before every step
+    # counted once: a forward's tensors and arrays are fixed when it is made, and the memory cap reads every
+    # forward's count before every decode step
+    @cached_property
+    def nbytes(self) -> int:
         """Bytes of the tensors kept and of the record's arrays (fp16 logits, norms)."""
         tensors = [t for t in (self.logits, self.queries, self.lens_inputs, self.logits_raw) if t is not None]
         arrays = [self.record.logits] + [getattr(self.record, p) for p in NORM_POINTS]
