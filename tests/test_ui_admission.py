@@ -274,16 +274,17 @@ def test_the_cap_read_before_every_step_counts_each_thing_once(tiny_loaded, monk
     sid = prefilled(h)
     lab = store.shared["quant"] = QuantLab(tiny_loaded)
     counted = []
-    count = QuantLab._count_extra_bytes
-    monkeypatch.setattr(QuantLab, "_count_extra_bytes", lambda self: counted.append(1) or count(self))
+    count = QuantLab._own_bytes
+    monkeypatch.setattr(QuantLab, "_own_bytes", lambda self, model: counted.append(1) or count(self, model))
     limits = AppLimits()
     for _ in range(5):
         admission.over_session_cap(store, store.get(sid), limits)
-    assert len(counted) == 1
+    assert admission.process_nbytes(store) == 0 and not counted  # nothing built: nothing walked
     lab.model("int8")
     for _ in range(5):
+        admission.over_session_cap(store, store.get(sid), limits)
         assert admission.process_nbytes(store) == lab.extra_bytes > 0
-    assert len(counted) == 2  # counted again once a model was built, then not again
+    assert len(counted) == 1  # the model built was counted once, not on each read
     forward = store.get(sid).session.trace.forwards[0]
     fresh = Forward.nbytes.func(forward)
     assert forward.nbytes == fresh > 0 and "nbytes" in vars(forward)  # kept on the forward after the first read

@@ -53,7 +53,7 @@ class QuantLab:
         self.loaded = loaded
         self.fp32_bytes = weight_bytes(loaded.model)
         self._models: dict[str, QuantTransformer] = {}
-        self._extra: tuple[tuple[str, ...], int] | None = None  # (models built, their extra bytes)
+        self.extra_bytes = 0  # what the models built so far hold beyond the fp32 model (`_own_bytes`, at each build)
         self._speed: dict[tuple[str, str], float] = {}
         self._ref: tuple[tuple, fidelity.Pass] | None = None
 
@@ -63,7 +63,8 @@ class QuantLab:
             return self.loaded.model
         check_shapes(scheme, self.loaded.config)
         if scheme.name not in self._models:
-            self._models[scheme.name] = quantize_model(self.loaded.model, scheme)
+            built = self._models[scheme.name] = quantize_model(self.loaded.model, scheme)
+            self.extra_bytes += self._own_bytes(built)
         return self._models[scheme.name]
 
     def built(self, scheme: Scheme | str) -> bool:
@@ -71,25 +72,12 @@ class QuantLab:
         scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
         return scheme.weights == "fp32" or scheme.name in self._models
 
-    @property
-    def extra_bytes(self) -> int:
-        """Bytes the quantized models built so far hold beyond the fp32 model (shared tensors not counted).
-        Counted again only when a model was built: the memory cap reads this before every decode step."""
-        built = tuple(self._models)
-        if self._extra is None or self._extra[0] != built:
-            self._extra = (built, self._count_extra_bytes())
-        return self._extra[1]
-
-    def _count_extra_bytes(self) -> int:
-        if not self._models:
-            return 0
+    def _own_bytes(self, model: torch.nn.Module) -> int:
+        """Bytes `model` holds that the fp32 model does not share (its norm weights and RoPE table are the fp32
+        model's). Counted once, when the model is built: the memory cap reads `extra_bytes` before every step."""
         shared = {t.untyped_storage().data_ptr() for t in [*self.loaded.model.parameters(), *self.loaded.model.buffers()]}
-        total = 0
-        for m in self._models.values():
-            for t in [*m.parameters(), *m.buffers()]:
-                if t.numel() and t.untyped_storage().data_ptr() not in shared:
-                    total += t.untyped_storage().nbytes()
-        return total
+        return sum(t.untyped_storage().nbytes() for t in [*model.parameters(), *model.buffers()]
+                   if t.numel() and t.untyped_storage().data_ptr() not in shared)
 
     def reference(self, prompt_ids: list[int], n: int) -> fidelity.Pass:
         key = (tuple(prompt_ids), n)
