@@ -8,10 +8,15 @@ the unqueued Step runs at once on the old run, and the page already read "prefil
 the Step was pressed before the prefill ran and its answer was then covered by the prefill's. Here that last
 prefill is made slow on purpose, so the Step always comes first: it must wait for the prefill and step the
 new run, and the page must say the prefill is coming until it is done.
+
+A Prefill pressed while the last prefill is still pending runs too, after it (it was dropped by Gradio, and
+when the ask had landed after the last prefill started, the page read "prefill: waiting" for good).
 """
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 
 import pytest
@@ -71,3 +76,40 @@ def test_a_step_right_after_prefill_lands_after_refused_values(page: Page, app_u
     expect(page.locator(".ii-chip.ii-prompt")).to_have_count(
         int(page.locator("#token-count").get_attribute("data-prompt")), timeout=T)
     assert "France" in page.locator("#tokens").text_content()  # the new run was stepped, not the old one
+
+
+@pytest.mark.parametrize("slow", ["prefill", "answer"])
+def test_a_prefill_pressed_while_the_last_one_runs_runs_too(page: Page, app_url, monkeypatch, slow):
+    """Prefill pressed again (a new prompt) while the last prefill is still pending: the new one runs once the
+    last is done, and the page ends on it. Gradio drops a trigger of an event whose last submission is
+    pending unless the event says otherwise, while the ask (not queued) has already told the server a prefill
+    is coming. `slow`: where the last prefill is held up: in its forward (the new prompt was lost) or after it,
+    while its answer is built (the page then also read "prefill: waiting" for good, and a Step waited for it)."""
+    from inspector.session.session import Session
+    from inspector.ui.handlers import Handlers
+
+    cls, name = (Session, "prefill_ids") if slow == "prefill" else (Handlers, "queue_forward_ahead")
+    real = getattr(cls, name)
+
+    held = threading.Event()
+
+    def slowly(self, *args, **kwargs):
+        held.set()
+        time.sleep(1.5)  # the first prefill still pending when the second Prefill is pressed
+        return real(self, *args, **kwargs)
+
+    goto(page, app_url)
+    monkeypatch.setattr(cls, name, slowly)
+    page.locator("#prompt textarea").fill("The capital of France is")
+    page.locator("#prefill-btn").click()
+    assert held.wait(T / 1000)  # in its forward, or past it (the server no longer expects a prefill)
+    if slow == "prefill":
+        expect(page.locator("#status-phase")).to_have_text("prefill: waiting", timeout=T)
+    page.locator("#prompt textarea").fill("def fibonacci(n):")
+    page.locator("#prefill-btn").click()
+    expect(page.locator("#status-phase")).to_have_text("prefill done", timeout=T)
+    expect(page.locator("#tokens")).to_contain_text("onacci", timeout=T)  # the second prompt's run ("␣fib", "onacci")
+    expect(page.locator("#tokens")).not_to_contain_text("France")
+    monkeypatch.undo()
+    page.locator("#step-btn").click()
+    expect(page.locator("#status-phase")).to_have_text(re.compile(r"^decode step 1 "), timeout=30_000)

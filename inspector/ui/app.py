@@ -203,7 +203,9 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
     for trigger, name in ((b["prefill"].click, "ui_prefill"), (page.prompt.submit, "ui_prefill_submit")):
         asked = h.on(trigger, h.ask_prefill, [sid, c["pin"]], lead=[layer, head, position], queue=False,
                      api_name=f"{name}_asked")
-        prefill = h.on(asked.then, h.prefill, prefill_inputs, lead=[sid], api_name=name)
+        # always_last: a Prefill pressed while the last prefill is pending runs once it is done (Gradio's default,
+        # "once", would drop it after its ask told the server a prefill was coming)
+        prefill = h.on(asked.then, h.prefill, prefill_inputs, lead=[sid], api_name=name, trigger_mode="always_last")
         h.on(prefill.then, reselect_pinned(h.select), [sid, c["pin"], position, layer, head])
     # Step: one update (token, open tab's views, the hidden `drawn` marker), not queued (Handlers.step)
     h.on(b["step"].click, h.step, [sid, *sampling, layer, head], api_name="ui_step", queue=False)
