@@ -16,6 +16,13 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Two test workers share the cores, each with torch's OpenMP team of one thread per core. By default a team's
+# threads spin for a while after each parallel region, taking the cores from the other worker (the model
+# checks ran 2.4x slower for it): here they sleep instead. Read by OpenMP when torch loads, so set before
+# any test imports torch; the servers and CLIs the tests start inherit it. Thread counts, and so the code
+# paths the tests exercise, stay as they are.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+assert "torch" not in sys.modules, "torch was imported before tests/conftest.py set OMP_WAIT_POLICY"
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
