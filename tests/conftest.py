@@ -34,6 +34,28 @@ CHROMIUM_ARGS = [
 ]
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
+def pytest_collection_modifyitems(config, items):
+    """Files that drive a browser first, then those marked slow, then the rest, each file's tests in their
+    order: the two workers (pyproject's addopts, `--no-loadscope-reorder`) take whole files in this order, so
+    the long files start early and the short ones fill the end (by default xdist orders files by how many
+    tests they hold, which put the long browser files last, with one worker busy and the other idle)."""
+    def weight(item) -> int:
+        marks = {m.name for m in item.iter_markers()}
+        return 0 if "browser" in marks else 1 if "slow" in marks else 2
+
+    def path(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    file_weight: dict[str, int] = {}
+    file_index: dict[str, int] = {}
+    for i, item in enumerate(items):
+        file_weight[path(item)] = min(file_weight.get(path(item), 2), weight(item))
+        file_index.setdefault(path(item), i)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (file_weight[path(item)], file_index[path(item)], order[id(item)]))
+
+
 @pytest.fixture(autouse=True)
 def _settle_the_model_thread():
     """After each test, let the work the app queued on its decode thread (forwards run ahead after a delay) run
