@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 
 import pytest
 
@@ -22,7 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # any test imports torch; the servers and CLIs the tests start inherit it. Thread counts, and so the code
 # paths the tests exercise, stay as they are.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-assert "torch" not in sys.modules, "torch was imported before tests/conftest.py set OMP_WAIT_POLICY"
+if "torch" in sys.modules:  # too late for this process (the tests still pass, only slower beside another worker)
+    warnings.warn("torch was imported before tests/conftest.py set OMP_WAIT_POLICY=PASSIVE", stacklevel=1)
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
