@@ -54,8 +54,7 @@ def pytest_collection_modifyitems(config, items):
     for i, item in enumerate(items):
         file_weight[path(item)] = min(file_weight.get(path(item), 2), weight(item))
         file_index.setdefault(path(item), i)
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (file_weight[path(item)], file_index[path(item)], order[id(item)]))
+    items.sort(key=lambda item: (file_weight[path(item)], file_index[path(item)]))  # stable: a file keeps its order
 
 
 @pytest.fixture(autouse=True)
