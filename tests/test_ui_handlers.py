@@ -495,12 +495,18 @@ def version(out) -> int:
 
 def test_every_update_names_the_state_it_shows_and_a_later_state_has_a_larger_number(tiny_loaded):
     """A sampling preview computed before a Step carries an older version than the Step's update, so the page
-    drops it if it arrives after (answers of queued and unqueued events can cross)."""
+    drops its views if it arrives after (answers of queued and unqueued events can cross). A preview and a
+    selection change what the views show: a tab drawn before them is older than their update."""
     h, store = make(tiny_loaded)
     sid, views = h.prefill(None, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
     after_prefill = version(views)
     preview = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
-    assert version(preview) == after_prefill  # a preview changes no state
+    assert version(preview) > after_prefill
+    tab = h.open_tab(sid, "residual", 0, 0)
+    assert version(tab) == version(preview)  # drawing a tab changes nothing the views show
+    selected = h.select(sid, 2, 0, 0)
+    assert version(selected) > version(tab) and re.search(r'ii-selected" data-pos="2"', selected["chips"])
+    assert version(h.select(sid, 2, 1, 0)) > version(selected)  # another layer
     stepped = h.step(sid, *SAMPLING, 0, 0)
     assert version(stepped) > version(preview)
     refused = h.step(sid, 5.0, 0, 1.5, 0, 0, 0, 0)  # a refusal shows the state as it is

@@ -11,6 +11,10 @@ new run, and the page must say the prefill is coming until it is done.
 
 A Prefill pressed while the last prefill is still pending runs too, after it (it was dropped by Gradio, and
 when the ask had landed after the last prefill started, the page read "prefill: waiting" for good).
+
+A tab's draw answered after a chip click or a sampling preview that came later (its answer held on purpose)
+leaves the selection and the preview on the page, and still shows what only it drew (the chip lost its
+outline and the tab its position in a full run, when the tab's draw came second).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.test_ui_e2e import T, goto, open_settings
+from tests.test_ui_e2e import T, click_chip, goto, open_settings, open_view, prefill, step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 BOXES = [("#temperature input[type=number]", "0"), ("#max-new-tokens input", "8"), ("#seed input", "0"),
@@ -113,3 +117,85 @@ def test_a_prefill_pressed_while_the_last_one_runs_runs_too(page: Page, app_url,
     monkeypatch.undo()
     page.locator("#step-btn").click()
     expect(page.locator("#status-phase")).to_have_text(re.compile(r"^decode step 1 "), timeout=30_000)
+
+
+class HeldTabDraws:
+    """From now on a tab's draw is answered only when the test lets it go: `open` opens a tab and returns once
+    its views are drawn; `release` lets the answer go and waits until the page has it (it carries a key no slot
+    shows, which the page keeps: `window.iiViews`)."""
+
+    def __init__(self, page: Page, monkeypatch) -> None:
+        from inspector.ui.handlers import Handlers
+
+        real = Handlers.open_tab
+        self.page, self.drawn, self.go = page, threading.Event(), threading.Event()
+
+        def late(handlers, sid, tab, layer, head):
+            views = real(handlers, sid, tab, layer, head)
+            self.drawn.set()
+            self.go.wait(T / 1000)
+            return {**views, "test-late-answer": tab}
+
+        monkeypatch.setattr(Handlers, "open_tab", late)
+
+    def open(self, label: str) -> None:
+        open_view(self.page, label)
+        assert self.drawn.wait(T / 1000)
+
+    def release(self, tab: str) -> None:
+        self.go.set()
+        self.page.wait_for_function(f"() => window.iiViews['test-late-answer'] === '{tab}'", timeout=T)
+        self.drawn.clear()
+        self.go.clear()
+
+
+def test_a_chip_clicked_while_a_tab_draws_stays_selected(page: Page, app_url, monkeypatch):
+    """A tab opened, then a chip clicked while the tab's draw is still on its way: the click's answer (the tab
+    drawn again, with the selection) reaches the page first, the tab's draw after it. The page keeps what the
+    click drew: the tab's draw was made before the selection changed, so its views are older (it took the
+    chip's outline and the view's position away, while the position box still named the chip)."""
+    goto(page, app_url)
+    prefill(page, "What is gravity?")
+    open_view(page, "Attention")
+    expect(page.locator("#attention-info")).to_have_attribute("data-keys", re.compile(r"^\d+$"), timeout=T)
+    held = HeldTabDraws(page, monkeypatch)
+    held.open("Residual stream")
+    click_chip(page, 3)
+    expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
+    held.release("residual")
+    expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
+    expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "))
+    expect(page.locator("#position input")).to_have_value("3")
+
+
+def test_a_sampling_preview_answered_before_a_tab_draw_keeps_both(page: Page, app_url, monkeypatch):
+    """A preview (a sampling control moved) is a newer state than a tab's draw made before it. When the draw
+    comes after the preview, the page still shows it where the preview drew nothing (another tab's views),
+    and keeps the preview where both drew (the Sampling tab)."""
+    def preview_came(text: str) -> None:  # the Sampling tab's info as the page last received it
+        page.wait_for_function("(t) => { const s = window.iiViews.samp_info || ''; "
+                               "return s.includes('data-preview=\"1\"') && s.includes(t); }", arg=text, timeout=T)
+
+    goto(page, app_url)
+    prefill(page, "What is gravity?")
+    n = int(page.locator("#token-count").get_attribute("data-prompt"))
+    open_view(page, "Attention")
+    step(page, 1)  # the Residual tab, not open, still shows step 0 (its newest position then: n - 1)
+    expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + 1), timeout=T)
+    open_settings(page)
+    held = HeldTabDraws(page, monkeypatch)
+    held.open("Residual stream")
+    page.locator("#temperature input[type=number]").fill("1.5")
+    page.locator("#temperature input[type=number]").press("Tab")
+    preview_came("temperature 1.5")
+    held.release("residual")
+    expect(page.locator("#resid-position")).to_contain_text(re.compile(rf"Position {n} "))  # step 1's
+    expect(page.locator("#resid-position")).not_to_contain_text(re.compile(rf"Position {n - 1} "))
+
+    held.open("Sampling")
+    page.locator("#seed input").fill("7")
+    page.locator("#seed input").press("Enter")  # one preview (a temperature box sends two: release, input)
+    preview_came("seed 7")
+    held.release("sampling")
+    expect(page.locator("#sampling-info")).to_have_attribute("data-preview", "1")
+    expect(page.locator("#sampling-info")).to_contain_text("seed 7")

@@ -6,8 +6,11 @@ value is a JSON object {view key: new value} holding only the views that changed
 each value into its slot: `Plotly.react` on a plot slot's kept div, `innerHTML` for an HTML slot. A slot
 mounted later (the first time its tab opens) draws the last value the page received for it.
 
-An update whose status line carries an older state version than the one shown is dropped whole (answers
-may arrive out of order: a queued event answered after a later unqueued Step).
+Answers may arrive out of order (a queued event answered after a later unqueued Step, a tab's draw answered
+after a chip click drew that tab with the new selection), so each update names the state version it was
+drawn from (in its status line) and the page keeps, per view, the version of the value it shows: a view's
+new value is applied unless a later state's value already replaced it. The other views of that update are
+applied (a tab's draw that no later update redrew still shows).
 
 Why: Gradio's cost per update grows with the number of outputs, even skipped ones (click to paint, two
 updates to 17 outputs took 106 ms; the same to one output 67 ms).
@@ -61,8 +64,10 @@ window.iiShowView = show;
 // The hidden `drawn` marker (which step the plots show) changes with the plots it marks.
 const pending = new Set();
 const drawPlots = () => { const keys = [...pending]; pending.clear(); keys.forEach(show); };
-// An update older than the one shown (the state version in its status line: inspector/ui/render.py) is
-// dropped whole: answers can arrive out of order (a queued preview answered after an unqueued Step).
+// Answers can arrive out of order (a queued preview answered after an unqueued Step, a tab's draw after a
+// chip click that drew the tab again): a view keeps the version of the state its value was drawn from (in the
+// update's status line: inspector/ui/render.py) and takes no value drawn from an older state.
+const shownAt = window.iiShownAt = window.iiShownAt || {};
 const versionOf = (update) => {
   const m = typeof update.status === 'string' ? /data-version="(\\d+)"/.exec(update.status) : null;
   return m ? Number(m[1]) : null;
@@ -71,11 +76,11 @@ const apply = () => {
   if (!props.value) return;
   const update = JSON.parse(props.value);
   const version = versionOf(update);
-  if (version !== null) {
-    if (version < (window.iiVersion || 0)) return;
-    window.iiVersion = version;
-  }
   for (const key of Object.keys(update)) {
+    if (version !== null) {
+      if (version < (shownAt[key] || 0)) continue;
+      shownAt[key] = version;
+    }
     views[key] = update[key];
     const slot = document.querySelector(`.ii-slot[data-view="${key}"]`);
     if (slot && (slot.classList.contains('ii-plot') || (key === 'drawn' && pending.size))) {

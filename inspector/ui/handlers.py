@@ -279,6 +279,7 @@ class Handlers:
         if entry is None or entry.session is None or not entry.session.records or entry.lock.locked():
             return {}  # nothing to redraw yet, or playing: the next step redraws
         entry.preview = entry.session.preview_sample(params)
+        entry.views_changed()
         return {**self.page.panels["sampling"].draw(entry), "status": self.render.status(entry)}
 
     @refuses
@@ -296,8 +297,10 @@ class Handlers:
         return views
 
     @refuses
+    @on_model_thread
     def select(self, sid: Any, position: Any, layer: Any, head: Any) -> dict[str, Any]:
-        """A chip was clicked (or the position box, layer or head edited): redraw the position-dependent views."""
+        """A chip was clicked (or the position box, layer or head edited): redraw the position-dependent views.
+        On the model thread, so an update drawn before the change (a tab's draw) is wholly older than it."""
         layer_bound(self.loaded.config).parse(layer)  # a box left empty or out of range is named at once
         head_bound(self.loaded.config).parse(head)
         entry = self.store.get(sid)
@@ -308,6 +311,7 @@ class Handlers:
         entry.selected = None if pos < 0 else pos
         if entry.lock.locked():
             return {}  # playing: the next step draws the selection
+        entry.views_changed()
         return self.views(entry, layer, head)
 
 

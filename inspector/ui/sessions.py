@@ -70,8 +70,9 @@ class Entry:
     origin: Any = None  # inspector.ui.link_handlers.RunOrigin: the text the run was prefilled from
     decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
     labs: dict[str, Any] = field(default_factory=dict)  # panel key -> its PanelState (`inspector.ui.panel`)
-    # which state of the run the page shows: a new number each time a model call releases the entry, so an
-    # update built before a later one (a sampling preview answered after a Step) is known as older
+    # which state of the run the page shows: a new number each time a model call releases the entry or a
+    # selection or preview changes (`views_changed`), so an update built before a later one (a sampling preview
+    # answered after a Step, a tab's draw answered after a chip click) is known as older
     version: int = field(default_factory=lambda: next(_versions))
 
     @property
@@ -98,6 +99,12 @@ class Entry:
         self.activity = None
         self.version = next(_versions)
         self.lock.release()
+
+    def views_changed(self) -> None:
+        """What the views show changed without a model call (the selected position, layer or head, a sampling
+        preview): a new version, so an update drawn before it is known as older. Called on the model thread,
+        where views are drawn, so no update is drawn half before the change and half after it."""
+        self.version = next(_versions)
 
     @contextmanager
     def exclusive(self, activity: str, wait_s: float = 0.0) -> Iterator[None]:
