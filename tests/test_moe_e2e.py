@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.test_ui_e2e import goto, open_view, prefill, step
+from tests.test_ui_e2e import click_chip, goto, open_view, prefill, step
 from tests.ui_server import ARTIFACTS, start_app
 from tiny import tiny_moe_dir  # noqa: F401
 
@@ -44,7 +44,7 @@ def test_the_routing_tab_draws_and_the_timing_view_shows_the_weights_read(page: 
     box.fill("1")
     box.press("Tab")
     expect(title).to_contain_text("Router at layer 1", timeout=T)
-    page.locator('.ii-chip[data-pos="2"]').click()  # redrawn with the page's layer: this tab's slider set it
+    click_chip(page, 2)  # redrawn with the page's layer: this tab's slider set it
     expect(title).to_contain_text(re.compile(r"layer 1.*\(position\s*2\)"), timeout=T)
     expect(page.locator("#status-message.ii-error")).to_have_count(0)
     page.screenshot(path=str(ARTIFACTS / "ui_routing.png"), full_page=True)

@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.test_ui_e2e import T, goto, prefill, prompt_len, step
+from tests.test_ui_e2e import T, click_chip, goto, prefill, prompt_len, step
 from tests.test_ui_page import chip_ids, save_trace_as, upload
 from tests.ui_server import ARTIFACTS
 
@@ -26,17 +26,9 @@ def tree_of(page: Page) -> list[tuple[str, str]]:
 
 
 def choose_step(page: Page, position: int, step_no: int) -> None:
-    """Click the chip at `position`; the branch point shows `step_no` (a click while the page still draws can
-    be dropped: try again, up to 3 times)."""
-    point = page.locator("#branch-point")
-    for attempt in range(3):
-        page.locator(f'.ii-chip[data-pos="{position}"]').click()
-        try:
-            expect(point).to_have_attribute("data-step", str(step_no), timeout=T if attempt == 2 else 15_000)
-            return
-        except AssertionError:
-            if attempt == 2:
-                raise
+    """Click the chip at `position`; the branch point shows `step_no`."""
+    click_chip(page, position)
+    expect(page.locator("#branch-point")).to_have_attribute("data-step", str(step_no), timeout=T)
 
 
 def same_branches(page: Page, want_tree, want_chips) -> None:

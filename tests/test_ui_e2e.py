@@ -69,6 +69,21 @@ def step(page: Page, k: int, max_new: int = 32) -> None:
     expect(page.locator("#status-phase")).to_have_text(f"decode step {k} (token {k + 1} of {max_new})", timeout=T)
 
 
+def click_chip(page: Page, pos: int, want: str | None = None) -> None:
+    """Click the token chip at `pos` until the position box holds `want` (`pos`; "-1" when that chip was the
+    selected one): the page's script writes the box at once. A click that lands while an answer replaces the
+    chips can land on no chip; only then is it clicked again (a second click on the selected chip clears it)."""
+    want = str(pos) if want is None else want
+    for attempt in range(3):
+        page.locator(f'.ii-chip[data-pos="{pos}"]').click()
+        try:
+            expect(page.locator("#position input")).to_have_value(want, timeout=3000)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
+
+
 def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 1000})
     goto(page, app_url)
@@ -144,26 +159,16 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     expect(page.locator("#status-phase")).to_have_text("decode step 4 (token 5 of 32)", timeout=T)
 
     # clicking a token chip selects its position
-    open_tab(page, "Residual stream")
-    # A click that lands while the views are still being drawn can have its position event dropped by
-    # Gradio's queue (a burst keeps the last): click again, as a person would, up to 3 times.
-    for attempt in range(3):
-        page.locator('.ii-chip[data-pos="3"]').click()
-        expect(page.locator("#position input")).to_have_value("3")
-        try:
-            expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T // 3)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
+    open_tab(page, "Residual stream")  # its draw may still be on its way: the click's answer is newer
+    click_chip(page, 3)
+    expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
     heat = page.locator("#resid-heat-map img")  # an image; hover names layer, position and the norm
     heat.hover(position={"x": 1, "y": 1})
     expect(page.locator("#resid-heat-map .ii-hm-tip")).to_contain_text(re.compile(r"^layer 29 → pos 0:.*‖x‖ \d+\.\d$"),
                                                                        timeout=T)
     page.screenshot(path=str(ARTIFACTS / "ui_residual.png"), full_page=True)
-    page.locator('.ii-chip[data-pos="3"]').click()  # again: back to the newest position
-    expect(page.locator("#position input")).to_have_value("-1")
+    click_chip(page, 3, "-1")  # again: back to the newest position
 
     open_tab(page, "Timing")
     expect(page.locator("#timing-chart")).to_contain_text("TTFT")

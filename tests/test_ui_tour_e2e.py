@@ -11,7 +11,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.test_ui_e2e import T, generated, goto, open_settings, open_view, prefill, step
+from tests.test_ui_e2e import T, click_chip, generated, goto, open_settings, open_view, prefill, step
 from tests.test_ui_number_boxes import click, enter, until
 from tests.ui_server import ARTIFACTS
 
@@ -151,8 +151,7 @@ def test_system_prompt_fresh_selections_and_precision_notes(page: Page, app_url,
     # a new run starts with fresh selections: layer, head and position
     prefill(page, "The capital of France is", max_new=6)
     step(page, 1, max_new=6)
-    page.locator('.ii-chip[data-pos="2"]').click()
-    expect(page.locator("#position input")).to_have_value("2")
+    click_chip(page, 2)
     open_view(page, "Attention")
     for sel, value in (("#attn-layer", "5"), ("#attn-head", "4")):
         page.locator(f"{sel} input[type=number]").fill(value)
@@ -165,8 +164,7 @@ def test_system_prompt_fresh_selections_and_precision_notes(page: Page, app_url,
     expect(page.locator(".ii-chip.ii-selected")).to_have_count(0)
     # pinned: they carry over to the next run
     page.locator("#pin-selections input").check()
-    page.locator('.ii-chip[data-pos="3"]').click()
-    expect(page.locator("#position input")).to_have_value("3")
+    click_chip(page, 3)
     prefill(page, "Name an animal.", max_new=6)
     expect(page.locator("#position input")).to_have_value("3")
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1, timeout=T)
