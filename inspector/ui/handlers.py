@@ -279,7 +279,7 @@ class Handlers:
         if entry is None or entry.session is None or not entry.session.records or entry.lock.locked():
             return {}  # nothing to redraw yet, or playing: the next step redraws
         entry.preview = entry.session.preview_sample(params)
-        entry.views_changed()
+        entry.new_version()
         return {**self.page.panels["sampling"].draw(entry), "status": self.render.status(entry)}
 
     @refuses
@@ -311,7 +311,7 @@ class Handlers:
         entry.selected = None if pos < 0 else pos
         if entry.lock.locked():
             return {}  # playing: the next step draws the selection
-        entry.views_changed()
+        entry.new_version()
         return self.views(entry, layer, head)
 
 

@@ -70,9 +70,9 @@ class Entry:
     origin: Any = None  # inspector.ui.link_handlers.RunOrigin: the text the run was prefilled from
     decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
     labs: dict[str, Any] = field(default_factory=dict)  # panel key -> its PanelState (`inspector.ui.panel`)
-    # which state of the run the page shows: a new number each time a model call releases the entry or a
-    # selection or preview changes (`views_changed`), so an update built before a later one (a sampling preview
-    # answered after a Step, a tab's draw answered after a chip click) is known as older
+    # which state of the run the page shows: a new number (`new_version`) each time a model call releases the
+    # entry, a prefill is asked for, or a selection or preview changes, so an update built before a later one
+    # (a sampling preview answered after a Step, a tab's draw answered after a chip click) is known as older
     version: int = field(default_factory=lambda: next(_versions))
 
     @property
@@ -97,13 +97,13 @@ class Entry:
 
     def release(self) -> None:
         self.activity = None
-        self.version = next(_versions)
+        self.new_version()
         self.lock.release()
 
-    def views_changed(self) -> None:
-        """What the views show changed without a model call (the selected position, layer or head, a sampling
-        preview): a new version, so an update drawn before it is known as older. Called on the model thread,
-        where views are drawn, so no update is drawn half before the change and half after it."""
+    def new_version(self) -> None:
+        """What the views show changed: a new version, so an update drawn before it is known as older. A change
+        made without the lock (a selection, a preview) is made on the model thread, where views are drawn, so
+        no update is drawn half before it and half after."""
         self.version = next(_versions)
 
     @contextmanager
@@ -167,7 +167,7 @@ class SessionStore:
                 self._prefills[sid] = time.monotonic()
                 entry = self._entries.get(sid)
                 if entry is not None:
-                    entry.version = next(_versions)  # what was drawn before the ask is older than it
+                    entry.new_version()  # what was drawn before the ask is older than it
 
     def prefill_started(self, sid: str | None) -> None:
         """The asked prefill holds the session now, or was refused: nothing is coming any more."""
@@ -225,7 +225,7 @@ class SessionStore:
             with entry.lock:
                 self.reset_locked(entry)
                 entry.pause.clear()
-                entry.version = next(_versions)
+                entry.new_version()
 
     def reset_locked(self, entry: Entry) -> None:
         """Fresh engine state for an entry whose lock the caller holds."""
