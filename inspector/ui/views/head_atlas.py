@@ -38,9 +38,11 @@ from inspector.validate import SEED
 from inspector.viz import heads as vh
 from inspector.viz.common import empty_figure
 
-CAPTION = ("What each head does, measured the way the literature does: every head's attention on random tokens "
-           "repeated once, scored for four roles. Click a head of the map to see its pattern; ablate the strongest "
-           "heads of a role and see what the model loses, beside as many random heads.")
+CAPTION = ("Where each head's attention goes on random tokens repeated once, scored for four patterns the literature "
+           "names: the scores measure attention only, not what a head writes. On random tokens a head with nothing "
+           "to read rests on the first position, so a first-token colour means idle on this probe. Click a head of "
+           "the map to see its pattern; ablate the strongest heads of a role and see what the model loses, beside "
+           "as many random heads: that tests what they do.")
 LISTED = 6  # heads named in a branch's label (more: only how many)
 
 
