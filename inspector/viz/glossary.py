@@ -135,9 +135,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                                          "computed; and splitting a long prefill into chunks spread over steps."),
     ("KV-cache policy", "A rule for which cached positions attention keeps: a window of the newest, attention "
                         "sinks + window (StreamingLLM), heavy hitters (H2O), SnapKV, or a quantized cache (KIVI)."),
-    ("ablation / activation patching", "Ablation: zeroing (or scaling) a head's or an MLP's output to see what "
-                                       "it did. Patching: copying one activation from a clean run into a "
-                                       "corrupted one, to find where the difference is carried."),
+    ("ablation / mean ablation / activation patching", "Ablation: removing a head's or an MLP's output to see "
+                                                       "what it did, by zeroing or scaling it, or, for a head, by "
+                                                       "mean ablation: its mean output (here over the prompt's "
+                                                       "positions) in its place. Zeroing can move later layers off the "
+                                                       "inputs they usually see; mean ablation keeps them nearer (as "
+                                                       "Wang et al. 2022 use it). Patching: copying one activation from a clean run "
+                                                       "into a corrupted one, to find where the difference is "
+                                                       "carried."),
     ("direct logit attribution", "A token's logit written as the sum of what the embedding, each head and each "
                                  "MLP added to the final residual, read through the final norm (its scale held "
                                  "at this token's value) and the LM head."),
