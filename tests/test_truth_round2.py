@@ -190,3 +190,25 @@ def test_the_glossary_ablation_names_the_labs_mean_ablation():
     assert "mean" in HEAD_OPS  # the Interventions lab offers it for a head
     meaning = glossary_terms()["mean ablation"]
     assert "mean output" in meaning and "zeroing" in meaning.lower() and "scaling" in meaning
+
+
+# ---- the review's own findings
+def test_the_glossary_defines_the_routing_and_head_atlas_words():
+    from inspector.viz import routing as vr
+
+    terms = glossary_terms()
+    for word in ("mixture of experts", "expert", "router", "induction head", "previous-token head"):
+        assert word in terms, word
+    assert all(w in vr.CAPTION for w in ("mixture of experts", "router", "experts"))
+    assert "copies it into the prediction" in terms["induction head"] and "Olsson" in terms["induction head"]
+    assert "many small MLPs" not in vr.CAPTION  # Mixtral's experts are as wide as a dense MLP
+
+
+def test_the_dla_title_says_its_bars_are_the_largest_by_size_either_sign():
+    from inspector.analysis.records import Attribution, LayerParts
+    from inspector.viz.interventions import dla_figure
+
+    a = Attribution(7, "x", 1.0, 0.25, [LayerParts([-0.5, 0.75], 0.5)])
+    fig = dla_figure(a)
+    assert "largest by size, either sign" in fig.layout.title.text.replace("<br>", " ")
+    assert list(fig.data[0].y)[::-1][:2] == ["head 0.1", "head 0.0"]  # 0.75 then -0.5: by size, sign kept

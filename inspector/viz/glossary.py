@@ -44,6 +44,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                        "Its residual norm is often far above the other positions' (Sun et al. 2024)."),
     ("MLP", "A layer's feed-forward network, applied to each position on its own: a gated projection up to the "
             "FFN width (SwiGLU; Gemma: GELU-tanh), then one back down to the hidden size."),
+    ("mixture of experts / expert / router", "A layer with several MLPs (experts) where a dense model has one: "
+                                             "a small linear map, the router, scores every expert for each token, "
+                                             "only the k best run, and their outputs are summed with the router's "
+                                             "weights (Shazeer et al. 2017; Mixtral, Jiang et al. 2024). Memory "
+                                             "holds every expert; a token's forward reads k of them per layer."),
     ("RoPE", "Rotary position embedding: each query and key is rotated by angles proportional to its position, "
              "so a score depends on how far apart the two positions are (Su et al. 2021)."),
     ("KV cache", "The keys and values of every past position, kept so that a decode step computes K and V for "
@@ -135,6 +140,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                                          "computed; and splitting a long prefill into chunks spread over steps."),
     ("KV-cache policy", "A rule for which cached positions attention keeps: a window of the newest, attention "
                         "sinks + window (StreamingLLM), heavy hitters (H2O), SnapKV, or a quantized cache (KIVI)."),
+    ("previous-token head / induction head", "Heads named by where their attention goes (Olsson et al. 2022): a "
+                                             "previous-token head reads the token just before each position; an "
+                                             "induction head, at a token seen earlier, reads the token that "
+                                             "followed that earlier copy, and copies it into the prediction, so the "
+                                             "model can continue a repeated sequence. The head atlas scores the "
+                                             "attention; its Ablate tests the copying."),
     ("ablation / mean ablation / activation patching", "Ablation: removing a head's or an MLP's output to see "
                                                        "what it did, by zeroing or scaling it, or, for a head, by "
                                                        "mean ablation: its mean output (here over the prompt's "
