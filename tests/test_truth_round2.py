@@ -77,6 +77,7 @@ def test_the_moe_tour_says_a_step_reads_the_shared_weights_and_k_experts(tiny_mo
         assert f"{cfg.num_experts_per_tok} of the {cfg.num_experts} for a decode step's one token" in weights
         assert "memory holds them all (120.6 KiB here)" in weights
         assert all(2 <= t.count(". ") + 1 <= 4 for k, t in text.items() if k != "keys")  # the tour's step length
+        assert "a mixture of 5 expert MLPs, of which a router picks 2 per token" in text["layers"]
     decode = sections(tour_html(facts, moe_session.records[-1]))["timing"]
     assert "reads the same weights" not in decode
     assert f"reads the shared weights and {cfg.num_experts_per_tok} experts per layer" in decode

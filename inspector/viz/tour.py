@@ -264,7 +264,9 @@ def _layers_text(f: TourFacts) -> str:
     share = f.num_heads // max(1, f.num_kv_heads)
     local = (f" {f.local_layers} of the {f.num_layers} layers {'is' if f.local_layers == 1 else 'are'} local: each "
              f"position there sees only the newest {f.window:,} positions." if f.local_layers and f.window else "")
-    return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
+    mlp = (f"a mixture of {f.num_experts} expert MLPs, of which a router picks {f.experts_per_token} per token"
+           if f.num_experts else "an MLP")
+    return (f"Each of the {f.num_layers} layers runs attention and then {mlp}, adding both outputs to the residual "
             f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
             f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to "
             f"itself and the positions before it.{local}")
