@@ -53,7 +53,7 @@ def atlas_figure(a: HeadAtlas) -> go.Figure:
                           "thickness": 12, "title": {"text": "strongest role<br>(darker: higher)"}}}
     p = a.probe
     counts = ", ".join(f"{int((best == r).sum())} {ROLE_NAMES[role].split(' (')[0]}" for r, role in enumerate(ROLES))
-    title = (f"What each head's attention does: its largest of four scores on {p.count} sequences of {p.n} random "
+    title = (f"Where each head's attention goes: its largest of four scores on {p.count} sequences of {p.n} random "
              f"tokens repeated once (seed {p.seed}); of the {L * H} heads, largest {counts}")
     return figure([trace], title, height=max(280, 14 * L + 120), xaxis={"title": {"text": "head"}, "dtick": 1},
                   yaxis={"title": {"text": "layer"}, "dtick": 1 if L <= 32 else None})

@@ -83,7 +83,7 @@ class HeadAtlasSection(Panel):
         import gradio as gr
 
         cfg = self.page.loaded.config
-        with gr.Accordion("Head atlas: what each head does, and what the model loses without it", open=True,
+        with gr.Accordion("Head atlas: where each head's attention goes, and what the model loses without it", open=True,
                           elem_id=self.tab_id):
             gr.Markdown(CAPTION, elem_classes="ii-caption")
             self.show("status", gr.HTML(self.status("press Compute the atlas"), elem_id="heads-status"))
