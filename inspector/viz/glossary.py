@@ -16,8 +16,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
               "only ever sees token ids, whole numbers from 0 to the vocabulary size minus 1."),
     ("special token / EOS", "A token with a role instead of text, such as the start of a chat turn; the chips show "
                             "them purple. EOS (end of sequence) is the one that ends generation."),
-    ("chat template", "The model's own format for a conversation: markers around each turn (and a system prompt) "
-                      "wrapped around your prompt before it is tokenized."),
+    ("chat template", "The model's own format for a conversation: markers around each turn (and a system prompt, "
+                      "when you set one or the template has a default, as SmolLM2's does) wrapped around your prompt "
+                      "before it is tokenized."),
     ("embedding", "The vector of numbers a token id is looked up as (one row of the embedding matrix)."),
     ("residual stream", "The running vector per position that every layer reads and adds its output to; after "
                         "the last layer, the final norm and the LM head turn it into logits."),

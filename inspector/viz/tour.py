@@ -183,7 +183,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
         n_txt = "Your prompt"
         return {
             "text": f"{n_txt} goes in as plain text. With the chat template on, it is wrapped in the template's "
-                    "markers (and a system prompt) first, so the model sees a conversation.",
+                    "markers (and a system prompt, when you set one or the template has a default) first, so the "
+                    "model sees a conversation.",
             "tokens": f"The tokenizer cuts the text into tokens, each an id below {f.vocab_size:,}. The chips on the "
                       "left show them after Prefill; click one to select its position.",
             "embed": f"Each token id picks one row of the embedding matrix: {f.hidden_size} numbers per token. "
@@ -215,7 +216,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
     texts = {
         "text": ("Your prompt went in as plain text" + (f", tokenized in {rec.tokenize_ms:.1f} ms" if rec.tokenize_ms
                                                         else "") + ". With the chat template on, it is wrapped in the "
-                 "template's markers (and a system prompt) first, so the model sees a conversation." if prefill else
+                 "template's markers (and a system prompt, when you set one or the template has a default) first, "
+                 "so the model sees a conversation." if prefill else
                  "In a decode step no new text goes in. The input is the token the step before produced, fed back "
                  "as one id."),
         "tokens": f"{what}. Every token is an id below {f.vocab_size:,}; the chips on the left show them (click one "
