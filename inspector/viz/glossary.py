@@ -152,9 +152,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                                                        "mean ablation: its mean output (here over the prompt's "
                                                        "positions) in its place. Zeroing can move later layers off the "
                                                        "inputs they usually see; mean ablation keeps them nearer (as "
-                                                       "Wang et al. 2022 use it). Patching: copying one activation from a clean run "
-                                                       "into a corrupted one, to find where the difference is "
-                                                       "carried."),
+                                                       "Wang et al. 2022 use it). Patching: copying one activation "
+                                                       "from a clean run into a corrupted one, to find where the "
+                                                       "difference is carried."),
     ("direct logit attribution", "A token's logit written as the sum of what the embedding, each head and each "
                                  "MLP added to the final residual, read through the final norm (its scale held "
                                  "at this token's value) and the LM head."),

@@ -227,9 +227,9 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
         "layers": _layers_text(f),
         "kv": _kv_text(f, kv_len),
         "norm": f"After the last layer, the newest position's residual has length ‖x‖ = {norm:.0f}, so its "
-                f"root-mean-square is ‖x‖/√{f.hidden_size} = {norm / f.hidden_size ** 0.5:.2f}; RMSNorm divides it "
-                "by that (with a small ε added under the root) and multiplies each number by a learned weight (Gemma: by "
-                "1 + that weight).",
+                f"root-mean-square is ‖x‖/√{f.hidden_size} = {norm / f.hidden_size ** 0.5:.2f}; RMSNorm divides "
+                "it by that (with a small ε added under the root) and multiplies each number by a learned weight "
+                "(Gemma: by 1 + that weight).",
         "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry. "
                   "Softmax makes them probabilities that add up to 1.",
         "timing": _timing_text(f, rec, kv_len),
