@@ -65,7 +65,7 @@ def sampling_flags() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=TOP_P.argparse, default=1.0, metavar="P", help=f"{TOP_P.allowed}; default 1")
     p.add_argument("--min-p", type=MIN_P.argparse, default=0.0, metavar="P", help=f"{MIN_P.allowed}; default 0")
     p.add_argument("--seed", type=SEED.argparse, default=0, metavar="S",
-                   help=f"{SEED.allowed}: the same seed draws the same tokens; default 0")
+                   help=f"{SEED.allowed}: the same seed, prompt and settings draw the same tokens; default 0")
     return p
 
 

@@ -22,8 +22,9 @@ from inspector.units import format_bytes
 
 MOE_NOTE = ("Mixtures of experts (Mixtral, Qwen3-MoE, OLMoE, Granite-MoE) show their experts per layer and the "
             "parameters one token uses. The smallest real one, ibm-granite/granite-3.0-1b-a400m-instruct (1.3 B "
-            "parameters in total, 0.4 B active per token, 2.7 GB in bf16), loads from a directory or the Hub like "
-            "any family and is small enough for a laptop CPU in bf16 (`--model ... --dtype bf16` in `inspector run`).")
+            "parameters in total, 0.4 B active per token, 2.5 GiB of weights in bf16), loads from a directory or "
+            "the Hub like any family and is small enough for a laptop CPU in bf16 (`--model ... --dtype bf16` in "
+            "`inspector run`).")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -55,7 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=BATCH.argparse, metavar="B", default=1,
                    help=f"requests held at once, {BATCH.allowed} (default 1)")
     p.add_argument("--dtype", metavar="D", help=f"weights: {', '.join(mem.WEIGHT_DTYPES)} "
-                                                "(default: the config's torch_dtype, else bf16)")
+                                                "(default: the config's torch_dtype, else bf16); int8 and int4 are "
+                                                "counted as GGUF's Q8_0 / Q4_0 blocks, one fp16 scale per 32 "
+                                                "weights: 8.5 and 4.5 bits a weight (`inspector run --quant` holds "
+                                                "int8 with a scale per row, int4 with a scale and minimum per group)")
     p.add_argument("--kv-dtype", metavar="D", help=f"KV cache: {', '.join(mem.KV_DTYPES)} "
                                                    "(default: the weights' float type; bf16 under int8/int4)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE",

@@ -28,7 +28,8 @@ file (`inspector.session.trace_file`): `inspector trace FILE --json` prints that
 
 `--on-context-full stop|window`: when prompt + output fill the model's context window, stop with finish
 reason "context_full" (default), or go on with a sliding window over the KV cache
-(`inspector.session.session`: 4 sink tokens and the newest positions).
+(`inspector.session.session`: 4 sink tokens and the newest positions, each kept at its original position,
+so positions count on past `max_position_embeddings`: RoPE angles the model never saw in training).
 
 `--speculative ngram|early-exit:L --draft-len K` decodes speculatively (`inspector.speculative`): a drafter
 proposes up to K tokens, the full model verifies them in one forward. The JSON then gains `speculative`:
@@ -80,7 +81,8 @@ def run_flags() -> argparse.ArgumentParser:
                         "over tiles of keys; the same result up to float rounding)")
     p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
                    help="when prompt + output fill the context window: stop (finish reason context_full, the "
-                        "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest)")
+                        "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest, each "
+                        "at its original position: positions count on past the model's max_position_embeddings)")
     p.add_argument("--save-trace", metavar="FILE", default=None,
                    help="save the run as a trace file (reopen it with `inspector trace FILE` or in the app)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",

@@ -16,8 +16,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
               "only ever sees token ids, whole numbers from 0 to the vocabulary size minus 1."),
     ("special token / EOS", "A token with a role instead of text, such as the start of a chat turn; the chips show "
                             "them purple. EOS (end of sequence) is the one that ends generation."),
-    ("chat template", "The model's own format for a conversation: markers around each turn (and a system prompt) "
-                      "wrapped around your prompt before it is tokenized."),
+    ("chat template", "The model's own format for a conversation: markers around each turn (and a system prompt, "
+                      "when you set one or the template has a default, as SmolLM2's does) wrapped around your prompt "
+                      "before it is tokenized."),
     ("embedding", "The vector of numbers a token id is looked up as (one row of the embedding matrix)."),
     ("residual stream", "The running vector per position that every layer reads and adds its output to; after "
                         "the last layer, the final norm and the LM head turn it into logits."),
@@ -44,6 +45,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                        "Its residual norm is often far above the other positions' (Sun et al. 2024)."),
     ("MLP", "A layer's feed-forward network, applied to each position on its own: a gated projection up to the "
             "FFN width (SwiGLU; Gemma: GELU-tanh), then one back down to the hidden size."),
+    ("mixture of experts / expert / router", "A layer with several MLPs (experts) where a dense model has one: "
+                                             "a small linear map, the router, scores every expert for each token, "
+                                             "only the k best run, and their outputs are summed with the router's "
+                                             "weights (Shazeer et al. 2017; Mixtral, Jiang et al. 2024). Memory "
+                                             "holds every expert; a token's forward reads k of them per layer."),
     ("RoPE", "Rotary position embedding: each query and key is rotated by angles proportional to its position, "
              "so a score depends on how far apart the two positions are (Su et al. 2021)."),
     ("KV cache", "The keys and values of every past position, kept so that a decode step computes K and V for "
@@ -135,9 +141,20 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                                          "computed; and splitting a long prefill into chunks spread over steps."),
     ("KV-cache policy", "A rule for which cached positions attention keeps: a window of the newest, attention "
                         "sinks + window (StreamingLLM), heavy hitters (H2O), SnapKV, or a quantized cache (KIVI)."),
-    ("ablation / activation patching", "Ablation: zeroing (or scaling) a head's or an MLP's output to see what "
-                                       "it did. Patching: copying one activation from a clean run into a "
-                                       "corrupted one, to find where the difference is carried."),
+    ("previous-token head / induction head", "Heads named by where their attention goes (Olsson et al. 2022): a "
+                                             "previous-token head reads the token just before each position; an "
+                                             "induction head, at a token seen earlier, reads the token that "
+                                             "followed that earlier copy, and copies it into the prediction, so the "
+                                             "model can continue a repeated sequence. The head atlas scores the "
+                                             "attention; its Ablate tests the copying."),
+    ("ablation / mean ablation / activation patching", "Ablation: removing a head's or an MLP's output to see "
+                                                       "what it did, by zeroing or scaling it, or, for a head, by "
+                                                       "mean ablation: its mean output (here over the prompt's "
+                                                       "positions) in its place. Zeroing can move later layers off the "
+                                                       "inputs they usually see; mean ablation keeps them nearer (as "
+                                                       "Wang et al. 2022 use it). Patching: copying one activation "
+                                                       "from a clean run into a corrupted one, to find where the "
+                                                       "difference is carried."),
     ("direct logit attribution", "A token's logit written as the sum of what the embedding, each head and each "
                                  "MLP added to the final residual, read through the final norm (its scale held "
                                  "at this token's value) and the LM head."),

@@ -52,8 +52,9 @@ def atlas_figure(a: HeadAtlas) -> go.Figure:
              "colorbar": {"tickvals": [r + 0.5 for r in range(len(ROLES))], "ticktext": [ROLE_NAMES[r] for r in ROLES],
                           "thickness": 12, "title": {"text": "strongest role<br>(darker: higher)"}}}
     p = a.probe
-    title = (f"What each head does: its largest of four scores on {p.count} sequences of {p.n} random tokens "
-             f"repeated once (seed {p.seed})")
+    counts = ", ".join(f"{int((best == r).sum())} {ROLE_NAMES[role].split(' (')[0]}" for r, role in enumerate(ROLES))
+    title = (f"Where each head's attention goes: its largest of four scores on {p.count} sequences of {p.n} random "
+             f"tokens repeated once (seed {p.seed}); of the {L * H} heads, largest {counts}")
     return figure([trace], title, height=max(280, 14 * L + 120), xaxis={"title": {"text": "head"}, "dtick": 1},
                   yaxis={"title": {"text": "layer"}, "dtick": 1 if L <= 32 else None})
 
@@ -154,11 +155,15 @@ def legend_text(probe: Probe) -> str:
     bos = " after a BOS" if probe.prefix else ""
     return "\n".join([
         f"Scores measured on {at}{bos}; each is the share of a head's attention (0 to 1) that goes to one place, "
-        "averaged over positions and sequences; a head is coloured by its largest.",
+        "averaged over positions and sequences; a head is coloured by its largest, however small (a pale cell: all "
+        "four are low). They measure where attention goes, not what the head writes.",
         "- previous-token: from each position to the token just before it (i → i−1, every position after the first).",
-        "- first-token (attention sink): from each position to the first position (i → 0), a position that draws "
-        "attention whatever its token (Xiao et al. 2023).",
+        "- first-token (attention sink): from each position to the first position (i → 0), where a head with nothing "
+        "to read parks its attention (Xiao et al. 2023). Random tokens give many heads nothing to read, so this "
+        "colour means idle on this probe, not a head whose job is the sink (the map's title counts them).",
         f"- duplicate-token: from each token of the repeated copy to the same token in the first copy (i → i−{n}).",
         f"- induction: from each token of the repeated copy to the token that followed its earlier copy "
-        f"(i → i−{n - 1}), which lets a model continue a sequence it has seen (Olsson et al. 2022).",
+        f"(i → i−{n - 1}): the prefix-matching half of an induction head (Olsson et al. 2022). The other half, "
+        "copying that token into the prediction, is not in the score: Ablate tests it (the repeated copy's loss "
+        "without the heads).",
     ])

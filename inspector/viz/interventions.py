@@ -34,10 +34,11 @@ def dla_figure(a: Attribution, top: int = DLA_TOP) -> go.Figure:
              "hovertemplate": "%{y}: %{x:+.3f}<extra>click a head or MLP to ablate it</extra>"}
     cap = f"; {a.cap_note()}" if a.softcap is not None else ""
     title = (f"Direct logit attribution of {show_piece(a.piece)!r}: {a.decomposed()} {a.explained:.3f} = sum of parts "
-             f"{a.total:.3f} (top {len(parts)}){cap}<br><sup>{a.condition()}</sup>")
+             f"{a.total:.3f} (the {len(parts)} largest by size, either sign){cap}<br><sup>{a.condition()}</sup>")
     return figure([trace], title, height=max(280, 18 * len(parts) + 100),
                   xaxis={"title": {"text": f"contribution to the {a.decomposed()}"}},
-                  yaxis={"automargin": True, "title": {"text": "part (attention head or MLP)"}}, margin={"l": 110, "r": 20, "t": 60, "b": 40})
+                  yaxis={"automargin": True, "title": {"text": "part (embedding, attention head or MLP)"}},
+                  margin={"l": 110, "r": 20, "t": 60, "b": 40})
 
 
 def patch_figure(s: PatchSweep) -> go.Figure:

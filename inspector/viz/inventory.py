@@ -89,7 +89,8 @@ def inventory_html(entries, tied: bool, layer: int | None = None) -> str:
     if experts:
         tied_note += (" Expert weights (the <i>expert</i> groups) are a mixture of experts': memory holds every "
                       "expert, but a decode step reads only the few each layer's router chose for its token, "
-                      "plus the shared weights (attention, routers, norms, embedding and LM head).")
+                      "plus the shared weights (attention, routers, norms and the LM head; of an untied embedding "
+                      "only its token's row).")
     sel = f" · layer {layer} highlighted" if layer is not None else ""
     return (
         f'<div class="ii-caption">{tied_note}</div>'

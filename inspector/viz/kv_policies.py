@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from inspector.quant.records import KEPT_CODES, FlashWalk, KVPolicyRun
 from inspector.units import MIB, format_bytes
-from inspector.viz.common import ATTN, CHOSEN, GENERATED, MLP, PROMPT, REMOVED, esc, figure, show_piece
+from inspector.viz.common import ATTN, BLUES, CHOSEN, GENERATED, MLP, PROMPT, REMOVED, esc, figure, show_piece
 
 COLORS = {"window": PROMPT, "sinks": GENERATED, "h2o": CHOSEN, "snapkv": ATTN, "int8": MLP, "int4": "#ef4444"}
 
@@ -52,6 +52,10 @@ CAPTION = ("KV-cache policies: the model generates with a policy deciding, after
            "a cache that frees evicted entries would save: here their storage stays allocated, and the KV cache "
            "view shows the whole cache. The int8 and int4 (KIVI) caches count the bytes of packed codes with "
            "their scales; their buffers hold the dequantized numbers in fp32.")
+# What the kept map's hover score is (H2O's, the only policy that records one): each query's weights sum to 1,
+# so a position's total over many queries and a KV head's group of query heads can exceed 1.
+SCORE_NOTE = ("(H2O: the attention this position received, summed over every query so far and over the KV head's "
+              "query heads, so it can exceed 1)")
 # code -> color: not yet (white), recent, sink, heavy hitter, SnapKV vote, kept, evicted (grey)
 CODE_COLORS = ["#ffffff", GENERATED, ATTN, CHOSEN, PROMPT, MLP, REMOVED]
 
@@ -65,7 +69,7 @@ def kept_map_figure(run: KVPolicyRun, layer: int, head: int) -> go.Figure:
     for i, color in enumerate(CODE_COLORS):  # a discrete colorscale: one flat band per code
         scale += [[i / n, color], [(i + 1) / n, color]]
     hover = [[f"{show_piece(run.pieces[p]) if p < len(run.pieces) else ''} @ {p}, step {f}: {KEPT_CODES[int(c)]}"
-              + (f", score {scores[f, p]:.3g}" if scores[f, p] else "") for f, c in enumerate(codes[:, p])]
+              + (f", score {scores[f, p]:.3g} {SCORE_NOTE}" if scores[f, p] else "") for f, c in enumerate(codes[:, p])]
              for p in range(codes.shape[1])]
     trace = {"type": "heatmap", "z": codes.T.astype("uint8"), "zmin": 0, "zmax": n, "colorscale": scale,
              "showscale": False, "text": hover, "hoverinfo": "text", "xgap": 1, "ygap": 0,
@@ -120,7 +124,7 @@ def flash_tile_figure(walk: FlashWalk, i: int) -> go.Figure:
     """Tile i's weights exp(s - m) (queries x the tile's keys): what the kernel reads and folds in."""
     s0, s1 = walk.tiles[i]
     w = walk.weights[i].astype("float32")
-    return figure([{"type": "heatmap", "z": w, "x": list(range(s0, s1)), "colorscale": "Blues", "zmin": 0, "zmax": 1,
+    return figure([{"type": "heatmap", "z": w, "x": list(range(s0, s1)), "colorscale": BLUES, "zmin": 0, "zmax": 1,
                     "colorbar": {"title": {"text": "exp(s - m)"}},
                     "hovertemplate": "query %{y}, key %{x}: %{z:.3f}<extra></extra>"}],
                   f"Layer {walk.layer}, head {walk.head}: tile {i + 1} of {len(walk.tiles)} reads keys {s0}..{s1 - 1}",

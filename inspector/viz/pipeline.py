@@ -63,7 +63,8 @@ def pipeline_html(rec: ForwardRecord | None, facts: ModelFacts, new_piece: str =
                f"{facts.num_kv_heads} kv heads", "Attention", "each layer adds its attention output, then its MLP "
                "output, to the residual stream"),
         _stage("kv", "KV cache", f"{kv_len} positions ({'+' + str(n) if prefill else '+1'})", "KV cache",
-               "keys and values written by this forward, read by every later one"),
+               "keys and values written by this forward, read by every later one (on a local layer only while "
+               "in its window; under an eviction policy only until evicted)"),
         _stage("norm", "final norm", f"‖x‖ {norm:.0f} → RMSNorm", "Residual stream",
                "the newest position's residual after the last layer (its L2 norm ‖x‖), then RMS-normalised"),
         _stage("logits", "logits", f"{facts.vocab_size:,} logits", "Sampling", "LM head: one score per vocabulary entry"),

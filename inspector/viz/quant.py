@@ -19,7 +19,10 @@ CAPTION = ("Quantization: the same model with its weights held in fewer bits. Th
            "token agrees, and how far each layer's residual stream has turned (cosine). Norms stay fp32 (tiny, "
            "and they scale every feature); the residual stream stays fp32, and so does the KV cache unless int8 KV "
            "is chosen (where the int8 and int4 kernels or bf16 weights run, each matmul takes its input in bf16); "
-           "the embedding (for a tied model also the LM head) is quantized like the other matrices.")
+           "the embedding (for a tied model also the LM head) is quantized like the other matrices. int8 here keeps "
+           "one scale per matrix row (8 bits a weight and a little more), int4-gN a 16-bit scale and minimum per N "
+           "weights (4 + 32/N bits: 5.0 at g32), where the Serving lab's memory calculator counts GGUF's Q8_0 and "
+           "Q4_0 blocks (one fp16 scale per 32 weights: 8.5 and 4.5 bits).")
 AGREE, DISAGREE = GENERATED, "#ef4444"
 
 

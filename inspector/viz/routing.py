@@ -27,10 +27,12 @@ from inspector.session.records import ForwardRecord, RoutingRecord
 from inspector.viz import heatimage as hi
 from inspector.viz.common import CHOSEN, GENERATED, MAX_TICKS, PROMPT, REMOVED, figure, show_piece
 
-CAPTION = ("Routing: in a mixture of experts every layer's MLP is many small MLPs (experts); a router scores "
-           "them all for each token and only the top k run. The map colors each token and layer by the expert "
-           "ranked first; the bars show the router's whole distribution for the selected token and layer; the "
-           "load shows how the run's tokens spread over the experts.")
+CAPTION = ("Routing: in a mixture of experts every layer has several MLPs (experts) where a dense model has one; "
+           "a router scores them all for each token and only the top k run. The map colors each token and layer by "
+           "the expert ranked first; the bars show the softmax of the router's logits over every expert for the selected token "
+           "and layer, the chosen ones labelled with their weight in the token's mixture (those k renormalised in "
+           "Mixtral, and in Qwen3-MoE and OLMoE with norm_topk_prob; in Granite a softmax over the k logits alone); "
+           "the load shows how the run's tokens spread over the experts.")
 LOAD_LUT = hi.colormap(sequential.Blues)
 
 

@@ -15,7 +15,7 @@ from inspector.viz.common import CHOSEN, GENERATED, REMOVED, esc, figure, show_p
 
 CAPTION = ("Sampling: each stage from the newest logits to the token, in order: penalties, bans and a grammar edit "
            "the logits; temperature divides them; top-k / top-p / min-p drop unlikely tokens (to 0); the survivors "
-           "are renormalised and one is drawn with the seed. Temperature 0 = greedy: the top logit, no draw.")
+           "are renormalised and one is drawn with the seed. Temperature 0 = greedy: the top edited logit, no draw.")
 
 
 def removed_by(c, stages: list[str] | None = None) -> list[str]:

@@ -146,6 +146,22 @@ def roofline_figure(steps: list[StepRecord], peaks: Peaks | None) -> go.Figure:
                   legend={"orientation": "h", "y": -0.3})
 
 
+# How the memory calculator counts a low-bit weight (`inspector.serving.memory.WEIGHT_DTYPES`), which is not
+# how the Quantization lab holds one (`inspector.quant.linear`: int8 one scale per row, int4 a scale and a
+# minimum per group)
+WEIGHT_FORMATS = {
+    "int8": "counted as GGUF's Q8_0 blocks: 8-bit weights and one fp16 scale per 32, 8.5 bits a weight (the "
+            "Quantization lab's int8 keeps one scale per row: about 8)",
+    "int4": "counted as GGUF's Q4_0 blocks: 4-bit weights and one fp16 scale per 32, 4.5 bits a weight (the "
+            "Quantization lab's int4-g32 keeps a scale and a minimum per 32: 5.0)",
+}
+
+
+def format_note(dtype: str) -> str:
+    """" (how this dtype's weights are counted)" for int8 / int4; "" for a float dtype."""
+    return f" ({WEIGHT_FORMATS[dtype]})" if dtype in WEIGHT_FORMATS else ""
+
+
 def memory_figure(bars: list[MemoryBar], budget_bytes: int | None = None) -> go.Figure:
     """Stacked horizontal bars, weights then KV cache, one per model variant; the budget as a dashed line."""
     labels = [b.label for b in bars]

@@ -26,14 +26,19 @@ CAPTION = ("Speculative decoding: a cheap drafter proposes k tokens; the full mo
            "then follows the full model's distribution, as plain sampling does, but it is not the text plain "
            "sampling draws with the same seed (the random numbers are spent differently). When all k are kept, a "
            "bonus token follows from the full model. The KV cache gets k+1 entries, then is cut back past the "
-           "rejected ones.")
+           "rejected ones. On a chip, q is the drafter's probability of that token and p the full model's at that "
+           "position: with sampling, the two distributions the rule uses (both after temperature, top-k, top-p and "
+           "min-p; p also after any penalty or constraint); with greedy, the plain softmax of each model's logits, "
+           "shown for reference, since greedy compares argmaxes; a prompt-lookup draft has no distribution, so its "
+           "q shows 1.00.")
 KIND_LABEL = {"corrected": "corrected", "bonus": "bonus", "plain": "next (no drafts)", "none": "ended"}
 REJECTED = "#ef4444"
 
 
 def _chip(piece: str, cls: str, title: str, q: float | None, p: float) -> str:
     probs = f'<span class="ii-spec-qp">{"" if q is None else f"q {q:.2f} · "}p {p:.2f}</span>'
-    return f'<span class="ii-spec-chip {cls}" title="{esc(title)}">{esc(show_piece(piece))}{probs}</span>'
+    said = ("" if q is None else f"; q {q:.2f}: the drafter's probability of it") + f"; p {p:.2f}: the full model's"
+    return f'<span class="ii-spec-chip {cls}" title="{esc(title + said)}">{esc(show_piece(piece))}{probs}</span>'
 
 
 def round_line(r: RoundRecord) -> str:

@@ -5,8 +5,8 @@ Read from `ForwardRecord` wall times: `forward_ms` is the forward as the session
 decode step's recorder only keeps references, reduced after the timer; a long prefill's computes its norms
 layer by layer inside it), without the logit lens or any drawing; `sample_ms` the draw. Prefill and decode
 colored apart. `weights_read_chart` reads the records' routing (which experts each step's tokens went to) and
-the byte sizes the caller gives (`inspector.serving.experts.expert_costs`: the shared weights, one expert of
-one layer, every weight held).
+the byte sizes the caller gives (the page: `inspector.ui.views.timing.weights_read_sizes`, from the model's
+tensor inventory: the shared weights, one expert of one layer, every weight held).
 """
 
 from __future__ import annotations

@@ -66,15 +66,19 @@ class TourFacts:
     ridge: float | None = None  # this machine's ridge point, FLOP per byte (the Serving lab's Peaks.ridge)
     window: int | None = None  # a sliding-window layer's window, when the model has such layers
     local_layers: int = 0  # how many of its layers are sliding-window (local) ones
+    num_experts: int = 0  # a mixture of experts' experts per layer (0: a dense model)
+    experts_per_token: int = 0  # k: the experts each token is routed to in each layer
 
     @classmethod
     def from_config(cls, cfg: Any, bytes_per_element: int, kv_bytes_per_token: int, dtype: str = "float32",
                     precision_note: str = "", weight_bytes: int = 0, ridge: float | None = None) -> TourFacts:
         """Every number from a model config (a `ModelConfig`, read by attribute), so none is typed in by hand."""
         local = sum(cfg.layer_type(i) == SLIDING for i in range(cfg.num_hidden_layers))
+        moe = bool(getattr(cfg, "moe", False))
         return cls(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
                    cfg.head_dim, cfg.vocab_size, bytes_per_element, kv_bytes_per_token, dtype, precision_note,
-                   weight_bytes, ridge, cfg.sliding_window if local else None, local)
+                   weight_bytes, ridge, cfg.sliding_window if local else None, local,
+                   cfg.num_experts if moe else 0, cfg.num_experts_per_tok if moe else 0)
 
 
 def kv_total(facts: TourFacts, positions: int) -> int:
@@ -110,8 +114,16 @@ def _weights_text(f: TourFacts, prefill_tokens: int | None) -> str:
     """Why a decode step at batch 1 waits on memory: its FLOPs per byte against the ridge point (roofline)."""
     held = f" ({format_bytes(f.weight_bytes)} here)" if f.weight_bytes else ""
     decode = intensity(f.bytes_per_element)
-    first = (f"A forward reads every weight once{held}, held as {esc(f.dtype)}, {f.bytes_per_element} bytes a "
-             f"number, whether it feeds one token or a whole prompt (of an untied embedding, only its tokens' rows).")
+    if f.num_experts:  # a mixture of experts reads only the experts its tokens were routed to
+        first = (f"A forward reads once each weight it uses, held as {esc(f.dtype)}, {f.bytes_per_element} bytes a "
+                 f"number: the shared weights (attention, routers, norms, the LM head; of an untied embedding only "
+                 f"its tokens' rows) and, in each layer, only the experts its tokens were routed to, "
+                 f"{f.experts_per_token} of the {f.num_experts} for a decode step's one token (memory holds them "
+                 f"all{held}).")
+    else:
+        first = (f"A forward reads every weight once{held}, held as {esc(f.dtype)}, {f.bytes_per_element} bytes a "
+                 f"number, whether it feeds one token or a whole prompt (of an untied embedding, only its tokens' "
+                 f"rows).")
     if f.ridge is not None:  # this machine's, measured
         side = "below" if decode < f.ridge else "above"
         bound = "memory" if decode < f.ridge else "compute"
@@ -124,15 +136,20 @@ def _weights_text(f: TourFacts, prefill_tokens: int | None) -> str:
                  "memory bandwidth)")
     second = f"A decode step's weight products do 2 FLOPs per weight read, {decode:g} FLOP per byte: {where}."
     t = prefill_tokens
+    of, products = ((" of the shared weights (an expert's weights fewer: 2 FLOPs each per token routed to that "
+                     "expert)", "its products with the shared weights") if f.num_experts
+                    else (" of weights", "its weight products"))
     if t and f.ridge is not None:
         bound = "compute" if intensity(f.bytes_per_element, t) >= f.ridge else "memory"
-        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte of weights, so "
-                 f"its weight products were {bound}-bound here; a longer prompt does more per byte.")
+        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte{of}, so "
+                 f"{products} were {bound}-bound here; a longer prompt does more per byte.")
     elif t:
-        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte of weights: a "
+        third = (f"This prefill's {t} tokens did {intensity(f.bytes_per_element, t):g} FLOP per byte{of}: a "
                  "long enough prompt makes the prefill compute-bound.")
     else:
-        third = "A prefill of T tokens reuses each weight T times (2T FLOPs per weight): it can be compute-bound."
+        third = ("A prefill of T tokens reuses each shared weight T times (2T FLOPs per weight; an expert's weights "
+                 "only for the tokens routed to it): it can be compute-bound." if f.num_experts else
+                 "A prefill of T tokens reuses each weight T times (2T FLOPs per weight): it can be compute-bound.")
     text = f"{first} {second} {third}"
     return f"{text} {esc(f.precision_note)}" if f.precision_note else text
 
@@ -145,11 +162,13 @@ def _timing_text(f: TourFacts, rec: ForwardRecord, kv_len: int) -> str:
         return (f"Time to first token (TTFT) here: tokenizing {rec.tokenize_ms:.1f} ms + this forward "
                 f"{rec.forward_ms:.0f} ms + the draw {rec.sample_ms:.1f} ms = {ttft:.0f} ms. Each decode step then "
                 f"feeds one token; its forward + draw is the time per output token (TPOT). {clock}")
-    grow = (f"; at {kv_len} positions the cache is {kv_total(f, kv_len) / f.weight_bytes:.1%} of the weights' bytes"
-            if f.weight_bytes else "")
+    grow = (f"; at {kv_len} positions the cache is {kv_total(f, kv_len) / f.weight_bytes:.1%} of the bytes of "
+            f"{'every weight held' if f.num_experts else 'the weights'}" if f.weight_bytes else "")
+    weights = (f"the shared weights and {f.experts_per_token} experts per layer (which ones, its token's router "
+               "decides)" if f.num_experts else "the same weights")
     return (f"This decode step's forward took {rec.forward_ms:.0f} ms and the draw {rec.sample_ms:.1f} ms: "
-            f"{rec.forward_ms + rec.sample_ms:.0f} ms, its time per output token (TPOT). Each step reads the same "
-            f"weights plus every cached K and V ({f.kv_bytes_per_token:,} bytes per position{grow}), so TPOT grows "
+            f"{rec.forward_ms + rec.sample_ms:.0f} ms, its time per output token (TPOT). Each step reads {weights} "
+            f"plus every cached K and V ({f.kv_bytes_per_token:,} bytes per position{grow}), so TPOT grows "
             f"with the context. {clock}")
 
 
@@ -164,7 +183,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
         n_txt = "Your prompt"
         return {
             "text": f"{n_txt} goes in as plain text. With the chat template on, it is wrapped in the template's "
-                    "markers (and a system prompt) first, so the model sees a conversation.",
+                    "markers (and a system prompt, when you set one or the template has a default) first, so the "
+                    "model sees a conversation.",
             "tokens": f"The tokenizer cuts the text into tokens, each an id below {f.vocab_size:,}. The chips on the "
                       "left show them after Prefill; click one to select its position.",
             "embed": f"Each token id picks one row of the embedding matrix: {f.hidden_size} numbers per token. "
@@ -196,7 +216,8 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
     texts = {
         "text": ("Your prompt went in as plain text" + (f", tokenized in {rec.tokenize_ms:.1f} ms" if rec.tokenize_ms
                                                         else "") + ". With the chat template on, it is wrapped in the "
-                 "template's markers (and a system prompt) first, so the model sees a conversation." if prefill else
+                 "template's markers (and a system prompt, when you set one or the template has a default) first, "
+                 "so the model sees a conversation." if prefill else
                  "In a decode step no new text goes in. The input is the token the step before produced, fed back "
                  "as one id."),
         "tokens": f"{what}. Every token is an id below {f.vocab_size:,}; the chips on the left show them (click one "
@@ -205,8 +226,10 @@ def _texts(facts: TourFacts, rec: ForwardRecord | None, new_piece: str) -> dict[
                  "forward. That vector per position is the residual stream every layer reads and adds to.",
         "layers": _layers_text(f),
         "kv": _kv_text(f, kv_len),
-        "norm": f"After the last layer, the newest position's residual has length ‖x‖ = {norm:.0f}; RMSNorm divides "
-                "it by its root-mean-square and scales it by learned weights.",
+        "norm": f"After the last layer, the newest position's residual has length ‖x‖ = {norm:.0f}, so its "
+                f"root-mean-square is ‖x‖/√{f.hidden_size} = {norm / f.hidden_size ** 0.5:.2f}; RMSNorm divides "
+                "it by that (with a small ε added under the root) and multiplies each number by a learned weight "
+                "(Gemma: by 1 + that weight).",
         "logits": f"The LM head turns that vector into {f.vocab_size:,} logits, one score per vocabulary entry. "
                   "Softmax makes them probabilities that add up to 1.",
         "timing": _timing_text(f, rec, kv_len),
@@ -243,7 +266,9 @@ def _layers_text(f: TourFacts) -> str:
     share = f.num_heads // max(1, f.num_kv_heads)
     local = (f" {f.local_layers} of the {f.num_layers} layers {'is' if f.local_layers == 1 else 'are'} local: each "
              f"position there sees only the newest {f.window:,} positions." if f.local_layers and f.window else "")
-    return (f"Each of the {f.num_layers} layers runs attention and then an MLP, adding both outputs to the residual "
+    mlp = (f"a mixture of {f.num_experts} expert MLPs, of which a router picks {f.experts_per_token} per token"
+           if f.num_experts else "an MLP")
+    return (f"Each of the {f.num_layers} layers runs attention and then {mlp}, adding both outputs to the residual "
             f"stream. Attention has {f.num_heads} query heads reading {f.num_kv_heads} key/value heads "
             f"({f'{share} query heads per KV head' if share > 1 else 'one per KV head'}): each position attends to "
             f"itself and the positions before it.{local}")

@@ -19,7 +19,9 @@ CAPTION = ("Training runs the same forward pass as inference, but over a whole t
            "known: it scores each prediction (the loss: how surprised the model was, -log p of the true next "
            "token), then sends gradients back through every weight to say how each should change. Inference "
            "runs forward only, one new token at a time, and keeps a KV cache instead. Nothing here changes a "
-           "weight: this is one step's forward and backward, measured.")
+           "weight: this is one step's forward and backward, measured. When the box holds the current run's text, "
+           "its generated tokens are ones the model chose itself (greedy: its top-1 at every step), so they score "
+           "a low loss by construction; paste a text the model did not write to see what surprises it.")
 LOSS_SCALE = 10.0  # nats at which a token's colour is full red (a probability of e^-10 for the true token)
 SHORT_NAMES = {"self_attn.q_proj.weight": "q", "self_attn.k_proj.weight": "k", "self_attn.v_proj.weight": "v",
                "self_attn.o_proj.weight": "o", "mlp.gate_proj.weight": "gate", "mlp.up_proj.weight": "up",

@@ -107,7 +107,10 @@ class KVPoliciesLab(Panel):
         cfg = self.page.loaded.config
         gr.Markdown(vk.CAPTION + " Uses the page's prompt, chat toggle and max new tokens; greedy, in a run of its "
                     "own (the KV cache view runs the page's own generation under an eviction policy; here the int8 "
-                    "and int4 caches and the context-overflow choice too).", elem_classes="ii-caption")
+                    "and int4 caches and the context-overflow choice too). Continuing with a sliding window keeps the "
+                    "first positions (attention sinks) and the newest, each at its original position, so positions "
+                    f"count on past the model's context of {cfg.max_position_embeddings:,} (max_position_embeddings): "
+                    "RoPE angles it never saw in training.", elem_classes="ii-caption")
         with gr.Row():
             self.policy, self.budget, self.sinks = policy_controls(ALL_POLICIES, "kvpolicy")
             self.overflow = gr.Radio(list(OVERFLOW), value="stop (context full)", label="when the context is full",

@@ -64,8 +64,9 @@ class MemoryCalculator(Panel):
         memory = MEM_GIB.parse(memory_gib) * 2**30
         bars = memory_bars(str(config), context, batch, str(dtype), memory)
         saved = bars[1].kv_bytes / bars[0].kv_bytes if bars[0].kv_bytes else 1.0
-        line = (f"{config}, {dtype}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; KV cache for {batch} x {context} "
-                f"tokens {bars[0].kv_bytes / 2**30:.2f} GiB (full MHA would need {saved:.1f}x as much); "
+        line = (f"{config}, {dtype}{vs.format_note(str(dtype))}: weights {bars[0].weight_bytes / 2**30:.2f} GiB; "
+                f"KV cache for {batch} x {context} tokens {bars[0].kv_bytes / 2**30:.2f} GiB (full MHA would need "
+                f"{saved:.1f}x as much); "
                 f"{bars[0].fits_requests} requests of {context} tokens fit in {memory // 2**30} GiB")
         cfg = resolve_config(str(config)).config
         windowed = windowed_kv_bytes(cfg, context, batch, default_kv_dtype(dtype_name(str(dtype))))

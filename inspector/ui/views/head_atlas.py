@@ -38,9 +38,11 @@ from inspector.validate import SEED
 from inspector.viz import heads as vh
 from inspector.viz.common import empty_figure
 
-CAPTION = ("What each head does, measured the way the literature does: every head's attention on random tokens "
-           "repeated once, scored for four roles. Click a head of the map to see its pattern; ablate the strongest "
-           "heads of a role and see what the model loses, beside as many random heads.")
+CAPTION = ("Where each head's attention goes on random tokens repeated once, scored for four patterns the literature "
+           "names: the scores measure attention only, not what a head writes. On random tokens a head with nothing "
+           "to read rests on the first position, so a first-token colour means idle on this probe. Click a head of "
+           "the map to see its pattern; ablate the strongest heads of a role and see what the model loses, beside "
+           "as many random heads: that tests what they do.")
 LISTED = 6  # heads named in a branch's label (more: only how many)
 
 
@@ -81,7 +83,7 @@ class HeadAtlasSection(Panel):
         import gradio as gr
 
         cfg = self.page.loaded.config
-        with gr.Accordion("Head atlas: what each head does, and what the model loses without it", open=True,
+        with gr.Accordion("Head atlas: where each head's attention goes, and what the model loses without it", open=True,
                           elem_id=self.tab_id):
             gr.Markdown(CAPTION, elem_classes="ii-caption")
             self.show("status", gr.HTML(self.status("press Compute the atlas"), elem_id="heads-status"))
