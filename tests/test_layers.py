@@ -13,7 +13,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "inspector"
 ALLOWED = {
     "engine": set(),  # torch only: ids in, logits and traces out; knows no text, no session, no UI
     "arch": {"engine"},  # inspector/engine/arch: the model families, part of the engine
-    "layers": {"engine"},  # inspector/engine/layers: the building blocks the families import, part of the engine
     "models": {"engine"},  # where weights and tokenizers come from
     "generation": {"engine", "models"},  # the one generation loop: Sequence, step, the three levers
     "session": {"engine", "models", "generation"},  # generation state and records over the engine
