@@ -7,12 +7,12 @@ rotate, write and read the caller's KV cache, attend, o_proj) and the SwiGLU `ML
 `inspector.engine.model` embeds the tokens, runs the blocks and unembeds; `inspector.engine.arch` builds each
 family's block from these layers, swapping in its own parts (q/k norms, sandwich norms, a mixture of experts
 from `inspector.engine.moe`). What the layers call: `inspector.engine.scores` (scaled scores, masks, the
-fp32 softmax), `inspector.engine.flash` (the tiled kind), `inspector.engine.linear` (the weight products),
+fp32 softmax), `inspector.engine.flash` (the tiled kind), `inspector.engine.linear` (Linear, the weight products),
 `inspector.engine.kv_cache` and the trace points of `inspector.engine.trace`.
 
 Module names equal Hugging Face's (`input_layernorm`, `self_attn.q_proj`, `mlp.gate_proj`, ...), so a
-checkpoint loads with `strict=True`. Every `forward` takes (B, T, D) and returns (B, T, D) (RoPE:
-(..., head_dim)); each records its trace points through the `rec` argument it is given.
+checkpoint loads with `strict=True`. Block, Attention and MLP take and return (B, T, D); the norms and RoPE
+act on the last dimension. Each layer records its trace points through the `rec` argument it is given.
 """
 
 from __future__ import annotations
