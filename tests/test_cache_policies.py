@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inspector.engine.rope import apply_rope, rope_cos_sin, signed_sin
+from inspector.engine.layers import apply_rope, rope_cos_sin, signed_sin
 from inspector.engine.steps import new_cache
 from inspector.errors import InputError
 from inspector.generation import loop

@@ -1,5 +1,5 @@
 """bf16 forwards: short ones attend in fp32 on the CPU (see `UPCAST_MAX_KEY_ELEMENTS` in
-`inspector.engine.layers.attention`), long ones in bf16; both agree with fp32 on the same weights as closely as
+`inspector.engine.layers`), long ones in bf16; both agree with fp32 on the same weights as closely as
 bf16 weights allow, the recorder sees the scores in the model's dtype, and the default model's greedy tokens
 in bf16 equal fp32's."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine_fixtures import tiny_model
-from inspector.engine.layers import attention as attention_module
+from inspector.engine import layers as attention_module
 from inspector.engine import steps as engine
 from inspector.engine.recording import FullRecorder
 
@@ -69,7 +69,7 @@ def test_default_model_bf16_greedy_tokens_equal_fp32(default_model):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_rms_norm_rounds_as_transformers_bit_for_bit(dtype):
-    from inspector.engine.layers.norm import RMSNorm
+    from inspector.engine.layers import RMSNorm
 
     for dim in (7, 64, 576):
         norm = RMSNorm(dim, 1e-6).to(dtype)

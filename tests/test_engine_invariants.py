@@ -16,7 +16,7 @@ from tiny import tiny_llama_dir, tiny_qwen_dir  # noqa: F401 (fixtures)
 
 from inspector.engine import recording
 from inspector.engine import steps as engine
-from inspector.engine.attention import attention_weights
+from inspector.engine.scores import attention_weights
 from inspector.engine.config import SamplingParams
 from inspector.engine.model import ATTN_CHUNK
 from inspector.engine.recording import FullRecorder, SummaryRecorder

@@ -14,7 +14,7 @@ import torch
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
 from inspector.commands.cli import main
-from inspector.engine.attention import attention_weights, future_mask, masked_scores, softmax32
+from inspector.engine.scores import attention_weights, future_mask, masked_scores, softmax32
 from inspector.engine.flash import hbm_bytes, step_through, tiled_attend
 from inspector.engine.model import set_attention
 from inspector.engine.steps import new_cache, step_rows

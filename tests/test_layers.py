@@ -13,7 +13,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "inspector"
 ALLOWED = {
     "engine": set(),  # torch only: ids in, logits and traces out; knows no text, no session, no UI
     "arch": {"engine"},  # inspector/engine/arch: the model families, part of the engine
-    "layers": {"engine"},  # inspector/engine/layers: the building blocks the families import, part of the engine
     "models": {"engine"},  # where weights and tokenizers come from
     "generation": {"engine", "models"},  # the one generation loop: Sequence, step, the three levers
     "session": {"engine", "models", "generation"},  # generation state and records over the engine
@@ -168,3 +167,24 @@ def test_cycle_finder_finds_a_circle_through_three_modules():
 def test_no_import_cycles():
     found = [c for c in cycles(module_graph()) if any(m.startswith(f"{layer}.") for m in c for layer in CYCLE_FREE)]
     assert not found, f"import circles: {found}"
+
+
+def test_no_two_engine_modules_share_a_name():
+    """One name per concept in the engine: no two of its modules (at any depth) share a file name, so
+    `attention` or `linear` means one thing there."""
+    stems: dict[str, list[str]] = {}
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        if path.name != "__init__.py":
+            stems.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    assert not {s: p for s, p in stems.items() if len(p) > 1}
+
+
+def test_a_dense_block_reads_top_down_in_one_module():
+    """A Llama block's code is one module in the order the data flows: the block (the residual stream), then
+    the norm, RoPE, attention and MLP it runs; the model's forward imports it from there."""
+    tree = ast.parse((PACKAGE / "engine" / "layers.py").read_text(encoding="utf-8"))
+    line = {n.name: n.lineno for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    order = ["Block", "RMSNorm", "apply_rope", "Attention", "MLP"]
+    assert all(name in line for name in order), sorted(line)
+    assert sorted(order, key=line.get) == order
+    assert "inspector.engine.layers" in all_imports(PACKAGE / "engine" / "model.py")

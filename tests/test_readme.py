@@ -82,3 +82,46 @@ def test_readme_levers_example_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith(("max_tokens", "eos")) and len(out.stdout.split()) > 5
+
+
+def layout_tree() -> list[tuple[Path, str]]:
+    """(the folder an entry or a comment line names files of, the line's comment) for every line of the
+    tree in "How it is built": an entry `name.py` or `name/` sits at its indent (two spaces a level)."""
+    section = (ROOT / "README.md").read_text().split("## How it is built", 1)[1]
+    tree = re.search(r"```\n(.*?)\n```", section, re.S).group(1)
+    parents: list[Path] = [ROOT]
+    base, out = ROOT, []
+    for line in tree.splitlines():
+        entry, _, comment = line.partition("#")
+        name = entry.strip()
+        if name:
+            depth = (len(entry) - len(entry.lstrip())) // 2
+            path = parents[depth] / name.rstrip("/")
+            assert path.exists(), f"the README's layout names {path.relative_to(ROOT)}, which does not exist"
+            if name.endswith("/"):
+                del parents[depth + 1:]
+                parents.append(path)
+            base = path if name.endswith("/") else path.parent
+        out.append((base, comment))
+    return out
+
+
+def test_the_layout_tree_names_only_files_that_exist():
+    """Every entry of the layout tree exists, and so does every `name.py` its comments name in that folder."""
+    for base, comment in layout_tree():
+        for name in re.findall(r"\b(\w+\.py)\b", comment):
+            assert (base / name).exists(), f"the README's layout mentions {(base / name).relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize("folder", ["inspector/engine", "inspector/generation"])
+def test_the_layout_tree_names_every_module_of_the_engine_and_the_loop(folder: str):
+    """The engine's and the generation loop's modules are each named in the tree (a line or a comment)."""
+    named = set()
+    for base, comment in layout_tree():
+        named |= {base / n for n in re.findall(r"\b(\w+\.py)\b", comment)}
+    section = (ROOT / "README.md").read_text().split("## How it is built", 1)[1]
+    tree = re.search(r"```\n(.*?)\n```", section, re.S).group(1)
+    entries = {line.partition("#")[0].strip() for line in tree.splitlines()}
+    missing = [p.name for p in sorted((ROOT / folder).iterdir())
+               if p.suffix == ".py" and p.name != "__init__.py" and p not in named and p.name not in entries]
+    assert not missing, f"{folder} modules the README's layout does not name: {missing}"

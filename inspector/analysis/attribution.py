@@ -35,7 +35,7 @@ import torch
 
 from inspector.analysis.records import Attribution, LayerParts
 from inspector.engine import steps
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import RMSNorm
 from inspector.engine.model import Transformer
 from inspector.errors import InputError
 from inspector.generation import loop

@@ -1,7 +1,7 @@
 """Tiled attention with the online softmax (FlashAttention's forward, Dao et al. 2022), in plain PyTorch.
 
 `tiled_attend(q, k, v, q_pos, hidden, n_rep, tile) -> z` computes the same attention as the standard path
-(`inspector.engine.attention`: scores, mask, softmax, weighted sum) without ever holding the T x S score
+(`inspector.engine.scores`: scores, mask, softmax, weighted sum) without ever holding the T x S score
 matrix: it reads K and V in tiles of `tile` key positions and keeps, per query row, the running maximum m
 of its scores, the running sum l of exp(score - m) and the unnormalised output acc. For each tile:
 

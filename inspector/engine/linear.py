@@ -1,5 +1,7 @@
-"""Products with weight matrices: how a (N, K) weight multiplies activations, and how weights are stored.
+"""The model's linear layer and its products with weight matrices: how a (N, K) weight multiplies
+activations, and how weights are stored. (Quantized weights are `inspector.quant.linear`'s modules.)
 
+- `Linear`: `nn.Linear` whose product runs through `project`, the module every projection of the model is.
 - `project(x, weight, bias=None) -> (..., N)`: what `F.linear(x, weight, bias)` computes, x (..., K).
   An fp32 weight stored row-major (N, K) on the CPU, with several rows of x, runs as `weight @ x.T`, one
   gemm that streams the weight once; MKL's `x @ weight.T` reads it at about half that rate for 2 to 8
@@ -31,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inspector.engine.trace import NoHooks
+
 QKV = ("q_proj", "k_proj", "v_proj")  # an attention module's projections stacked into one product
 GATE_UP = ("gate_proj", "up_proj")  # an MLP's projections stacked into one product
 
@@ -57,6 +61,13 @@ def _split_k(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     N, K = weight.shape
     halves = weight.t().view(2, K // 2, N)  # (2, K/2, N): rows 0..K/2-1 and K/2..K-1 of the (K, N) storage
     return torch.bmm(x.view(2, 1, K // 2), halves).sum(0)  # (2, 1, N) -> (1, N); one thread per half
+
+
+class Linear(NoHooks, nn.Linear):
+    """nn.Linear computed by `project` (the weight product in the form this CPU runs fastest)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return project(x, self.weight, self.bias)
 
 
 def lay_out_weights(model: nn.Module, transposed: bool,

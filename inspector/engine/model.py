@@ -1,11 +1,13 @@
 """The decoder in plain PyTorch, instrumented with trace points: embeddings, the blocks, the final norm and
 the LM head.
 
-The blocks come from `inspector.engine.arch` (its `build_block` picks a layer's parts for the config's
-family), built from the layers of `inspector.engine.layers` (norms, attention, MLPs, blocks): this module
-imports the architectures, never the other way round. The model itself adds only what sits outside the
+Read the forward top-down: `Transformer.forward` here (embed, the blocks, final norm, LM head), then
+`Block.forward` in `inspector.engine.layers` (the residual stream through norm, attention and MLP) and the
+layers below it in that file, in the order they run. The blocks come from `inspector.engine.arch` (its
+`build_block` picks a layer's parts for the config's family) built from those layers: this module imports
+the architectures, never the other way round. The model itself adds only what sits outside the
 blocks: Gemma's embedding scale, a second RoPE base for sliding layers, each layer kind's mask
-(`attention.windowed`), the final logit soft-cap, and Granite's embedding multiplier and logit scaling.
+(`scores.windowed`), the final logit soft-cap, and Granite's embedding multiplier and logit scaling.
 
 Module names equal Hugging Face's (`model.embed_tokens`, `model.layers.{i}.self_attn.q_proj`, ...,
 `model.norm`, `lm_head`), so an HF state dict loads with `strict=True`; a model with tied embeddings has
@@ -35,7 +37,7 @@ n_layers=None) -> logits (B, T, V)`, or (B, 1, V) holding each row's last real t
   layers): activation patching reruns only the blocks from its patch on.
 A single request (B = 1, no padding) runs the same operations in the same order whatever the batch
 machinery, so its results do not depend on it bit for bit.
-Attention runs the standard path (full score rows, `inspector.engine.attention`) or, after
+Attention runs the standard path (full score rows, `inspector.engine.scores`) or, after
 `set_attention(model, "tiled")`, FlashAttention's tiles with the online softmax (`inspector.engine.flash`);
 the trace points fire the same either way (see `Attention._attend`).
 Weight products go through `inspector.engine.linear.project`; a layer's q/k/v (and gate/up) run as one
@@ -51,14 +53,12 @@ import torch
 from torch import nn
 
 from inspector.engine.arch import build_block, norm_class
-from inspector.engine.attention import ForwardPlan, plan_forward, windowed
 from inspector.engine.config import SLIDING, ModelConfig
 from inspector.engine.flash import TILE
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.layers.attention import ATTENTION_KINDS, Attention
-from inspector.engine.layers.linear import Linear
-from inspector.engine.linear import project
-from inspector.engine.rope import rope_cos_sin, rope_inv_freq, signed_sin
+from inspector.engine.layers import ATTENTION_KINDS, Attention, rope_cos_sin, rope_inv_freq, signed_sin
+from inspector.engine.linear import Linear, project
+from inspector.engine.scores import ForwardPlan, plan_forward, windowed
 from inspector.engine.trace import Recorder, record
 
 

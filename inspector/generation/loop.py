@@ -40,7 +40,7 @@ from inspector.engine import steps
 from inspector.engine.config import SamplingParams
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer
-from inspector.engine.rope import apply_rope, rope_cos_sin, signed_sin
+from inspector.engine.layers import apply_rope, rope_cos_sin, signed_sin
 from inspector.engine.sampling import SampleResult, final_probs, generator_for, sample
 from inspector.engine.trace import Recorder, edits, wants
 from inspector.generation.levers import Hooks, Levers

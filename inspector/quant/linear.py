@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inspector.engine.layers.linear import NoHooks
+from inspector.engine.trace import NoHooks
 from inspector.quant import packing
 
 INT8_PATHS = ("dequant", "kernel")

@@ -2,7 +2,7 @@
 
 Pure functions over tensors a forward kept (post-RoPE queries, last-position residuals, logits) and the
 keys read from the KV cache; they never run the model's blocks. Attention weights come from
-`inspector.engine.attention.attention_weights`, the function the model's own attention uses, so every
+`inspector.engine.scores.attention_weights`, the function the model's own attention uses, so every
 view shows exactly the scale, causal mask and fp32 softmax of the forward it describes; given the model's
 config and the layer, a family's own scale (query_pre_attn_scalar), score soft-cap and a sliding layer's
 window are applied as the model applies them.
@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from inspector.engine.attention import attention_weights, future_mask, masked_scores, softmax32, window_mask
+from inspector.engine.scores import attention_weights, future_mask, masked_scores, softmax32, window_mask
 from inspector.engine.config import SLIDING, ModelConfig
 from inspector.engine.model import Transformer
 from inspector.session.records import TopToken, commitment_layer

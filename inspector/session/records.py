@@ -95,7 +95,7 @@ class KVLayerStat:
 @dataclass
 class RoutingRecord:
     """One forward's routing in a mixture-of-experts model: every layer, the positions the forward added
-    (`inspector.engine.layers.moe`; n = ForwardRecord.n_new, k experts per token out of E)."""
+    (`inspector.engine.moe`; n = ForwardRecord.n_new, k experts per token out of E)."""
 
     expert_ids: np.ndarray  # (num_layers, n, k) int32: the experts each position went to, highest weight first
     expert_weights: np.ndarray  # (num_layers, n, k) float32: their weights in the position's mixture

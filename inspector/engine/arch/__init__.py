@@ -2,8 +2,8 @@
 
 `build_block(config, layer) -> Block` and `norm_class(config)` are what `inspector.engine.model` calls;
 one module per family holds what that family adds to the Llama block, built from the shared layers of
-`inspector.engine.layers` (module names equal Hugging Face's throughout, so a checkpoint loads with
-`strict=True`). The architectures import the layers, never the model:
+`inspector.engine.layers` and `inspector.engine.moe` (module names equal Hugging Face's throughout, so a
+checkpoint loads with `strict=True`). The architectures import the layers, never the model:
 - llama, qwen2: the Llama block itself (Qwen2: biases on q/k/v, from the config).
 - mistral: the Llama block; every layer attends over a sliding window (`config.layer_types`).
 - qwen3: RMSNorm over each head's queries and keys before RoPE (`q_norm`, `k_norm`).
@@ -12,7 +12,7 @@ one module per family holds what that family adds to the Llama block, built from
   query_pre_attn_scalar, attention scores soft-capped, local (sliding) and global layers alternating.
 - gemma3_text: Gemma 2 without the soft-caps, plus (1 + w) q/k norms and a RoPE base of its own for the
   sliding layers (5 sliding : 1 global).
-Mixtures of experts (`inspector.engine.layers.moe` as the MLP of every layer):
+Mixtures of experts (`inspector.engine.moe` as the MLP of every layer):
 - mixtral: the Mistral block; softmax over the experts, top-k, weights renormalised.
 - qwen3_moe: the Qwen3 block; softmax, top-k, renormalised when `norm_topk_prob`.
 - olmoe: q/k RMSNorms over all heads at once; softmax, top-k, renormalised when `norm_topk_prob`.
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from inspector.engine.arch import gemma2, gemma3, granitemoe, llama, mistral, mixtral, olmoe, phi3, qwen3, qwen3_moe
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.block import Block
-from inspector.engine.layers.norm import GemmaRMSNorm, RMSNorm
+from inspector.engine.layers import Block, GemmaRMSNorm, RMSNorm
 
 _FAMILIES = {"llama": llama, "qwen2": llama, "mistral": mistral, "qwen3": qwen3, "phi3": phi3,
              "gemma2": gemma2, "gemma3_text": gemma3, "mixtral": mixtral, "qwen3_moe": qwen3_moe, "olmoe": olmoe,

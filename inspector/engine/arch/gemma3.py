@@ -4,11 +4,9 @@ of its own for the sliding layers (`rope_local_theta`, 10,000 against 1,000,000 
 
 from __future__ import annotations
 
-from inspector.engine.arch.gemma2 import GemmaQKNormAttention
+from inspector.engine.arch.gemma2 import GemmaQKNormAttention, SandwichBlock, mlp_class
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.block import Block, SandwichBlock
-from inspector.engine.layers.mlp import mlp_class
-from inspector.engine.layers.norm import GemmaRMSNorm
+from inspector.engine.layers import Block, GemmaRMSNorm
 
 FEATURES = ("(1 + w) RMSNorms", "(1 + w) RMSNorm on each head's queries and keys",
             "post-attention and post-feed-forward norms", "GELU-tanh gated MLP", "embeddings scaled by sqrt(hidden)",

@@ -1,9 +1,9 @@
-"""Llama (also SmolLM and Qwen2): the block of `inspector.engine.model` as it is."""
+"""Llama (also SmolLM and Qwen2): the block of `inspector.engine.layers` as it is."""
 
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.block import Block
+from inspector.engine.layers import Block
 
 FEATURES: tuple[str, ...] = ()
 

@@ -5,7 +5,7 @@ every position, the older ones masked."""
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.block import Block
+from inspector.engine.layers import Block
 
 FEATURES = ("sliding-window attention in every layer",)
 

@@ -5,13 +5,11 @@ expert is a SwiGLU named w1 (gate), w3 (up), w2 (down). A `sliding_window`, when
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.attention import Attention
-from inspector.engine.layers.block import Block, SparseBlock
-from inspector.engine.layers.moe import MixtralExperts
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import Block
+from inspector.engine.moe import MixtralExperts, SparseBlock
 
 FEATURES = ("sparse mixture-of-experts MLP (block_sparse_moe): softmax, top-k, weights renormalised",)
 
 
 def build_block(config: ModelConfig, layer: int) -> Block:
-    return SparseBlock(config, layer, Attention, MixtralExperts, RMSNorm)
+    return SparseBlock(config, layer, mlp=MixtralExperts)

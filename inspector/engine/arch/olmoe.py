@@ -8,10 +8,8 @@ from __future__ import annotations
 import torch
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.attention import Attention
-from inspector.engine.layers.block import Block, PartsBlock
-from inspector.engine.layers.moe import ListExperts
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import Attention, Block, RMSNorm
+from inspector.engine.moe import ListExperts
 from inspector.engine.trace import Recorder, record
 
 FEATURES = ("RMSNorm over all heads' queries and over all keys (q_norm, k_norm)",
@@ -40,4 +38,4 @@ def _across_heads(norm: RMSNorm, x: torch.Tensor) -> torch.Tensor:
 
 
 def build_block(config: ModelConfig, layer: int) -> Block:
-    return PartsBlock(config, layer, WholeQKNormAttention, ListExperts, RMSNorm)
+    return Block(config, layer, attention=WholeQKNormAttention, mlp=ListExperts)

@@ -9,11 +9,8 @@ import torch
 from torch import nn
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.attention import Attention
-from inspector.engine.layers.block import Block, PartsBlock
-from inspector.engine.layers.linear import Linear
-from inspector.engine.layers.mlp import MLP
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import MLP, Attention, Block
+from inspector.engine.linear import Linear
 from inspector.engine.trace import Recorder, record
 
 FEATURES = ("fused q/k/v (qkv_proj) and gate/up (gate_up_proj) weights",)
@@ -52,4 +49,4 @@ class FusedMLP(MLP):
 
 
 def build_block(config: ModelConfig, layer: int) -> Block:
-    return PartsBlock(config, layer, FusedAttention, FusedMLP, RMSNorm)
+    return Block(config, layer, attention=FusedAttention, mlp=FusedMLP)

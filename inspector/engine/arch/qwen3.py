@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.attention import QKNormAttention
-from inspector.engine.layers.block import Block, PartsBlock
-from inspector.engine.layers.mlp import MLP
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import Block, QKNormAttention
 
 FEATURES = ("RMSNorm on each head's queries and keys (q_norm, k_norm)",)
 
 
 def build_block(config: ModelConfig, layer: int) -> Block:
-    return PartsBlock(config, layer, QKNormAttention, MLP, RMSNorm)
+    return Block(config, layer, attention=QKNormAttention)

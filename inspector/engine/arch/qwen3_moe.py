@@ -5,14 +5,12 @@ softmax over the experts, top-k, the k weights renormalised to sum to 1 only whe
 from __future__ import annotations
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.attention import QKNormAttention
-from inspector.engine.layers.block import Block, PartsBlock
-from inspector.engine.layers.moe import ListExperts
-from inspector.engine.layers.norm import RMSNorm
+from inspector.engine.layers import Block, QKNormAttention
+from inspector.engine.moe import ListExperts
 
 FEATURES = ("RMSNorm on each head's queries and keys (q_norm, k_norm)",
             "sparse mixture-of-experts MLP: softmax, top-k (renormalised when norm_topk_prob)")
 
 
 def build_block(config: ModelConfig, layer: int) -> Block:
-    return PartsBlock(config, layer, QKNormAttention, ListExperts, RMSNorm)
+    return Block(config, layer, attention=QKNormAttention, mlp=ListExperts)

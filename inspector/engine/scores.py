@@ -1,4 +1,6 @@
-"""Attention weights: the one place where scores are scaled, causally masked and softmaxed.
+"""Attention's math: the one place where scores are scaled, causally masked and softmaxed, and the masks
+each forward's blocks of queries read with. (The attention layer, which calls these, is
+`inspector.engine.layers.Attention`.)
 
 The model's attention and every attention view go through these functions, so a view shows exactly
 the weights the model used (up to the dtype the caller passes in).

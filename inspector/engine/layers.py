@@ -1,13 +1,18 @@
-"""Attention modules: grouped-query causal self-attention with RoPE, written out in full; the variant with
-per-head q/k RMSNorms (Qwen3, Qwen3-MoE, Gemma 3); the one whose scores use the config's own scale
-(`ScaledAttention`: Gemma's query_pre_attn_scalar, Granite's attention_multiplier).
+"""The layers of a dense (Llama) forward, top-down in the order the data flows through one block.
 
-`Attention(config, layer)` holds HF's `q_proj`, `k_proj`, `v_proj`, `o_proj`; `forward(x (B, T, D), cos, sin,
-cache, plan, rec) -> (B, T, D)`: project, record q/k/v, `normalize_qk` (identity here; families override
-it), rotate, write and read the caller's cache, attend, record z, o_proj. It attends by the standard path
-(full score rows, `inspector.engine.attention`) or, with `kind = "tiled"`, FlashAttention's tiles with the
-online softmax (`inspector.engine.flash`); the trace points fire the same either way (see `_attend`).
-A layer's q/k/v run as one product when `lay_out_weights` stacked their weights (`inspector.engine.linear`).
+`Block.forward` tells the residual story: the stream x is normed and read by attention, whose output is
+added back (resid_mid); that is normed and read by the MLP, whose output is added back (resid_post). Below it,
+its parts in the order they run: `RMSNorm`, rotary position embeddings (RoPE), `Attention` (project q/k/v,
+rotate, write and read the caller's KV cache, attend, o_proj) and the SwiGLU `MLP`.
+`inspector.engine.model` embeds the tokens, runs the blocks and unembeds; `inspector.engine.arch` builds each
+family's block from these layers, swapping in its own parts (q/k norms, sandwich norms, a mixture of experts
+from `inspector.engine.moe`). What the layers call: `inspector.engine.scores` (scaled scores, masks, the
+fp32 softmax), `inspector.engine.flash` (the tiled kind), `inspector.engine.linear` (Linear, the weight products),
+`inspector.engine.kv_cache` and the trace points of `inspector.engine.trace`.
+
+Module names equal Hugging Face's (`input_layernorm`, `self_attn.q_proj`, `mlp.gate_proj`, ...), so a
+checkpoint loads with `strict=True`. Block, Attention and MLP take and return (B, T, D); the norms and RoPE
+act on the last dimension. Each layer records its trace points through the `rec` argument it is given.
 """
 
 from __future__ import annotations
@@ -15,23 +20,131 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from inspector.engine.attention import ForwardPlan, masked_scores, plan_mask, softmax32
-from inspector.engine.config import ModelConfig
+from inspector.engine.config import FULL, ModelConfig
 from inspector.engine.flash import TILE, tiled_attend
 from inspector.engine.kv_cache import KVCache
-from inspector.engine.layers.linear import Linear, NoHooks
-from inspector.engine.layers.norm import GemmaRMSNorm, RMSNorm
-from inspector.engine.linear import QKV, project, stacked_weight
-from inspector.engine.rope import apply_rope
-from inspector.engine.trace import Recorder, edits, record, wants
+from inspector.engine.linear import GATE_UP, QKV, Linear, project, stacked_weight
+from inspector.engine.scores import ForwardPlan, masked_scores, plan_mask, softmax32
+from inspector.engine.trace import NoHooks, Recorder, edits, record, wants
 
 # A low-precision forward of one query block attends in fp32 while its keys and values (KV * S * d
 # elements) stay under this: the CPU's bf16 batched products on decode shapes (a few query rows) cost
 # twice the fp32 ones plus the upcast (bench/engine.py --profile bf16); past it, the upcast copies dominate.
 UPCAST_MAX_KEY_ELEMENTS = 1 << 17
 ATTENTION_KINDS = ("standard", "tiled")
+
+
+class Block(NoHooks, nn.Module):
+    """One layer: x + attn(norm(x)), then h + mlp(norm(h)). Llama's parts unless a family passes its own
+    attention, MLP and norm classes (`inspector.engine.arch`)."""
+
+    kind = FULL  # how its attention masks keys (config.layer_type); set per layer by arch.build_block
+    mlp_name = "mlp"  # the MLP's module name in the checkpoint
+
+    def __init__(self, config: ModelConfig, layer: int, attention: type | None = None, mlp: type | None = None,
+                 norm: type | None = None) -> None:
+        super().__init__()
+        self.layer = layer
+        norm = norm or RMSNorm
+        self.input_layernorm = norm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = (attention or Attention)(config, layer)
+        self.post_attention_layernorm = norm(config.hidden_size, config.rms_norm_eps)
+        setattr(self, self.mlp_name, (mlp or MLP)(config, layer))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None,
+                plan: ForwardPlan, rec: Recorder | None) -> torch.Tensor:
+        p = f"blocks.{self.layer}."
+        x = record(rec, p + "hook_resid_pre", x)
+        normed = record(rec, p + "ln1.hook_normalized", self.input_layernorm(x))
+        attn_out = record(rec, p + "hook_attn_out", self.self_attn(normed, cos, sin, cache, plan, rec))
+        h = record(rec, p + "hook_resid_mid", x + attn_out)
+        normed = record(rec, p + "ln2.hook_normalized", self.post_attention_layernorm(h))
+        mlp_out = record(rec, p + "hook_mlp_out", self.mlp(normed, rec))
+        return record(rec, p + "hook_resid_post", h + mlp_out)
+
+
+class RMSNorm(NoHooks, nn.Module):
+    """x / rms(x) * weight, computed in fp32 (as HF LlamaRMSNorm)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # F.rms_norm computes x * rsqrt(mean(x^2) + eps) * weight in that order, bit for bit HF's formula in
+        # fp32, in one call instead of six (a decode step norms 61 times)
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        if x.device.type == "cpu":  # the CPU kernel computes in fp32 and rounds once: HF's rounding, two copies fewer
+            return self.weight * F.rms_norm(x, self.weight.shape, None, self.eps)
+        return self.weight * F.rms_norm(x.float(), self.weight.shape, None, self.eps).to(x.dtype)  # fp32 statistics
+
+
+class GemmaRMSNorm(RMSNorm):
+    """x / rms(x) * (1 + weight), computed in fp32 and rounded once at the end (as transformers' Gemma)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__(dim, eps)
+        nn.init.zeros_(self.weight)  # (1 + 0): the identity scale, as a fresh Gemma norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        inv_rms = x32.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()  # (..., 1)
+        out = x32 * inv_rms * (1.0 + self.weight.float())
+        return out if x.dtype == torch.float32 else out.to(x.dtype)
+
+
+# Rotary position embeddings, Hugging Face's rotate_half layout. The model computes cos/sin once per
+# forward (`rope_inv_freq`, `rope_cos_sin`); attention rotates q and k with `apply_rope`; the KV cache's
+# re-rotation of kept keys and the views use the same functions, so a key is rotated one way.
+
+def rope_inv_freq(config: ModelConfig, theta: float | None = None) -> torch.Tensor:
+    """Inverse frequencies (head_dim/2,), with Llama 3 scaling when `rope_scaling` asks for it; `theta`
+    (a sliding layer's own base) replaces rope_theta and its scaling."""
+    d = config.head_dim
+    base = config.rope_theta if theta is None else theta
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if theta is not None:
+        return inv_freq
+    s = config.rope_scaling
+    if s is None:
+        return inv_freq
+    # Llama 3: keep high frequencies, divide low ones by `factor`, blend smoothly in between.
+    low_wavelen = s["original_max_position_embeddings"] / s["low_freq_factor"]
+    high_wavelen = s["original_max_position_embeddings"] / s["high_freq_factor"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / s["factor"], inv_freq)
+    smooth = (s["original_max_position_embeddings"] / wavelen - s["low_freq_factor"]) / (
+        s["high_freq_factor"] - s["low_freq_factor"]
+    )
+    smoothed = (1 - smooth) * scaled / s["factor"] + smooth * scaled
+    is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(is_medium, smoothed, scaled)
+
+
+def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape (*positions.shape, head_dim) for the given positions (HF layout: halves repeated)."""
+    freqs = positions.float()[..., None] * inv_freq  # (..., T, head_dim/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (..., T, head_dim)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with its first half negated: what `apply_rope` multiplies the half-rolled x by."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """Rotate (..., head_dim) by position: x*cos + rotate_half(x)*sin, HF's rotate_half RoPE.
+
+    rotate_half(x) = cat(-x2, x1) is x rolled by half a head with its first half negated; the negation
+    is moved onto sin (`signed_sin`, exact in floating point), so the rotation is one roll."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed
 
 
 class Attention(NoHooks, nn.Module):
@@ -154,12 +267,37 @@ class Attention(NoHooks, nn.Module):
         return out[0].to(dtype) if one else torch.cat(out, dim=2)  # (B, H, T, d)
 
 
+class MLP(NoHooks, nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x)); a family may set another `activation` (Gemma's GELU-tanh)."""
+
+    activation = staticmethod(F.silu)
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.gate_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor, rec: Recorder | None) -> torch.Tensor:
+        weight = stacked_weight(self, GATE_UP)
+        if weight is None:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        else:
+            gate, up = project(x, weight).chunk(2, dim=-1)  # (B, T, I) each, views of one product
+        gate = record(rec, f"blocks.{self.layer}.mlp.hook_pre", gate)
+        act = record(rec, f"blocks.{self.layer}.mlp.hook_post", self.activation(gate) * up)
+        return self.down_proj(act)
+
+
+# Attention variants several families share (`inspector.engine.arch`).
+
 class QKNormAttention(Attention):
     """Attention with an RMSNorm over each head's queries (`q_norm`) and keys (`k_norm`) before RoPE."""
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__(config, layer)
-        norm = GemmaRMSNorm if config.gemma else RMSNorm
+        norm = GemmaRMSNorm if config.gemma else RMSNorm  # Gemma 3's are (1 + w)
         self.q_norm = norm(config.head_dim, config.rms_norm_eps)
         self.k_norm = norm(config.head_dim, config.rms_norm_eps)
 

@@ -20,6 +20,7 @@ How a family stores its experts (HF names, so a checkpoint loads with `strict=Tr
   names (`ExpertMLP`: gate_proj / up_proj / down_proj, Qwen3-MoE and OLMoE; `MixtralExpert`: w1 / w3 / w2);
 - `StackedExperts`: Granite's `router.layer` (E, D), `input_linear.weight` (E, 2I, D: gate rows, then up)
   and `output_linear.weight` (E, D, I).
+`SparseBlock` is the block whose MLP has HF's module name `block_sparse_moe` (Mixtral, Granite).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from inspector.engine.config import ModelConfig
-from inspector.engine.layers.linear import Linear, NoHooks
-from inspector.engine.linear import project
-from inspector.engine.trace import Recorder, record
+from inspector.engine.layers import Block
+from inspector.engine.linear import Linear, project
+from inspector.engine.trace import NoHooks, Recorder, record
 
 
 def route(logits: torch.Tensor, k: int, normalize: bool, softmax_after_topk: bool = False
@@ -176,3 +177,14 @@ class StackedExperts(SparseMoE):
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         gate, up = project(x, self.input_linear.weight[e]).chunk(2, dim=-1)  # (n, I) each
         return project(F.silu(gate) * up, self.output_linear.weight[e])
+
+
+class SparseBlock(Block):
+    """A block whose MLP (a mixture of experts) has HF's module name `block_sparse_moe` (Mixtral, Granite);
+    `mlp` reads it."""
+
+    mlp_name = "block_sparse_moe"
+
+    @property
+    def mlp(self) -> nn.Module:
+        return self._modules["block_sparse_moe"]
