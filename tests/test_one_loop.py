@@ -24,7 +24,7 @@ import torch
 from inspector.engine import steps
 from inspector.engine.model import Transformer
 from inspector.generation import loop
-from inspector.generation.records import FINISH_LABELS, FinishReason, finish_label
+from inspector.generation.finish import FINISH_LABELS, FinishReason, finish_label
 from inspector.generation.sequence import Sequence
 from tests.engine_fixtures import tiny_model
 from tests.viz_records import tiny_loaded  # noqa: F401 (fixture)
@@ -120,12 +120,12 @@ def test_no_module_outside_the_loop_advances_a_kv_cache():
 
 
 def test_finish_reasons_are_written_only_where_they_are_defined():
-    """No string literal of a finish reason outside generation/records.py: the reasons are decided by
+    """No string literal of a finish reason outside generation/finish.py: the reasons are decided by
     `Sequence` and named by `FINISH_LABELS` (docstrings and longer strings, such as help text, may say them)."""
     values = {r.value for r in FinishReason} - {"cancelled", "refused"}  # also plain words of other states
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.relative_to(PACKAGE).as_posix() == "generation/records.py":
+        if path.relative_to(PACKAGE).as_posix() == "generation/finish.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in values:

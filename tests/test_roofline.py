@@ -10,7 +10,7 @@ import pytest
 from inspector.engine.config import ModelConfig
 from inspector.serving import roofline
 from inspector.serving.memory import count_params, resolve_config
-from inspector.serving.records import Peaks
+from inspector.serving.results import Peaks
 from inspector.serving.roofline import cached_peaks, forward_cost, machine_key, measure_peaks
 
 TINY = ModelConfig(vocab_size=10, hidden_size=4, intermediate_size=6, num_hidden_layers=2, num_attention_heads=2,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import BlockGrid, MemoryBar, Peaks, Row, StepRecord
+from inspector.serving.results import BlockGrid, MemoryBar, Peaks, Row, StepRecord
 from inspector.serving.scheduler import Scheduler
 from inspector.serving.view import block_grid, memory_bars, throughput, timelines
 from inspector.viz import serving as vs

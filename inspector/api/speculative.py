@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from inspector.api.views import Html
     from inspector.engine.config import SamplingParams
-    from inspector.speculative.records import RoundRecord, SpecStats
+    from inspector.speculative.rounds import RoundRecord, SpecStats
 
 VIEWS = ("speculative", "rounds")
 

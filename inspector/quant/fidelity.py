@@ -26,7 +26,7 @@ from inspector.engine.model import Transformer
 from inspector.generation import loop
 from inspector.generation.sequence import Sequence
 from inspector.quant.kv_int8 import new_kv_cache
-from inspector.quant.records import FidelityRecord, LayerFidelity, StepFidelity, TopTokens
+from inspector.quant.measurements import FidelityRecord, LayerFidelity, StepFidelity, TopTokens
 
 TOP = 10  # tokens kept per distribution for the side-by-side view
 

@@ -28,7 +28,7 @@ from inspector.models.inventory import Inventory, build_inventory
 from inspector.quant.inventory import quant_inventory
 from inspector.quant.kv_int8 import new_kv_cache
 from inspector.quant.model import DEFAULT_INT4_PATH, DEFAULT_INT8_PATH, QuantTransformer, quantize_model, weight_bytes
-from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
+from inspector.quant.measurements import FidelityRecord, SchemeStats, WeightHistogram
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
 SPEED_PROMPT = 16  # prompt tokens before the timed decode steps

@@ -21,7 +21,7 @@ import torch
 
 from inspector.engine.config import ModelConfig
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import ConfigRun
+from inspector.serving.results import ConfigRun
 from inspector.serving.scheduler import Scheduler
 
 SYSTEM = ("You are the help desk of a public library. Answer in one or two short sentences, politely and "

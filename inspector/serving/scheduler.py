@@ -52,7 +52,7 @@ from inspector.generation.loop import NO_LEVERS, choose, forward
 from inspector.generation.sequence import FinishReason
 from inspector.generation.sequence import Sequence as GenSequence
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import Row, Status, StepRecord
+from inspector.serving.results import Row, Status, StepRecord
 from inspector.serving.roofline import forward_cost
 
 GREEDY = SamplingParams()  # a request without sampling params decodes greedily

@@ -1,4 +1,4 @@
-"""A scheduler's state as the plain records the Serving view draws (`inspector.serving.records`).
+"""A scheduler's state as the plain records the Serving view draws (`inspector.serving.results`).
 
 - `block_grid(cache)`: for every pool block, the sequences whose block tables hold it.
 - `timelines(sched, labels)`: each request's state at every engine step so far, read from the step records:
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from inspector.serving.memory import estimate, resolve_config, with_full_mha
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, Status, StepRecord
+from inspector.serving.results import BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, Status, StepRecord
 from inspector.serving.scheduler import Scheduler
 
 

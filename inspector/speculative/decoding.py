@@ -36,7 +36,7 @@ from inspector.generation.sequence import Sequence as Seq
 from inspector.generation.sequence import SequenceOwner
 from inspector.models.loader import LoadedModel
 from inspector.speculative.drafters import Draft, Drafter
-from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
+from inspector.speculative.rounds import DraftToken, PlainTiming, RoundRecord, SpecStats
 from inspector.speculative.verify import accept_drafts, rollback, target_probs, verify_forward
 
 TOP_N = 20  # candidates kept per emitted token when `keep_top` (the CLI's --json)
