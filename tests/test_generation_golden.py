@@ -44,10 +44,10 @@ def test_plain_decode(loaded, name, i):
 @pytest.mark.parametrize("name", sorted(PARAMS))
 @pytest.mark.parametrize("i", range(len(PROMPTS)))
 def test_speculative(loaded, spec, name, i):
-    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.decoding import SpeculativeDecoder
     from inspector.speculative.drafters import make_drafter
 
-    run = SpeculativeRun(loaded, make_drafter(spec, loaded.model), 4, PARAMS[name], max_new_tokens=N)
+    run = SpeculativeDecoder(loaded, make_drafter(spec, loaded.model), 4, PARAMS[name], max_new_tokens=N)
     run.prefill(prompt_ids(loaded, i))
     for _ in run.play():
         pass
@@ -63,4 +63,4 @@ def test_serving_scheduler(loaded, name):
     for i in range(len(PROMPTS)):
         sched.add(prompt_ids(loaded, i), N, i, n=2, params=PARAMS[name])
     sched.run(max_steps=500)
-    assert [s.output_ids for s in sched.sequences] == GOLDEN["serving"][name]
+    assert [s.output_ids for s in sched.requests] == GOLDEN["serving"][name]

@@ -196,6 +196,19 @@ def test_no_two_engine_modules_share_a_name():
     assert not {s: p for s, p in stems.items() if len(p) > 1}
 
 
+def test_one_class_per_name_and_one_records_module():
+    """One meaning per noun: no two public classes of the package share a name (the scheduler's `Request`
+    is not the generation's `Sequence`, the engine's `SpeculativeDecoder` not the API's `SpeculativeRun`),
+    and `records` names one module, the session's (each layer's plain data is named by what it holds)."""
+    where: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert not {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("records*.py")) == ["session/records.py"]
+
+
 def test_a_dense_block_reads_top_down_in_one_module():
     """A Llama block's code is one module in the order the data flows: the block (the residual stream), then
     the norm, RoPE, attention and MLP it runs; the model's forward imports it from there."""

@@ -208,11 +208,11 @@ def test_quantization_fidelity_and_speed_decode_through_the_loop(tiny_loaded, fo
 
 def test_speculative_decoding_and_its_plain_peer_decode_through_the_loop(tiny_loaded, forwards):  # noqa: F811
     from inspector.engine.config import SamplingParams
-    from inspector.speculative.decoding import SpeculativeRun, plain_decode
+    from inspector.speculative.decoding import SpeculativeDecoder, plain_decode
     from inspector.speculative.drafters import make_drafter
 
     ids = tiny_loaded.tokenizer.encode("The quick brown fox jumps over the lazy dog. The quick brown fox")
-    run = SpeculativeRun(tiny_loaded, make_drafter("early-exit:1", tiny_loaded.model), 3, SamplingParams(),
+    run = SpeculativeDecoder(tiny_loaded, make_drafter("early-exit:1", tiny_loaded.model), 3, SamplingParams(),
                          max_new_tokens=8)
     run.prefill(ids)
     for _ in run.play():

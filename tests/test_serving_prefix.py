@@ -36,7 +36,7 @@ def solo(tiny_loaded):  # noqa: F811
                          ids=["whole-prompts", "chunked-prefill", "tight-pool"])
 def test_batched_outputs_equal_solo_outputs_with_sharing_on(tiny_loaded, solo, prefill_chunk, num_blocks):  # noqa: F811
     sched, cache = simulate(tiny_loaded, True, num_blocks=num_blocks, prefill_chunk=prefill_chunk)
-    assert [s.output_ids for s in sched.sequences] == solo
+    assert [s.output_ids for s in sched.requests] == solo
     stats = cache.prefix_stats()
     assert stats.hits > 0 and stats.tokens_reused >= 12
 

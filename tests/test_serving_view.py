@@ -27,14 +27,14 @@ def test_timelines_of_a_run_with_preemption_and_arrivals(tiny_loaded):
     assert set(lines[4].states) == {""}
     assert lines[3].states[:3] == ("", "", "") and lines[3].states[3] != ""
     for t in lines[:4]:
-        seq = sched.sequences[t.seq_id]
+        seq = sched.requests[t.request_id]
         for rec, state in zip(sched.records, t.states):
-            if t.seq_id in rec.preempted:
+            if t.request_id in rec.preempted:
                 assert state == "preempted"
-            elif any(r.seq_id == t.seq_id for r in rec.rows):
-                assert state == next(r.kind for r in rec.rows if r.seq_id == t.seq_id)
+            elif any(r.request_id == t.request_id for r in rec.rows):
+                assert state == next(r.kind for r in rec.rows if r.request_id == t.request_id)
         assert t.states[-1] in ("finished", "decode") and t.generated == len(seq.output_ids)
-        finish = next(rec.step for rec in sched.records if t.seq_id in rec.finished)
+        finish = next(rec.step for rec in sched.records if t.request_id in rec.finished)
         assert set(t.states[finish + 1:]) <= {"finished"}
     assert any("preempted" in t.states for t in lines)
     one = Scheduler(tiny_loaded.model, PagedKVCache(tiny_loaded.config, 12, 4), max_batch=1)
@@ -44,7 +44,7 @@ def test_timelines_of_a_run_with_preemption_and_arrivals(tiny_loaded):
     assert [t.states for t in timelines(one, ["a", "b"])] == [("prefill", "decode", "finished", "finished"),
                                                              ("waiting", "waiting", "prefill", "decode")]
     tokens, rate = throughput(sched.records)
-    assert tokens == sum(len(s.output_ids) for s in sched.sequences) and rate > 0
+    assert tokens == sum(len(s.output_ids) for s in sched.requests) and rate > 0
 
 
 def test_block_grid_marks_shared_blocks(tiny_loaded):

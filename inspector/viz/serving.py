@@ -44,8 +44,8 @@ def step_axis(n_steps: int) -> dict:
     return {"title": {"text": "engine step"}, **ticks}
 
 
-def owner_color(seq_id: int) -> str:
-    return OWNER_COLORS[seq_id % len(OWNER_COLORS)]
+def owner_color(request_id: int) -> str:
+    return OWNER_COLORS[request_id % len(OWNER_COLORS)]
 
 
 def block_grid_figure(grid: BlockGrid) -> go.Figure:
