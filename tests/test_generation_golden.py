@@ -62,5 +62,5 @@ def test_serving_scheduler(loaded, name):
     sched = Scheduler(loaded.model, PagedKVCache(loaded.config, 256, 16), max_batch=4, eos_ids=loaded.stop_ids)
     for i in range(len(PROMPTS)):
         sched.add(prompt_ids(loaded, i), N, i, n=2, params=PARAMS[name])
-    sched.run(max_steps=500)
+    sched.step_until_done(max_steps=500)
     assert [s.output_ids for s in sched.requests] == GOLDEN["serving"][name]

@@ -2,7 +2,7 @@
 `Sequence` and are named by one table, and the bench shares plumbing with the tests only through `harness/`.
 
 Static checks read the source (AST): no module of inspector/ outside engine/ and generation/ runs a forward
-of the engine (`steps.run`, `prefill`, `decode_step`, `step_rows`, `recompute_step`), calls a model or
+of the engine (`steps.forward`, `prefill`, `decode_step`, `step_rows`, `recompute_step`), calls a model or
 advances a KV cache (the allowed exceptions are listed with why; bench/ is not checked: it times the engine
 itself); no finish-reason string is written outside the records that define them; bench/ and harness/
 import nothing from tests/, and bench/'s modules import each other without a circle. Dynamic checks run
@@ -33,7 +33,7 @@ from test_layers import all_imports
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "inspector"
 LOOP_LAYERS = {"engine", "generation"}  # where a forward may be run
-FORWARDS = {"run", "prefill", "decode_step", "step_rows", "recompute_step"}  # inspector.engine.steps
+FORWARDS = {"forward", "prefill", "decode_step", "step_rows", "recompute_step"}  # inspector.engine.steps
 # A forward outside the loop on purpose, with why: the training step needs gradients (the loop runs under
 # inference mode and feeds a KV cache; a training forward has neither).
 MODEL_CALLS_ALLOWED = {"analysis/training.py": "a training step's forward and backward, with gradients"}
@@ -116,7 +116,7 @@ def test_no_module_outside_the_loop_advances_a_kv_cache():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "advance" \
                     and rel not in ADVANCES_ALLOWED:
                 offenders.append(f"{rel}:{node.lineno}")
-    assert not offenders, f"a forward advances the cache (inspector.engine.steps.run, through the loop): {offenders}"
+    assert not offenders, f"a forward advances the cache (inspector.engine.steps.forward, through the loop): {offenders}"
 
 
 def test_finish_reasons_are_written_only_where_they_are_defined():
@@ -201,7 +201,7 @@ def test_quantization_fidelity_and_speed_decode_through_the_loop(tiny_loaded, fo
     from inspector.quant.lab import QuantLab
 
     lab = QuantLab(tiny_loaded)
-    rec = lab.run(tiny_loaded.tokenizer.encode("The quick brown fox"), 5, "fp32")
+    rec = lab.compare(tiny_loaded.tokenizer.encode("The quick brown fox"), 5, "fp32")
     assert rec.kl_max == 0.0 and lab.decode_tok_s("fp32", n_steps=2) > 0
     assert through_loop(forwards)
 

@@ -62,7 +62,7 @@ def test_prompt_blocks_are_held_once_and_the_partial_block_is_copied_on_write(ti
     assert sched.cache.manager.ref_counts[full] == 3
     assert len(set(partials)) == 3 and all(sched.cache.manager.ref_counts[b] == 1 for b in partials)
     assert sched.cache.manager.num_used == 4  # one full block shared + three partial blocks
-    sched.run()
+    sched.step_until_done()
     assert sched.cache.manager.num_used == 0
 
 
@@ -70,7 +70,7 @@ def test_each_continuation_equals_its_solo_run_with_its_seed_stream(tiny_loaded)
     sched = scheduler(tiny_loaded)
     sched.add(PROMPT, 8, n=3, params=PARAMS)
     sched.add([11, 3, 8], 5)  # a greedy request beside them
-    sched.run()
+    sched.step_until_done()
     outs = [s.output_ids for s in sched.requests]
     for i in range(3):
         seeded = SamplingParams(PARAMS.temperature, PARAMS.top_k, PARAMS.top_p, seed=PARAMS.seed + i)
@@ -87,7 +87,7 @@ def test_greedy_is_the_default_and_survives_preemption(tiny_loaded):
     sched = scheduler(tiny_loaded, num_blocks=8)
     sched.add(PROMPT, 10, n=2)
     sched.add([30, 31, 32, 33, 34], 9)
-    sched.run()
+    sched.step_until_done()
     assert any(r.preempted for r in sched.records)
     assert [s.output_ids for s in sched.requests[:2]] == [want, want]
     assert sched.requests[2].output_ids == solo_sampled(tiny_loaded.model, [30, 31, 32, 33, 34], 9, None)
@@ -97,7 +97,7 @@ def test_more_continuations_than_the_batch_is_refused_alone(tiny_loaded):
     sched = scheduler(tiny_loaded, max_batch=2)
     sched.add(PROMPT, 3, n=3)
     sched.add([11, 3], 3)
-    sched.run()
+    sched.step_until_done()
     assert [s.status for s in sched.requests] == [Status.REFUSED] * 3 + [Status.FINISHED]
     assert "3 continuations do not fit a batch of 2" in sched.requests[0].finish_reason
 
@@ -108,7 +108,7 @@ def test_a_group_waits_for_room_for_all_its_continuations(tiny_loaded):
     sched.add(PROMPT, 2, n=3)
     sched.step()
     assert [r.request_id for r in sched.records[0].rows] == [0]  # 1 running + 3 would pass the batch of 3
-    sched.run()
+    sched.step_until_done()
     admitted = {s: rec.step for rec in sched.records for s in rec.admitted}
     finished_0 = next(rec.step for rec in sched.records if 0 in rec.finished)
     assert admitted[1] == finished_0 + 1  # admitted the step after the batch had room for all three

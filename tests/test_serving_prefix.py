@@ -22,7 +22,7 @@ def simulate(loaded, prefix_caching, num_blocks=64, block_size=4, max_batch=3, p
     sched = Scheduler(loaded.model, cache, max_batch=max_batch, prefill_chunk=prefill_chunk)
     for prompt, n, arrival in REQUESTS:
         sched.add(prompt, n, arrival)
-    sched.run(max_steps=500)
+    sched.step_until_done(max_steps=500)
     assert sched.done
     return sched, cache
 

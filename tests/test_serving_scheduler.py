@@ -51,7 +51,7 @@ def simulate(loaded, num_blocks=64, block_size=4, max_batch=4, eos=(), prefill_c
     sched = Scheduler(loaded.model, cache, max_batch=max_batch, eos_ids=eos, prefill_chunk=prefill_chunk)
     for prompt, n, arrival in requests:
         sched.add(prompt, n, arrival)
-    sched.run(max_steps=500)
+    sched.step_until_done(max_steps=500)
     return sched
 
 

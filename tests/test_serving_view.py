@@ -20,7 +20,7 @@ def test_timelines_of_a_run_with_preemption_and_arrivals(tiny_loaded):
                                ([100, 101, 102], 4, 3)]:
         sched.add(prompt, n, arrival)
     sched.add([7] * 60, 4)  # past the pool: refused
-    sched.run()
+    sched.step_until_done()
     lines = timelines(sched)
     assert [t.label for t in lines] == ["#0", "#1", "#2", "#3", "#4 (refused)"]
     assert all(len(t.states) == len(sched.records) for t in lines)
@@ -40,7 +40,7 @@ def test_timelines_of_a_run_with_preemption_and_arrivals(tiny_loaded):
     one = Scheduler(tiny_loaded.model, PagedKVCache(tiny_loaded.config, 12, 4), max_batch=1)
     one.add([5, 9], 2)
     one.add([11, 3], 2)
-    one.run()
+    one.step_until_done()
     assert [t.states for t in timelines(one, ["a", "b"])] == [("prefill", "decode", "finished", "finished"),
                                                              ("waiting", "waiting", "prefill", "decode")]
     tokens, rate = throughput(sched.records)

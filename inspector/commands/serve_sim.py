@@ -170,7 +170,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         sched.add(prompt_ids, args.max_new_tokens, arrival, n=args.n, params=params)
     peaks = cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype)
     t0 = time.perf_counter()
-    records = sched.run()
+    records = sched.step_until_done()
     elapsed = time.perf_counter() - t0
 
     def ms(x: float | None) -> float | None:

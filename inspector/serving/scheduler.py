@@ -294,7 +294,7 @@ class Scheduler:
                     finished.append(member.request_id)
         return finished
 
-    def run(self, max_steps: int = 100_000) -> list[StepRecord]:
+    def step_until_done(self, max_steps: int = 100_000) -> list[StepRecord]:
         """Step until every request finished (or was refused)."""
         while not self.done and self.step_index < max_steps:
             self.step()

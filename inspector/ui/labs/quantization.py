@@ -164,7 +164,7 @@ class QuantizationLab(Panel):
     def _measure(lab: QuantLab, ids: list[int], n: int, scheme: str, kv: str) -> tuple:
         """On the decode thread: the fidelity run, the decode speed of the scheme and of fp32 (kept), and the
         scheme's tensor inventory (entries: plain records)."""
-        rec = lab.run(ids, n, scheme, kv)
+        rec = lab.compare(ids, n, scheme, kv)
         stats = lab.stats(scheme, kv)
         lab.decode_tok_s("fp32", kv)
         return rec, stats, list(lab.inventory(scheme).entries)
