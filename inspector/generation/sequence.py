@@ -14,7 +14,7 @@ cache handle, its detokenizer and why it finished.
   every way a generation ends; its values are the strings records and trace files keep, so
   `seq.finish == "eos"` holds. The reasons a token causes are decided here and nowhere else; an owner that
   ends a generation without a token sets one itself (the serving scheduler's REFUSED).
-- `SequenceOwner`: what a session or a speculative run shows of its `seq` (ids, text, finish reason).
+- `SequenceOwner`: what a session or a speculative decoder shows of its `seq` (ids, text, finish reason).
 """
 
 from __future__ import annotations
