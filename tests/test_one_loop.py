@@ -4,7 +4,7 @@
 Static checks read the source (AST): no module of inspector/ outside engine/ and generation/ runs a forward
 of the engine (`steps.forward`, `prefill`, `decode_step`, `step_rows`, `recompute_step`), calls a model or
 advances a KV cache (the allowed exceptions are listed with why; bench/ is not checked: it times the engine
-itself); no finish-reason string is written outside the records that define them; bench/ and harness/
+itself); no finish-reason string is written outside the module that defines them; bench/ and harness/
 import nothing from tests/, and bench/'s modules import each other without a circle. Dynamic checks run
 each path that used to decode on its own (the KV-policy watch, quantization fidelity and speed,
 speculative decoding and its plain peer, beam search, a patched run) on a tiny model with a spy on
