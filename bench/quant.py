@@ -137,7 +137,7 @@ def main() -> None:
     for text, chat in prompts:
         ids = loaded.tokenizer.encode(loaded.tokenizer.render_chat(text) if chat else text)
         for s in schemes:
-            fid[s.name].append(lab.run(ids, tokens, s.name, args.kv))
+            fid[s.name].append(lab.compare(ids, tokens, s.name, args.kv))
 
     base_bytes = weight_bytes(models["fp32"])
     base_tok_s = 1 / statistics.median(times["fp32"])

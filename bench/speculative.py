@@ -5,7 +5,7 @@ Run: python -m bench.speculative [--tokens 64] [--draft-len 5] [--layer 24] [--r
 
 For each prompt (code and text whose continuation repeats the prompt, where prompt lookup shines, and free
 text, where it does not), greedy: plain decoding (the engine's prefill + decode_step, argmax) and
-`SpeculativeRun` with each drafter (`ngram` prompt lookup, `early-exit:L`). Tokens/s counts the tokens
+`SpeculativeDecoder` with each drafter (`ngram` prompt lookup, `early-exit:L`). Tokens/s counts the tokens
 after the prefill's and their wall time (the prefill is the same for all and is left out). Each method's
 output is checked against plain decoding token for token. The machine may be shared, so methods take
 turns, repeat after repeat, and each row shows the median; the speedup is the median tokens/s over plain
@@ -22,7 +22,7 @@ import torch
 
 from inspector.engine.config import SamplingParams
 from inspector.models.loader import load_model
-from inspector.speculative.decoding import SpeculativeRun, plain_decode
+from inspector.speculative.decoding import SpeculativeDecoder, plain_decode
 from inspector.speculative.drafters import make_drafter
 
 CODE = ("def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\n"
@@ -66,13 +66,13 @@ def main() -> None:
     for name, text, chat, _ in prompts:
         ids = loaded.tokenizer.encode(loaded.tokenizer.render_chat(text) if chat else text)
         rates: dict[str, list[float]] = {m: [] for m in ["plain", *drafters]}
-        last: dict[str, SpeculativeRun] = {}
+        last: dict[str, SpeculativeDecoder] = {}
         plain_ids: list[int] = []
         for _ in range(repeats):  # methods take turns, so a burst of load elsewhere hits all of them
             plain_ids, timing = plain_decode(loaded.model, ids, tokens - 1)
             rates["plain"].append(timing.tokens_per_s)
             for spec in drafters:
-                run = SpeculativeRun(loaded, make_drafter(spec, loaded.model), args.draft_len, SamplingParams(),
+                run = SpeculativeDecoder(loaded, make_drafter(spec, loaded.model), args.draft_len, SamplingParams(),
                                      max_new_tokens=tokens)
                 run.prefill(ids)
                 for _ in run.play():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from inspector.analysis import attribution, patching
-from inspector.analysis.records import commitment_layer
+from inspector.analysis.findings import commitment_layer
 from inspector.errors import InputError
 from inspector.generation import interventions as ivs
 from inspector.generation.levers import Levers

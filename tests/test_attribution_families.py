@@ -26,7 +26,7 @@ import torch
 
 from engine_fixtures import hf_pair
 from inspector.analysis.attribution import attribute
-from inspector.analysis.records import Attribution, LayerParts
+from inspector.analysis.findings import Attribution, LayerParts
 from inspector.errors import InputError
 from inspector.generation import interventions as ivs
 from inspector.generation.levers import Intervention, Levers

@@ -12,7 +12,7 @@ from inspector.engine.penalties import NoRepeatNGram, RepetitionPenalty
 from inspector.errors import InputError
 from inspector.generation.beam import beam_search
 from inspector.generation.levers import Levers
-from inspector.generation.records import FINISHED, RUNNING
+from inspector.generation.beam_tree import FINISHED, RUNNING
 
 PROMPTS = ([1, 17, 42, 99, 5], [1, 250, 3], [1, 8, 8, 8, 120, 64, 33, 200], [7])
 

@@ -44,10 +44,10 @@ def test_plain_decode(loaded, name, i):
 @pytest.mark.parametrize("name", sorted(PARAMS))
 @pytest.mark.parametrize("i", range(len(PROMPTS)))
 def test_speculative(loaded, spec, name, i):
-    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.decoding import SpeculativeDecoder
     from inspector.speculative.drafters import make_drafter
 
-    run = SpeculativeRun(loaded, make_drafter(spec, loaded.model), 4, PARAMS[name], max_new_tokens=N)
+    run = SpeculativeDecoder(loaded, make_drafter(spec, loaded.model), 4, PARAMS[name], max_new_tokens=N)
     run.prefill(prompt_ids(loaded, i))
     for _ in run.play():
         pass
@@ -62,5 +62,5 @@ def test_serving_scheduler(loaded, name):
     sched = Scheduler(loaded.model, PagedKVCache(loaded.config, 256, 16), max_batch=4, eos_ids=loaded.stop_ids)
     for i in range(len(PROMPTS)):
         sched.add(prompt_ids(loaded, i), N, i, n=2, params=PARAMS[name])
-    sched.run(max_steps=500)
-    assert [s.output_ids for s in sched.sequences] == GOLDEN["serving"][name]
+    sched.step_until_done(max_steps=500)
+    assert [s.output_ids for s in sched.requests] == GOLDEN["serving"][name]

@@ -15,7 +15,7 @@ from engine_fixtures import hf_pair, tiny_model
 from tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
 from inspector.analysis import heads_ablation, heads
-from inspector.analysis.records_heads import ROLES
+from inspector.analysis.head_findings import ROLES
 from inspector.commands.cli import main
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError

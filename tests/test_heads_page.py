@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from inspector.analysis import heads, heads_ablation
-from inspector.analysis.records_heads import ROLES
+from inspector.analysis.head_findings import ROLES
 from inspector.ui.fields import sampling_params
 from tests.lab_context import make_page, status
 from tests.viz_records import tiny_loaded  # noqa: F401

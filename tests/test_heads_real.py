@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from inspector.analysis import heads, heads_ablation
-from inspector.analysis.records_heads import ROLES
+from inspector.analysis.head_findings import ROLES
 from tests.test_heads import scores_by_hand
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from inspector.analysis.records_heads import (ROLES, AblationRow, HeadAblation, HeadAtlas, HeadPattern, Probe,
+from inspector.analysis.head_findings import (ROLES, AblationRow, HeadAblation, HeadAtlas, HeadPattern, Probe,
                                               RunAblation)
 from inspector.viz import heads as vh
 

@@ -32,6 +32,10 @@ ALLOWED = {
 # inspector/ui/views and inspector/ui/labs: the page's panels, part of the web app
 ALLOWED["views"] = ALLOWED["labs"] = ALLOWED["ui"] | {"ui"}
 MAX_LINES = 400
+# each layer's plain data for the views (dataclasses and tables, no torch): all that viz reads of the layers
+PLAIN_DATA = {"inspector.session.records", "inspector.generation.finish", "inspector.generation.beam_tree",
+              "inspector.serving.results", "inspector.speculative.rounds", "inspector.quant.measurements",
+              "inspector.analysis.findings", "inspector.analysis.head_findings"}
 
 
 TOP_LEVEL = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}  # importable by every layer
@@ -60,8 +64,9 @@ def test_imports_run_one_way(path: Path):
         if target is None or target == layer or target in TOP_LEVEL:
             continue
         assert target in ALLOWED[layer], f"{path.relative_to(PACKAGE)} imports {module}: {layer} may not use {target}"
-        if layer == "viz":  # plain recorded data (a layer's `records` module: dataclasses, no torch)
-            assert module.startswith(f"inspector.{target}.records"), f"viz reads records only, not {module}"
+        if layer == "viz":  # plain data only (a layer's module of dataclasses for the views, no torch)
+            assert module.rpartition(".")[0] in PLAIN_DATA or module in PLAIN_DATA, \
+                f"viz reads plain data only, not {module}"
 
 
 @pytest.mark.parametrize("name", sorted(TOP_LEVEL))
@@ -113,14 +118,16 @@ def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return [n for n in ast.walk(tree) if id(n) not in skip]
 
 
-def module_graph() -> dict[str, set[str]]:
-    """Every module of the package -> the package's modules it imports (at any depth of its code)."""
+def module_graph(type_only: bool = False) -> dict[str, set[str]]:
+    """Every module of the package -> the package's modules it imports (at any depth of its code; with
+    `type_only`, those under `if TYPE_CHECKING:` too)."""
     names = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
              for p in PACKAGE.rglob("*.py")}
     graph = {}
     for name, path in names.items():
         found = set()
-        for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in (ast.walk(tree) if type_only else runtime_nodes(tree)):
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:  # a name may be a module
@@ -169,6 +176,16 @@ def test_no_import_cycles():
     assert not found, f"import circles: {found}"
 
 
+# Where not even imports for type hints only (`if TYPE_CHECKING:`) go round in a circle.
+TYPE_CYCLE_FREE = ("inspector",)
+
+
+def test_no_import_cycles_counting_type_only_imports():
+    graph = module_graph(type_only=True)
+    found = [c for c in cycles(graph) if any(m.startswith(f"{pkg}.") for m in c for pkg in TYPE_CYCLE_FREE)]
+    assert not found, f"import circles through type-only imports: {found}"
+
+
 def test_no_two_engine_modules_share_a_name():
     """One name per concept in the engine: no two of its modules (at any depth) share a file name, so
     `attention` or `linear` means one thing there."""
@@ -177,6 +194,21 @@ def test_no_two_engine_modules_share_a_name():
         if path.name != "__init__.py":
             stems.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
     assert not {s: p for s, p in stems.items() if len(p) > 1}
+
+
+def test_one_class_per_name_and_one_records_module():
+    """One meaning per noun: no two public classes of the package share a name (the scheduler's `Request`
+    is not the generation's `Sequence`, the engine's `SpeculativeDecoder` not the API's `SpeculativeRun`),
+    and `records` names one module, the session's (each layer's plain data is named by what it holds). A
+    `Protocol` may take the name of the class it describes: it is that class, as one module reads it."""
+    where: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and not any(
+                    ast.unparse(base).rpartition(".")[2] == "Protocol" for base in node.bases):
+                where.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert not {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("records*.py")) == ["session/records.py"]
 
 
 def test_a_dense_block_reads_top_down_in_one_module():

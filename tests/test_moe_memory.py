@@ -155,7 +155,7 @@ def test_the_scheduler_counts_the_experts_its_batches_read(tiny_moe_dir):  # noq
     tok = loaded.tokenizer
     for i, text in enumerate(["The quick brown fox", "Hello world", "def add(a, b):"]):
         sched.add(tok.encode(text), 5, i)
-    records = sched.run()
+    records = sched.step_until_done()
     costs = moe.expert_costs(cfg, "fp32")
     L, k, E = cfg.num_hidden_layers, cfg.num_experts_per_tok, cfg.num_experts
     for rec in records:

@@ -2,9 +2,9 @@
 `Sequence` and are named by one table, and the bench shares plumbing with the tests only through `harness/`.
 
 Static checks read the source (AST): no module of inspector/ outside engine/ and generation/ runs a forward
-of the engine (`steps.run`, `prefill`, `decode_step`, `step_rows`, `recompute_step`), calls a model or
+of the engine (`steps.forward`, `prefill`, `decode_step`, `step_rows`, `recompute_step`), calls a model or
 advances a KV cache (the allowed exceptions are listed with why; bench/ is not checked: it times the engine
-itself); no finish-reason string is written outside the records that define them; bench/ and harness/
+itself); no finish-reason string is written outside the module that defines them; bench/ and harness/
 import nothing from tests/, and bench/'s modules import each other without a circle. Dynamic checks run
 each path that used to decode on its own (the KV-policy watch, quantization fidelity and speed,
 speculative decoding and its plain peer, beam search, a patched run) on a tiny model with a spy on
@@ -24,7 +24,7 @@ import torch
 from inspector.engine import steps
 from inspector.engine.model import Transformer
 from inspector.generation import loop
-from inspector.generation.records import FINISH_LABELS, FinishReason, finish_label
+from inspector.generation.finish import FINISH_LABELS, FinishReason, finish_label
 from inspector.generation.sequence import Sequence
 from tests.engine_fixtures import tiny_model
 from tests.viz_records import tiny_loaded  # noqa: F401 (fixture)
@@ -33,7 +33,7 @@ from test_layers import all_imports
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "inspector"
 LOOP_LAYERS = {"engine", "generation"}  # where a forward may be run
-FORWARDS = {"run", "prefill", "decode_step", "step_rows", "recompute_step"}  # inspector.engine.steps
+FORWARDS = {"forward", "prefill", "decode_step", "step_rows", "recompute_step"}  # inspector.engine.steps
 # A forward outside the loop on purpose, with why: the training step needs gradients (the loop runs under
 # inference mode and feeds a KV cache; a training forward has neither).
 MODEL_CALLS_ALLOWED = {"analysis/training.py": "a training step's forward and backward, with gradients"}
@@ -116,16 +116,16 @@ def test_no_module_outside_the_loop_advances_a_kv_cache():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "advance" \
                     and rel not in ADVANCES_ALLOWED:
                 offenders.append(f"{rel}:{node.lineno}")
-    assert not offenders, f"a forward advances the cache (inspector.engine.steps.run, through the loop): {offenders}"
+    assert not offenders, f"a forward advances the cache (inspector.engine.steps.forward, through the loop): {offenders}"
 
 
 def test_finish_reasons_are_written_only_where_they_are_defined():
-    """No string literal of a finish reason outside generation/records.py: the reasons are decided by
+    """No string literal of a finish reason outside generation/finish.py: the reasons are decided by
     `Sequence` and named by `FINISH_LABELS` (docstrings and longer strings, such as help text, may say them)."""
     values = {r.value for r in FinishReason} - {"cancelled", "refused"}  # also plain words of other states
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.relative_to(PACKAGE).as_posix() == "generation/records.py":
+        if path.relative_to(PACKAGE).as_posix() == "generation/finish.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in values:
@@ -201,18 +201,18 @@ def test_quantization_fidelity_and_speed_decode_through_the_loop(tiny_loaded, fo
     from inspector.quant.lab import QuantLab
 
     lab = QuantLab(tiny_loaded)
-    rec = lab.run(tiny_loaded.tokenizer.encode("The quick brown fox"), 5, "fp32")
+    rec = lab.compare(tiny_loaded.tokenizer.encode("The quick brown fox"), 5, "fp32")
     assert rec.kl_max == 0.0 and lab.decode_tok_s("fp32", n_steps=2) > 0
     assert through_loop(forwards)
 
 
 def test_speculative_decoding_and_its_plain_peer_decode_through_the_loop(tiny_loaded, forwards):  # noqa: F811
     from inspector.engine.config import SamplingParams
-    from inspector.speculative.decoding import SpeculativeRun, plain_decode
+    from inspector.speculative.decoding import SpeculativeDecoder, plain_decode
     from inspector.speculative.drafters import make_drafter
 
     ids = tiny_loaded.tokenizer.encode("The quick brown fox jumps over the lazy dog. The quick brown fox")
-    run = SpeculativeRun(tiny_loaded, make_drafter("early-exit:1", tiny_loaded.model), 3, SamplingParams(),
+    run = SpeculativeDecoder(tiny_loaded, make_drafter("early-exit:1", tiny_loaded.model), 3, SamplingParams(),
                          max_new_tokens=8)
     run.prefill(ids)
     for _ in run.play():

@@ -161,8 +161,8 @@ def test_int8_kv_cache_decodes_close_to_fp32(tiny):
 
 def test_kl_of_the_fp32_model_against_itself_is_zero(tiny):
     ours, _ = tiny
-    ref = fidelity.reference_run(ours, [1, 2, 3, 4], 6)
-    same = fidelity.forced_run(ours, [1, 2, 3, 4], ref.tokens)
+    ref = fidelity.reference_pass(ours, [1, 2, 3, 4], 6)
+    same = fidelity.forced_pass(ours, [1, 2, 3, 4], ref.tokens)
     rec = fidelity.compare(ref, same, str, scheme="fp32", label="fp32", kv="fp32", prompt_tokens=4,
                            weight_bytes=1, fp32_weight_bytes=1)
     assert rec.kl_max == 0.0 and rec.top1_agreement == 1.0 and rec.first_divergence_step is None
@@ -181,10 +181,10 @@ def test_first_divergence_is_where_a_free_running_quantized_model_departs(tiny):
     ours, _ = tiny
     qm = quantize_model(ours, "int4:16")
     prompt = [7, 1, 30, 2]
-    ref = fidelity.reference_run(ours, prompt, 12)
-    rec = fidelity.compare(ref, fidelity.forced_run(qm, prompt, ref.tokens), str, scheme="int4:16", label="x",
+    ref = fidelity.reference_pass(ours, prompt, 12)
+    rec = fidelity.compare(ref, fidelity.forced_pass(qm, prompt, ref.tokens), str, scheme="int4:16", label="x",
                            kv="fp32", prompt_tokens=4, weight_bytes=1, fp32_weight_bytes=1)
-    free = fidelity.reference_run(qm, prompt, 12).tokens  # the quantized model's own greedy output
+    free = fidelity.reference_pass(qm, prompt, 12).tokens  # the quantized model's own greedy output
     differs = [i for i, (a, b) in enumerate(zip(ref.tokens, free)) if a != b]
     assert rec.first_divergence_step == (differs[0] if differs else None)
     assert rec.kl_mean > 0

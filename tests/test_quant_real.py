@@ -22,13 +22,13 @@ def test_int8_and_int4_meet_the_memory_and_agreement_goals(default_model):
     lab = QuantLab(default_model)
     tok = default_model.tokenizer
     ids = tok.encode(tok.render_chat("What is gravity?"))
-    rec = lab.run(ids, 12, "int8")
+    rec = lab.compare(ids, 12, "int8")
     assert rec.weight_bytes <= 0.3 * rec.fp32_weight_bytes and rec.fp32_weight_bytes > 5e8
     assert rec.top1_agreement >= 0.97 and rec.kl_mean < 0.05 and rec.positions == 12
     assert min(x.resid_cos_min for x in rec.layers) > 0.99 and len(rec.layers) == 30
     int4 = planned_weight_bytes(default_model.model, parse_scheme("int4:32"))  # equal to the built model's (test_quant)
     assert int4 <= 0.2 * rec.fp32_weight_bytes
-    assert lab.run(ids, 12, "fp32").kl_max == 0.0  # the fp32 model against itself
+    assert lab.compare(ids, 12, "fp32").kl_max == 0.0  # the fp32 model against itself
 
 
 def test_quant_json_on_the_tiny_model(tiny_llama_dir, capsys):  # noqa: F811

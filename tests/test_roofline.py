@@ -10,7 +10,7 @@ import pytest
 from inspector.engine.config import ModelConfig
 from inspector.serving import roofline
 from inspector.serving.memory import count_params, resolve_config
-from inspector.serving.records import Peaks
+from inspector.serving.results import Peaks
 from inspector.serving.roofline import cached_peaks, forward_cost, machine_key, measure_peaks
 
 TINY = ModelConfig(vocab_size=10, hidden_size=4, intermediate_size=6, num_hidden_layers=2, num_attention_heads=2,
@@ -104,7 +104,7 @@ def test_scheduler_steps_carry_their_forward_cost(tmp_path_factory):
     sched = Scheduler(loaded.model, PagedKVCache(loaded.config, 16, 4), max_batch=2)
     sched.add([5, 9, 23, 40, 7], 3)
     sched.add([11, 3], 3, arrival_step=1)
-    sched.run()
+    sched.step_until_done()
     first, second = sched.records[:2]
     assert [(r.num_tokens, r.context) for r in first.rows] == [(5, 0)]
     assert [(r.kind, r.num_tokens, r.context) for r in second.rows] == [("decode", 1, 5), ("prefill", 2, 0)]

@@ -22,7 +22,7 @@ def simulate(loaded, prefix_caching, num_blocks=64, block_size=4, max_batch=3, p
     sched = Scheduler(loaded.model, cache, max_batch=max_batch, prefill_chunk=prefill_chunk)
     for prompt, n, arrival in REQUESTS:
         sched.add(prompt, n, arrival)
-    sched.run(max_steps=500)
+    sched.step_until_done(max_steps=500)
     assert sched.done
     return sched, cache
 
@@ -36,7 +36,7 @@ def solo(tiny_loaded):  # noqa: F811
                          ids=["whole-prompts", "chunked-prefill", "tight-pool"])
 def test_batched_outputs_equal_solo_outputs_with_sharing_on(tiny_loaded, solo, prefill_chunk, num_blocks):  # noqa: F811
     sched, cache = simulate(tiny_loaded, True, num_blocks=num_blocks, prefill_chunk=prefill_chunk)
-    assert [s.output_ids for s in sched.sequences] == solo
+    assert [s.output_ids for s in sched.requests] == solo
     stats = cache.prefix_stats()
     assert stats.hits > 0 and stats.tokens_reused >= 12
 

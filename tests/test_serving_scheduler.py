@@ -51,14 +51,14 @@ def simulate(loaded, num_blocks=64, block_size=4, max_batch=4, eos=(), prefill_c
     sched = Scheduler(loaded.model, cache, max_batch=max_batch, eos_ids=eos, prefill_chunk=prefill_chunk)
     for prompt, n, arrival in requests:
         sched.add(prompt, n, arrival)
-    sched.run(max_steps=500)
+    sched.step_until_done(max_steps=500)
     return sched
 
 
 def test_every_request_equals_its_solo_run(tiny_loaded, solo):
     sched = simulate(tiny_loaded)
     assert sched.done and not any(r.preempted for r in sched.records)
-    for seq, want in zip(sched.sequences, solo):
+    for seq, want in zip(sched.requests, solo):
         assert seq.output_ids == want
         assert seq.status is Status.FINISHED and seq.finish_reason == "max_tokens"
     assert sched.cache.manager.num_used == 0  # every block freed on finish
@@ -73,22 +73,22 @@ def test_preemption_recomputes_and_keeps_the_tokens(tiny_loaded, solo):
     preempted = [s for rec in sched.records for s in rec.preempted]
     assert preempted, "this pool is meant to force a preemption"
     assert all(rec.blocks_used <= 12 for rec in sched.records)
-    for seq, want in zip(sched.sequences, solo):
+    for seq, want in zip(sched.requests, solo):
         assert seq.output_ids == want
     # the newest running request is the one preempted
     for rec_before, rec in zip(sched.records, sched.records[1:]):
         for victim in rec.preempted:
-            running_before = [r.seq_id for r in rec_before.rows if r.seq_id not in rec_before.finished]
+            running_before = [r.request_id for r in rec_before.rows if r.request_id not in rec_before.finished]
             assert victim == max(running_before, key=lambda s: admitted_step(sched, s, rec.step))
 
 
-def admitted_step(sched, seq_id: int, before: int) -> int:
-    return max(rec.step for rec in sched.records if seq_id in rec.admitted and rec.step < before)
+def admitted_step(sched, request_id: int, before: int) -> int:
+    return max(rec.step for rec in sched.records if request_id in rec.admitted and rec.step < before)
 
 
 def test_chunked_prefill_gives_the_same_tokens(tiny_loaded, solo):
     sched = simulate(tiny_loaded, prefill_chunk=4)
-    for seq, want in zip(sched.sequences, solo):
+    for seq, want in zip(sched.requests, solo):
         assert seq.output_ids == want
     assert all(r.num_tokens <= 4 for rec in sched.records for r in rec.rows)
 
@@ -98,8 +98,8 @@ def test_admission_order_and_arrival(tiny_loaded):
     admitted = [s for rec in sched.records for s in rec.admitted]
     assert admitted == [0, 1, 2, 3, 4]
     first_step = {s: rec.step for rec in sched.records for s in rec.admitted}
-    for seq_id, (_, _, arrival) in enumerate(REQUESTS):
-        assert first_step[seq_id] >= arrival
+    for request_id, (_, _, arrival) in enumerate(REQUESTS):
+        assert first_step[request_id] >= arrival
     assert all(len(rec.rows) <= 2 for rec in sched.records)
     assert first_step[0] == first_step[1] == 0 and 1 in sched.records[0].admitted
 
@@ -108,21 +108,21 @@ def test_eos_and_max_tokens_exit(tiny_loaded, solo):
     eos = solo[0][2]  # request 0's third token
     assert eos not in solo[0][:2]
     sched = simulate(tiny_loaded, eos=[eos])
-    for seq, (prompt, n, _) in zip(sched.sequences, REQUESTS):
+    for seq, (prompt, n, _) in zip(sched.requests, REQUESTS):
         want = solo_greedy(tiny_loaded.model, prompt, n, frozenset([eos]))
         assert seq.output_ids == want
         if eos in want:
             assert seq.finish_reason == "eos" and seq.output_ids[-1] == eos and eos not in seq.output_ids[:-1]
         else:
             assert seq.finish_reason == "max_tokens" and len(seq.output_ids) == n
-    assert sched.sequences[0].finish_reason == "eos" and len(sched.sequences[0].output_ids) == 3
+    assert sched.requests[0].finish_reason == "eos" and len(sched.requests[0].output_ids) == 3
 
 
 def test_a_request_that_cannot_fit_is_refused_alone(tiny_loaded, solo):
     too_long = ([7] * 40, 20, 0)  # 60 positions; the pool holds 12 x 4 = 48
     sched = simulate(tiny_loaded, num_blocks=12, requests=[REQUESTS[0], too_long, REQUESTS[1]])
-    assert sched.sequences[1].status is Status.REFUSED and "48" in sched.sequences[1].finish_reason
-    assert sched.sequences[0].output_ids == solo[0] and sched.sequences[2].output_ids == solo[1]
+    assert sched.requests[1].status is Status.REFUSED and "48" in sched.requests[1].finish_reason
+    assert sched.requests[0].output_ids == solo[0] and sched.requests[2].output_ids == solo[1]
 
 
 def test_deterministic(tiny_loaded):
@@ -131,8 +131,8 @@ def test_deterministic(tiny_loaded):
 
     a, b = simulate(tiny_loaded, num_blocks=12, max_batch=5), simulate(tiny_loaded, num_blocks=12, max_batch=5)
     assert [strip(r) for r in a.records] == [strip(r) for r in b.records]
-    assert [s.output_ids for s in a.sequences] == [s.output_ids for s in b.sequences]
-    assert all(s.ttft_ms is not None and s.ttft_ms >= 0 for s in a.sequences)
+    assert [s.output_ids for s in a.requests] == [s.output_ids for s in b.requests]
+    assert all(s.ttft_ms is not None and s.ttft_ms >= 0 for s in a.requests)
 
 
 # ---- `inspector serve-sim` (through its own parser: cli.main maps InputError to one line and exit 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import BlockGrid, MemoryBar, Peaks, Row, StepRecord
+from inspector.serving.results import BlockGrid, MemoryBar, Peaks, Row, StepRecord
 from inspector.serving.scheduler import Scheduler
 from inspector.serving.view import block_grid, memory_bars, throughput, timelines
 from inspector.viz import serving as vs
@@ -20,31 +20,31 @@ def test_timelines_of_a_run_with_preemption_and_arrivals(tiny_loaded):
                                ([100, 101, 102], 4, 3)]:
         sched.add(prompt, n, arrival)
     sched.add([7] * 60, 4)  # past the pool: refused
-    sched.run()
+    sched.step_until_done()
     lines = timelines(sched)
     assert [t.label for t in lines] == ["#0", "#1", "#2", "#3", "#4 (refused)"]
     assert all(len(t.states) == len(sched.records) for t in lines)
     assert set(lines[4].states) == {""}
     assert lines[3].states[:3] == ("", "", "") and lines[3].states[3] != ""
     for t in lines[:4]:
-        seq = sched.sequences[t.seq_id]
+        seq = sched.requests[t.request_id]
         for rec, state in zip(sched.records, t.states):
-            if t.seq_id in rec.preempted:
+            if t.request_id in rec.preempted:
                 assert state == "preempted"
-            elif any(r.seq_id == t.seq_id for r in rec.rows):
-                assert state == next(r.kind for r in rec.rows if r.seq_id == t.seq_id)
+            elif any(r.request_id == t.request_id for r in rec.rows):
+                assert state == next(r.kind for r in rec.rows if r.request_id == t.request_id)
         assert t.states[-1] in ("finished", "decode") and t.generated == len(seq.output_ids)
-        finish = next(rec.step for rec in sched.records if t.seq_id in rec.finished)
+        finish = next(rec.step for rec in sched.records if t.request_id in rec.finished)
         assert set(t.states[finish + 1:]) <= {"finished"}
     assert any("preempted" in t.states for t in lines)
     one = Scheduler(tiny_loaded.model, PagedKVCache(tiny_loaded.config, 12, 4), max_batch=1)
     one.add([5, 9], 2)
     one.add([11, 3], 2)
-    one.run()
+    one.step_until_done()
     assert [t.states for t in timelines(one, ["a", "b"])] == [("prefill", "decode", "finished", "finished"),
                                                              ("waiting", "waiting", "prefill", "decode")]
     tokens, rate = throughput(sched.records)
-    assert tokens == sum(len(s.output_ids) for s in sched.sequences) and rate > 0
+    assert tokens == sum(len(s.output_ids) for s in sched.requests) and rate > 0
 
 
 def test_block_grid_marks_shared_blocks(tiny_loaded):

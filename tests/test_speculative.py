@@ -11,7 +11,7 @@ from inspector.engine.config import SamplingParams
 from inspector.engine.sampling import sample
 from inspector.errors import InputError
 from inspector.session.session import Session
-from inspector.speculative.decoding import SpeculativeRun, plain_decode
+from inspector.speculative.decoding import SpeculativeDecoder, plain_decode
 from inspector.speculative.drafters import Draft, EarlyExitDrafter, lookup, make_drafter
 from inspector.speculative.verify import accept_drafts, accept_token, residual, target_probs
 from tests.viz_records import tiny_loaded  # noqa: F401
@@ -30,8 +30,8 @@ def plain_greedy(loaded, ids: list[int], n: int) -> list[int]:
     return s.generated_ids
 
 
-def spec_run(loaded, spec: str, k: int, ids: list[int], n: int, params: SamplingParams = GREEDY) -> SpeculativeRun:
-    run = SpeculativeRun(loaded, make_drafter(spec, loaded.model), k, params, max_new_tokens=n)
+def spec_run(loaded, spec: str, k: int, ids: list[int], n: int, params: SamplingParams = GREEDY) -> SpeculativeDecoder:
+    run = SpeculativeDecoder(loaded, make_drafter(spec, loaded.model), k, params, max_new_tokens=n)
     run.prefill(ids)
     for _ in run.play():
         pass
@@ -93,7 +93,7 @@ def test_generation_stops_where_plain_decoding_stops(tiny_loaded):  # noqa: F811
     for k in (1, 4, 9):  # drafts are capped so no round passes max new tokens
         run = spec_run(tiny_loaded, "ngram", k, ids, 7)
         assert run.generated_ids == want and run.finished == "max_tokens"
-    run = SpeculativeRun(tiny_loaded, FixedDrafter(want[1:4]), 3, GREEDY, max_new_tokens=20)
+    run = SpeculativeDecoder(tiny_loaded, FixedDrafter(want[1:4]), 3, GREEDY, max_new_tokens=20)
     run.prefill(ids)
     run.eos_ids = frozenset({want[2]})  # an end-of-sequence token inside the kept drafts
     rec = run.round()
@@ -165,7 +165,7 @@ def test_caches_after_a_rejection_equal_plain_decode_caches(tiny_loaded):  # noq
     ids = tiny_loaded.tokenizer.encode(PROMPTS[0])
     want = plain_greedy(tiny_loaded, ids, 8)
     wrong = (want[2] + 1) % tiny_loaded.config.vocab_size
-    run = SpeculativeRun(tiny_loaded, FixedDrafter([want[1], wrong, 4, 5]), 4, GREEDY, max_new_tokens=8)
+    run = SpeculativeDecoder(tiny_loaded, FixedDrafter([want[1], wrong, 4, 5]), 4, GREEDY, max_new_tokens=8)
     run.prefill(ids)
     rec = run.round()  # keeps want[1], rejects `wrong`, corrects it to want[2]
     assert (rec.accepted, rec.next_id, rec.next_kind) == (1, want[2], "corrected")
@@ -181,7 +181,7 @@ def test_caches_after_a_rejection_equal_plain_decode_caches(tiny_loaded):  # noq
             assert torch.allclose(a, b, atol=1e-5)
     # the early-exit drafter's cache, rolled back with the target's, equals its plain decode too
     drafter = EarlyExitDrafter(model, 1)
-    run = SpeculativeRun(tiny_loaded, drafter, 4, GREEDY, max_new_tokens=8)
+    run = SpeculativeDecoder(tiny_loaded, drafter, 4, GREEDY, max_new_tokens=8)
     run.prefill(ids)
     run.round()
     n = drafter.cache.lengths[0]
@@ -219,6 +219,6 @@ def test_plain_decode_matches_the_session(tiny_loaded):  # noqa: F811
 ])
 def test_bad_input_is_one_line(tiny_loaded, spec, k, message):  # noqa: F811
     with pytest.raises(InputError, match=message) as err:
-        run = SpeculativeRun(tiny_loaded, make_drafter(spec, tiny_loaded.model), k, GREEDY)
+        run = SpeculativeDecoder(tiny_loaded, make_drafter(spec, tiny_loaded.model), k, GREEDY)
         run.prefill(tiny_loaded.tokenizer.encode("hello"))
     assert "\n" not in str(err.value)

@@ -2,7 +2,7 @@
 
 A toy "full model" over a 3-token vocabulary gives p1 for the first token, P2[a] for the second after a and
 P3[b] for the third after b; a drafter with its own, different distributions (q1, Q2[a], Q3[b]) proposes k = 2
-tokens per round. Rounds of `inspector.speculative.verify.accept_drafts` (the code `SpeculativeRun.round`
+tokens per round. Rounds of `inspector.speculative.verify.accept_drafts` (the code `SpeculativeDecoder.round`
 calls) are played until three tokens are out, so every path is taken: a kept draft, the residual draw after
 a rejection at either draft, the bonus token after two kept drafts, and the next round's first token. The
 joint frequencies of (t1, t2, t3) over many seeded runs are held to p1(a) P2[a](b) P3[b](c) by a chi-square

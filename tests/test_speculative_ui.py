@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
+from inspector.speculative.rounds import DraftToken, PlainTiming, RoundRecord, SpecStats
 from inspector.viz import speculative as vsp
 from tests.lab_context import make_ctx, status
 from tests.viz_records import tiny_loaded  # noqa: F401

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.analysis.records_heads import ROLES, HeadAtlas, Probe
+from inspector.analysis.head_findings import ROLES, HeadAtlas, Probe
 from inspector.engine.config import SamplingParams
-from inspector.quant.records import FlashWalk, KVPolicyRun
+from inspector.quant.measurements import FlashWalk, KVPolicyRun
 from inspector.session.session import Session
 from inspector.ui.tour_panel import tour_facts
 from inspector.viz import heads as vh
@@ -206,7 +206,7 @@ def test_the_glossary_defines_the_routing_and_head_atlas_words():
 
 
 def test_the_dla_title_says_its_bars_are_the_largest_by_size_either_sign():
-    from inspector.analysis.records import Attribution, LayerParts
+    from inspector.analysis.findings import Attribution, LayerParts
     from inspector.viz.interventions import dla_figure
 
     a = Attribution(7, "x", 1.0, 0.25, [LayerParts([-0.5, 0.75], 0.5)])

@@ -21,7 +21,7 @@ def _flat(text: str) -> str:
 @pytest.mark.slow
 def test_the_readmes_head_atlas_numbers_are_the_default_models():
     from inspector.analysis import heads, heads_ablation
-    from inspector.analysis.records_heads import ROLES
+    from inspector.analysis.head_findings import ROLES
     from inspector.models.loader import load_model
 
     text = _flat(README)

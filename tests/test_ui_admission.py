@@ -174,10 +174,10 @@ def prefilled(h) -> str:
 
 def speculative_run(loaded, drafter: str, max_new: int):
     """A finished Speculative lab run over `PROMPT`, as the tab keeps it."""
-    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.decoding import SpeculativeDecoder
     from inspector.speculative.drafters import make_drafter
 
-    run = SpeculativeRun(loaded, make_drafter(drafter, loaded.model), 3, SamplingParams(), max_new_tokens=max_new)
+    run = SpeculativeDecoder(loaded, make_drafter(drafter, loaded.model), 3, SamplingParams(), max_new_tokens=max_new)
     run.prefill(loaded.tokenizer.encode(PROMPT))
     list(run.play())
     return run

@@ -39,7 +39,7 @@ def test_load_step_play_to_the_end(tiny_loaded):
     assert "step 0: #0 prefill" in out[STATUS] and "#1 prefill" in out[STATUS]
     assert 'data-steps="1"' in out[SUMMARY] and 'data-tokens="2"' in out[SUMMARY]
     _, state = ctx.panels["serving"].state("s1")
-    cache, seqs = state.sched.cache, state.sched.sequences
+    cache, seqs = state.sched.cache, state.sched.requests
     blocks = sum(-(-len(s.prompt_ids) // 4) for s in seqs[:2])  # each prompt in blocks of 4, nothing shared
     assert state.sched.records[0].blocks_used == blocks
     paged, contiguous = blocks * cache.bytes_per_block, (seqs[0].max_len + seqs[1].max_len) * cache.bytes_per_position
@@ -57,7 +57,7 @@ def test_load_step_play_to_the_end(tiny_loaded):
     assert "all done" in last[STATUS]
     assert last[TABLE].count('data-status="finished"') == 3
     _, state = ctx.panels["serving"].state("s1")
-    assert [len(s.output_ids) for s in state.sched.sequences] == [4, 5, 3]
+    assert [len(s.output_ids) for s in state.sched.requests] == [4, 5, 3]
     roof = last[ROOF]
     assert roof.data[0].name == "roof" and {t.name for t in roof.data[1:]} == {"prefill", "decode", "mixed"}
     assert sum(len(t.x) for t in roof.data[1:]) == len(state.sched.records)
@@ -157,7 +157,7 @@ def test_prefix_caching_and_chunked_prefill_in_the_tab(tiny_loaded):
         for last in ctx.panels["serving"].play("s1"):
             pass
         _, state = ctx.panels["serving"].state("s1")
-        outs.append([s.output_ids for s in state.sched.sequences])
+        outs.append([s.output_ids for s in state.sched.requests])
         stats = state.sched.cache.prefix_stats()
         if prefix:
             assert stats.hits > 0 and stats.tokens_reused > 0

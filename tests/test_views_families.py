@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.analysis.records import commitment_layer
+from inspector.analysis.findings import commitment_layer
 from inspector.engine.config import SamplingParams
 from inspector.engine.devices import available_devices
 from inspector.engine.recording import FullRecorder
 from inspector.errors import InputError
 from inspector.models.loader import load_model
-from inspector.serving.records import Peaks
+from inspector.serving.results import Peaks
 from inspector.session.op_timing import time_step_ops
 from inspector.session.session import Session
 from inspector.viz import optiming as vo

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import pytest
 
 import inspector.viz
-from inspector.analysis.records import Attribution, LayerParts, PatchSweep
+from inspector.analysis.findings import Attribution, LayerParts, PatchSweep
 from inspector.viz.common import TITLE_LINE
 from tests.lab_context import make_ctx
 from tests.viz_records import tiny_loaded  # noqa: F401

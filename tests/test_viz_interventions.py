@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inspector.analysis.records import Attribution, Comparison, LayerParts, PatchSweep
+from inspector.analysis.findings import Attribution, Comparison, LayerParts, PatchSweep
 from inspector.viz.interventions import (commitment_strip_html, compare_html, dla_figure, patch_figure,
                                          resid_diff_figure)
 

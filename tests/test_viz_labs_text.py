@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.quant.records import FlashWalk
+from inspector.quant.measurements import FlashWalk
 from inspector.units import format_bytes
 from inspector.viz.kv_policies import bytes_text, flash_html
 

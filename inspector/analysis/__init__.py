@@ -1,2 +1,3 @@
 """Analyses over the engine that change a run to explain it: activation patching, direct logit
-attribution, and the comparison of two branches (records for the views in `records`)."""
+attribution, and the comparison of two branches (what they return, plain data for the views: `findings`, and `head_findings`
+for the head atlas)."""

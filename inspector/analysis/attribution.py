@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from inspector.analysis.records import Attribution, LayerParts
+from inspector.analysis.findings import Attribution, LayerParts
 from inspector.engine import steps
 from inspector.engine.layers import RMSNorm
 from inspector.engine.model import Transformer

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from inspector.analysis.records import Comparison
+from inspector.analysis.findings import Comparison
 from inspector.engine.config import SamplingParams
 from inspector.errors import InputError
 from inspector.generation.levers import Levers

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from inspector.analysis.records_heads import ROLES, HeadAtlas, HeadPattern, Probe, PromptScores
+from inspector.analysis.head_findings import ROLES, HeadAtlas, HeadPattern, Probe, PromptScores
 from inspector.engine import steps
 from inspector.engine.model import Transformer
 from inspector.errors import InputError

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inspector.analysis.records_heads import ROLE_NAMES, AblationRow, HeadAblation, HeadAtlas, Probe, RunAblation
+from inspector.analysis.head_findings import ROLE_NAMES, AblationRow, HeadAblation, HeadAtlas, Probe, RunAblation
 from inspector.analysis.heads import check_role
 from inspector.engine import steps
 from inspector.engine.config import ModelConfig

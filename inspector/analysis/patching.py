@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from inspector.analysis.records import PatchedRun, PatchSweep
+from inspector.analysis.findings import PatchedRun, PatchSweep
 from inspector.engine import steps
 from inspector.engine.kv_cache import KVCache
 from inspector.engine.model import Transformer

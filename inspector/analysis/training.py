@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from inspector.analysis.records import MemoryPart, TokenLosses, TrainingStep
+from inspector.analysis.findings import MemoryPart, TokenLosses, TrainingStep
 from inspector.engine import steps
 from inspector.engine.model import Transformer
 from inspector.errors import InputError

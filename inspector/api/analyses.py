@@ -21,11 +21,11 @@ from inspector.errors import InputError
 if TYPE_CHECKING:
     import argparse
 
-    from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
-    from inspector.analysis.records_heads import HeadAblation, HeadAtlas
+    from inspector.analysis.findings import Attribution, PatchSweep, TokenLosses, TrainingStep
+    from inspector.analysis.head_findings import HeadAblation, HeadAtlas
     from inspector.api.model import Model
-    from inspector.generation.records import BeamRecord
-    from inspector.quant.records import FidelityRecord
+    from inspector.generation.beam_tree import BeamRecord
+    from inspector.quant.measurements import FidelityRecord
 
 
 def _token(value: str | int | None, name: str) -> str | None:

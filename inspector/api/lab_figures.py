@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import plotly.graph_objects as go
 
-from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
-from inspector.analysis.records_heads import HeadAblation, HeadAtlas
+from inspector.analysis.findings import Attribution, PatchSweep, TokenLosses, TrainingStep
+from inspector.analysis.head_findings import HeadAblation, HeadAtlas
 from inspector.errors import InputError
-from inspector.generation.records import BeamRecord
-from inspector.quant.records import FidelityRecord
+from inspector.generation.beam_tree import BeamRecord
+from inspector.quant.measurements import FidelityRecord
 from inspector.viz import beams as vb
 from inspector.viz import heads as vh
 from inspector.viz import interventions as vi

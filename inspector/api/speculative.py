@@ -1,5 +1,5 @@
 """`SpeculativeRun`: `Model.prefill(..., speculative="ngram" | "early-exit:L", draft_len=K)`, the same
-drafters and verify loop as `inspector run --speculative` (`inspector.speculative.decoding.SpeculativeRun`).
+drafters and verify loop as `inspector run --speculative` (`inspector.speculative.decoding.SpeculativeDecoder`).
 
 A step is one round: the drafter proposes up to K tokens, the full model verifies them in one forward and
 keeps a prefix (plus a corrected or bonus token). No recorder runs in a speculative forward, so there are
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from inspector.api.views import Html
     from inspector.engine.config import SamplingParams
-    from inspector.speculative.records import RoundRecord, SpecStats
+    from inspector.speculative.rounds import RoundRecord, SpecStats
 
 VIEWS = ("speculative", "rounds")
 
@@ -31,7 +31,7 @@ class SpeculativeRun:
 
     def __init__(self, run: Any, model: Any, tokenize_ms: float) -> None:
         """Made by `Model.prefill(..., speculative=...)`, not directly."""
-        self.engine_run = run  # inspector.speculative.decoding.SpeculativeRun
+        self.engine_run = run  # inspector.speculative.decoding.SpeculativeDecoder
         self.model = model
         self.tokenize_ms = tokenize_ms
 
@@ -106,7 +106,7 @@ class SpeculativeRun:
 
 def start(model: Any, args: Any, params: SamplingParams, draft_len: int) -> SpeculativeRun:
     """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`)."""
-    from inspector.speculative.decoding import SpeculativeRun as Engine
+    from inspector.speculative.decoding import SpeculativeDecoder as Engine
     from inspector.speculative.drafters import make_drafter
 
     loaded = model.loaded

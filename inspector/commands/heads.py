@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.analysis.records_heads import ROLE_NAMES, ROLES  # numpy only: no torch before a model loads
+from inspector.analysis.head_findings import ROLE_NAMES, ROLES  # numpy only: no torch before a model loads
 from inspector.commands.flags import json_flags, model_flags
 from inspector.validate import SEED, Bound
 

@@ -71,4 +71,4 @@ def fidelity(loaded: Any, prompt: str, quant: str, kv_quant: str | None = None, 
     if len(ids) + max_new_tokens > loaded.config.max_position_embeddings:
         raise InputError(f"prompt plus --max-new-tokens exceed the context window "
                          f"({loaded.config.max_position_embeddings} tokens)")
-    return QuantLab(loaded).run(ids, max_new_tokens, scheme.name, kv)
+    return QuantLab(loaded).compare(ids, max_new_tokens, scheme.name, kv)

@@ -228,14 +228,14 @@ def run_speculative(args: argparse.Namespace, loaded: Any, params: SamplingParam
     """`run --speculative`: rounds of draft + one verify forward, streamed per round (or one JSON object)."""
     import time
 
-    from inspector.speculative.decoding import SpeculativeRun
+    from inspector.speculative.decoding import SpeculativeDecoder
     from inspector.speculative.drafters import make_drafter
 
     drafter = make_drafter(args.speculative, loaded.model)
     t0 = time.perf_counter()
     ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
     tokenize_ms = (time.perf_counter() - t0) * 1e3
-    run = SpeculativeRun(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=args.json)
+    run = SpeculativeDecoder(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=args.json)
     run.prefill(ids)
     shown = 0 if args.json else _stream(run.text, 0)
     for _ in run.play():

@@ -170,30 +170,30 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         sched.add(prompt_ids, args.max_new_tokens, arrival, n=args.n, params=params)
     peaks = cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype)
     t0 = time.perf_counter()
-    records = sched.run()
+    records = sched.step_until_done()
     elapsed = time.perf_counter() - t0
 
     def ms(x: float | None) -> float | None:
         return None if x is None else round(x, 3)
 
     requests = [{
-        "prompt": prompt, "prompt_ids": seq.prompt_ids, "generated_ids": seq.output_ids,
-        "text": tok.decode(seq.output_ids),
-        "ttft_ms": ms(seq.ttft_ms), "tpot_ms": ms(seq.tpot_ms), "finish_reason": seq.finish_reason,
-        "preemptions": seq.preemptions, "arrival_step": seq.arrival_step,
-        "prompt_index": seq.seq_id // args.n, "sample": seq.seq_id % args.n,
-    } for prompt, seq in zip((p for p in prompts for _ in range(args.n)), sched.sequences)]
-    max_len = {s.seq_id: s.max_len for s in sched.sequences}
+        "prompt": prompt, "prompt_ids": req.prompt_ids, "generated_ids": req.output_ids,
+        "text": tok.decode(req.output_ids),
+        "ttft_ms": ms(req.ttft_ms), "tpot_ms": ms(req.tpot_ms), "finish_reason": req.finish_reason,
+        "preemptions": req.preemptions, "arrival_step": req.arrival_step,
+        "prompt_index": req.request_id // args.n, "sample": req.request_id % args.n,
+    } for prompt, req in zip((p for p in prompts for _ in range(args.n)), sched.requests)]
+    max_len = {s.request_id: s.max_len for s in sched.requests}
     steps = [{
-        "step": r.step, "rows": [{"request": row.seq_id, "kind": row.kind, "tokens": row.num_tokens, "context": row.context}
+        "step": r.step, "rows": [{"request": row.request_id, "kind": row.kind, "tokens": row.num_tokens, "context": row.context}
                                 for row in r.rows],
         "blocks_used": r.blocks_used, "admitted": r.admitted, "preempted": r.preempted, "finished": r.finished,
         "paged_bytes": r.blocks_used * cache.bytes_per_block,
-        "contiguous_bytes": sum(max_len[row.seq_id] for row in r.rows) * cache.bytes_per_position,
+        "contiguous_bytes": sum(max_len[row.request_id] for row in r.rows) * cache.bytes_per_position,
         "elapsed_ms": round(r.elapsed_ms, 3), "flops": r.flops, "bytes_moved": r.bytes_moved,
         "forward_ms": round(r.forward_ms, 3), "gflops_per_s": round(r.gflops_per_s, 4), "gb_per_s": round(r.gb_per_s, 4),
     } for r in records]
-    generated = sum(len(s.output_ids) for s in sched.sequences)
+    generated = sum(len(s.output_ids) for s in sched.requests)
     prefix = cache.prefix_stats()
     return {
         "prefix_cache": {"enabled": args.prefix_caching, "lookups": prefix.lookups, "hits": prefix.hits,

@@ -1,7 +1,7 @@
 """One forward of the engine, and its small named uses: prefill, one decode step, a batched step, recompute.
 
 The engine knows nothing about text: it takes token ids and returns next-token logits. The caller owns
-the KV cache and the loop (`inspector.generation`: sampling, stopping, the levers); `run` is the one
+the KV cache and the loop (`inspector.generation`: sampling, stopping, the levers); `forward` is the one
 place a forward is run and the cache advanced, once, by the positions it added (the model itself never
 advances it). A recorder, when given, is passed through to the model.
 """
@@ -24,7 +24,7 @@ def new_cache(model: Transformer, batch: int = 1) -> KVCache:
 
 
 @torch.inference_mode()
-def run(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: Recorder | None = None, *,
+def forward(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: Recorder | None = None, *,
         all_positions: bool = False, n_layers: int | None = None,
         start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
     """The one forward: row b of the cache feeds rows[b] (one or more new token ids: a prompt, a decode
@@ -55,19 +55,19 @@ def run(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]], rec: 
 
 def prefill(model: Transformer, ids: Sequence[int], cache: KVCache, rec: Recorder | None = None) -> torch.Tensor:
     """One forward over all prompt tokens (written to the cache); the last position's logits (V,) fp32."""
-    return run(model, cache, [ids], rec)[0]
+    return forward(model, cache, [ids], rec)[0]
 
 
 def decode_step(model: Transformer, token_id: int, cache: KVCache, rec: Recorder | None = None) -> torch.Tensor:
     """One forward of one token at position `cache.length`; the next-token logits (V,) fp32."""
-    return run(model, cache, [[token_id]], rec)[0]
+    return forward(model, cache, [[token_id]], rec)[0]
 
 
 def step_rows(model: Transformer, rows: Sequence[Sequence[int]], cache: KVCache,
               rec: Recorder | None = None) -> torch.Tensor:
     """One forward over several requests: row b feeds rows[b] (one or more new token ids; a prompt or a
     decode token) after the positions cache row b holds. Returns each row's next-token logits (B, V) fp32."""
-    return run(model, cache, rows, rec)
+    return forward(model, cache, rows, rec)
 
 
 def recompute_step(model: Transformer, ids: Sequence[int], rec: Recorder | None = None) -> tuple[torch.Tensor, KVCache]:

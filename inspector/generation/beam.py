@@ -28,7 +28,7 @@ from inspector.engine.processors import run_chain
 from inspector.errors import InputError
 from inspector.generation import loop
 from inspector.generation.levers import Levers
-from inspector.generation.records import DROPPED, FINISHED, RUNNING, BeamHypothesis, BeamNode, BeamRecord
+from inspector.generation.beam_tree import DROPPED, FINISHED, RUNNING, BeamHypothesis, BeamNode, BeamRecord
 from inspector.generation.sequence import Sequence
 
 MAX_BEAMS = 16

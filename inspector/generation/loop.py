@@ -7,7 +7,7 @@ a sequence), beam search, and the analyses that decode (quantization fidelity an
 watch, KV-cache evaluation, a patched run's continuation). None of them runs the model or advances a KV
 cache on its own (tests/test_one_loop.py checks the calls).
 
-- `forward(model, cache, feeds, levers, rec)` runs one forward (`inspector.engine.steps.run`: row b of
+- `forward(model, cache, feeds, levers, rec)` runs one forward (`inspector.engine.steps.forward`: row b of
   `cache` feeds `feeds[b]`), with the levers' interventions applied at their trace points, then the
   levers' KV-cache policy on every row the forward wrote (`apply_policy`: masked per layer or KV head,
   or compacted with re-rotated keys; a policy that observes attention is shown each row's pattern of
@@ -54,12 +54,12 @@ def forward(model: Transformer, cache: KVCache, feeds: Seq[Seq[int]], levers: Le
             rec: Recorder | None = None, *, all_positions: bool = False, n_layers: int | None = None,
             start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
     """One forward with the levers' interventions, then their cache policy (see the module docstring);
-    `start` = (L, residual) begins at block L (`inspector.engine.steps.run`)."""
+    `start` = (L, residual) begins at block L (`inspector.engine.steps.forward`)."""
     policy = levers.cache_policy
     if getattr(policy, "observes", False):
         rec = Observer(policy, list(cache.lengths), [len(f) for f in feeds], model.config.num_key_value_heads, rec)
     hooks = Hooks(levers.interventions, rec) if levers.interventions else rec
-    logits = steps.run(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers, start=start)
+    logits = steps.forward(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers, start=start)
     if levers.evicts:
         apply_policy(levers, cache, n_layers or model.config.num_hidden_layers, model)
     return logits

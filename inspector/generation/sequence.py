@@ -10,11 +10,11 @@ cache handle, its detokenizer and why it finished.
   detokenization, rebuilt after a replacement) and decides `finish`, in this order: the token is a stop
   id (EOS), a stop string appeared in the text (the text is cut before it), `max_new_tokens` reached,
   the context window full.
-- `FinishReason` (defined with the records, `inspector.generation.records`, so the views can name it) lists
+- `FinishReason` (defined in `inspector.generation.finish`, plain data, so the views can name it) lists
   every way a generation ends; its values are the strings records and trace files keep, so
   `seq.finish == "eos"` holds. The reasons a token causes are decided here and nowhere else; an owner that
   ends a generation without a token sets one itself (the serving scheduler's REFUSED).
-- `SequenceOwner`: what a session or a speculative run shows of its `seq` (ids, text, finish reason).
+- `SequenceOwner`: what a session or a speculative decoder shows of its `seq` (ids, text, finish reason).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from inspector.generation.records import FinishReason
+from inspector.generation.finish import FinishReason
 from inspector.models.detokenize import Detokenizer
 
 

@@ -1,9 +1,9 @@
 """Fidelity of a quantized model against the fp32 model, teacher-forced on the same tokens.
 
-1. `reference_run(fp32, prompt_ids, n)`: the fp32 model's greedy continuation of n tokens (stopping after
+1. `reference_pass(fp32, prompt_ids, n)`: the fp32 model's greedy continuation of n tokens (stopping after
    an end token), with its next-token logits and last-position residual stream at every step
    (`inspector.generation.loop.greedy`).
-2. `forced_run(model, prompt_ids, tokens, kv)`: the other model fed the same prompt and the same tokens
+2. `forced_pass(model, prompt_ids, tokens, kv)`: the other model fed the same prompt and the same tokens
    (prefill, then one decode step per token, through a KV cache of precision `kv`: `loop.teacher_forced`),
    recording the same.
 3. `compare(...) -> FidelityRecord`: per step KL(p_fp32 || p_quant) and whether the argmaxes agree, per
@@ -26,7 +26,7 @@ from inspector.engine.model import Transformer
 from inspector.generation import loop
 from inspector.generation.sequence import Sequence
 from inspector.quant.kv_int8 import new_kv_cache
-from inspector.quant.records import FidelityRecord, LayerFidelity, StepFidelity, TopTokens
+from inspector.quant.measurements import FidelityRecord, LayerFidelity, StepFidelity, TopTokens
 
 TOP = 10  # tokens kept per distribution for the side-by-side view
 
@@ -59,7 +59,7 @@ class Pass:
 
 
 @torch.inference_mode()
-def reference_run(fp32: Transformer, prompt_ids: list[int], n: int, stop_ids: Iterable[int] = ()) -> Pass:
+def reference_pass(fp32: Transformer, prompt_ids: list[int], n: int, stop_ids: Iterable[int] = ()) -> Pass:
     """The fp32 model's greedy continuation (n tokens, or fewer when it emits a stop token or fills the
     context window), through the generation loop (`loop.greedy`)."""
     seq = Sequence(prompt_ids, n, fp32.config.max_position_embeddings, stop_ids=stop_ids)
@@ -72,7 +72,7 @@ def reference_run(fp32: Transformer, prompt_ids: list[int], n: int, stop_ids: It
 
 
 @torch.inference_mode()
-def forced_run(model: Transformer, prompt_ids: list[int], tokens: list[int], kv: str = "fp32") -> Pass:
+def forced_pass(model: Transformer, prompt_ids: list[int], tokens: list[int], kv: str = "fp32") -> Pass:
     """`model` fed the prompt, then `tokens[:-1]` one decode step at a time through a `kv` cache
     (`loop.teacher_forced`)."""
     cache, rec = new_kv_cache(model, kv), ResidRecorder()

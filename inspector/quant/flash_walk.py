@@ -22,7 +22,7 @@ from inspector.engine.flash import TILE, hbm_bytes, step_through
 from inspector.engine.model import Transformer, set_attention
 from inspector.errors import InputError
 from inspector.generation import loop
-from inspector.quant.records import FlashWalk
+from inspector.quant.measurements import FlashWalk
 
 
 class _Keep:

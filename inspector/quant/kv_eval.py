@@ -6,9 +6,9 @@ steps), the policy evicting after every forward. Row j of its logits (n, V), n =
 predicts ids[prefill + j]. The full-cache reference is the same function with `CacheSpec("full")`: the
 same forwards in the same shapes, so a policy that evicts nothing gives bit-equal logits (KL exactly 0).
 
-`compare(ref, run, ids, prefill) -> dict` gives the numbers the papers report for every predicted token:
+`compare(ref, forced, ids, prefill) -> dict` gives the numbers the papers report for every predicted token:
 KL(p_full || p_policy) mean and 95th percentile, top-1 agreement, the perplexity of the text under both,
-and the KV bytes each cache held at the end (kept entries only), with the wall time of each run.
+and the KV bytes each cache held at the end (kept entries only), with the wall time of each pass.
 
 A spec's `policy` is an eviction policy of `inspector.generation.cache_policies` (full, window, sinks, h2o,
 snapkv) or a quantized cache (int8, int4: `inspector.quant.kv_quant.KiviKVCache`, every entry kept).
@@ -71,7 +71,7 @@ class CacheSpec:
 
 
 @dataclass
-class ForcedRun:
+class ForcedPass:
     logits: torch.Tensor  # (n, V) fp32: row j predicts ids[prefill + j]
     seconds: float
     kv_bytes: int  # bytes of the entries the cache still reads at the end
@@ -79,7 +79,7 @@ class ForcedRun:
 
 
 @torch.inference_mode()
-def forced_logits(model: Transformer, ids: list[int], spec: CacheSpec, prefill: int) -> ForcedRun:
+def forced_logits(model: Transformer, ids: list[int], spec: CacheSpec, prefill: int) -> ForcedPass:
     """Teacher-force `ids` with the spec's policy or cache (see the module docstring)."""
     if not 1 <= prefill < len(ids):
         raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
@@ -88,7 +88,7 @@ def forced_logits(model: Transformer, ids: list[int], spec: CacheSpec, prefill: 
     rows = list(loop.teacher_forced(model, cache, ids[:prefill], ids[prefill:-1], levers))
     seconds = time.perf_counter() - t0
     held = [len(cache.held_positions(layer)) for layer in range(cache.num_layers)]
-    return ForcedRun(torch.stack(rows), seconds, cache.kept_nbytes, held)
+    return ForcedPass(torch.stack(rows), seconds, cache.kept_nbytes, held)
 
 
 def perplexity(logits: torch.Tensor, targets: list[int]) -> float:
@@ -98,11 +98,11 @@ def perplexity(logits: torch.Tensor, targets: list[int]) -> float:
     return float(nll.mean().exp())
 
 
-def compare(ref: ForcedRun, run: ForcedRun, ids: list[int], prefill: int, spec: CacheSpec) -> dict:
+def compare(ref: ForcedPass, forced: ForcedPass, ids: list[int], prefill: int, spec: CacheSpec) -> dict:
     """The `inspector kv-eval --json` object (keys in the command's documentation)."""
     targets = ids[prefill:]
-    kl = kl_per_step(ref.logits, run.logits)
-    agree = (ref.logits.argmax(-1) == run.logits.argmax(-1)).double()
+    kl = kl_per_step(ref.logits, forced.logits)
+    agree = (ref.logits.argmax(-1) == forced.logits.argmax(-1)).double()
     return {
         "policy": spec.policy,
         "budget": spec.budget if spec.policy not in ("full", *QUANT_POLICIES) else None,
@@ -114,18 +114,18 @@ def compare(ref: ForcedRun, run: ForcedRun, ids: list[int], prefill: int, spec: 
         "kl_mean": float(kl.mean()),
         "kl_p95": float(torch.quantile(kl, 0.95)),
         "top1_agreement": float(agree.mean()),
-        "ppl": perplexity(run.logits, targets),
+        "ppl": perplexity(forced.logits, targets),
         "ppl_full": perplexity(ref.logits, targets),
-        "kv_bytes": run.kv_bytes,
+        "kv_bytes": forced.kv_bytes,
         "kv_bytes_full": ref.kv_bytes,
-        "seconds": run.seconds,
+        "seconds": forced.seconds,
         "seconds_full": ref.seconds,
     }
 
 
 def evaluate(model: Transformer, ids: list[int], spec: CacheSpec, prefill: int,
-             ref: ForcedRun | None = None) -> tuple[dict, ForcedRun]:
-    """(the comparison of `spec` against the full cache, the full-cache run, reusable for other specs)."""
+             ref: ForcedPass | None = None) -> tuple[dict, ForcedPass]:
+    """(the comparison of `spec` against the full cache, the full-cache pass, reusable for other specs)."""
     spec.check()
     if ref is None:
         ref = forced_logits(model, ids, CacheSpec("full"), prefill)

@@ -7,7 +7,7 @@ the same tokens (`loop.teacher_forced`), so every step's KL(p_full || p_policy) 
 the two on the same context. After every forward it records, for every layer and KV head, what each position is:
 not written yet, kept (and why: sink, recent, heavy hitter, SnapKV vote) or evicted, with the policy's score
 of each kept position. The full cache's own greedy continuation is generated too (the text without the
-policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.records`).
+policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.measurements`).
 
 `forced`: the tokens to feed instead of the greedy ones (a session's generated ids, however they were
 sampled); then the run replays that generation, and each step's KL and top-1 agreement compare the two
@@ -40,7 +40,7 @@ from inspector.generation.levers import Levers
 from inspector.generation.sequence import Sequence
 from inspector.quant.fidelity import kl_per_step
 from inspector.quant.kv_eval import CacheSpec
-from inspector.quant.records import KVPolicyRun, KVPolicyStep
+from inspector.quant.measurements import KVPolicyRun, KVPolicyStep
 
 OVERFLOW_SINKS = 4  # sinks of the overflow window (as the session's)
 NOT_YET, RECENT, SINK, HEAVY, VOTED, KEPT, EVICTED = range(7)

@@ -2,7 +2,7 @@
 
 - `model(scheme)`: the quantized model of a scheme, built on first use and kept (process-wide in the app:
   one per scheme, never per browser session; `extra_bytes` says what they hold beyond the fp32 model).
-- `run(prompt_ids, n, scheme, kv) -> FidelityRecord`: the fp32 greedy continuation of n tokens (kept for
+- `compare(prompt_ids, n, scheme, kv) -> FidelityRecord`: the fp32 greedy continuation of n tokens (kept for
   the last prompt, so switching schemes reruns only the quantized side), then the scheme teacher-forced on
   it (`inspector.quant.fidelity`).
 - `stats(scheme, kv, measure) -> SchemeStats`: weights bytes, compute path and decode speed, measured once
@@ -28,7 +28,7 @@ from inspector.models.inventory import Inventory, build_inventory
 from inspector.quant.inventory import quant_inventory
 from inspector.quant.kv_int8 import new_kv_cache
 from inspector.quant.model import DEFAULT_INT4_PATH, DEFAULT_INT8_PATH, QuantTransformer, quantize_model, weight_bytes
-from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
+from inspector.quant.measurements import FidelityRecord, SchemeStats, WeightHistogram
 from inspector.quant.schemes import Scheme, check_shapes, parse_kv, parse_scheme
 
 SPEED_PROMPT = 16  # prompt tokens before the timed decode steps
@@ -83,14 +83,14 @@ class QuantLab:
         key = (tuple(prompt_ids), n)
         if self._ref is None or self._ref[0] != key:
             stop = [self.loaded.tokenizer.eos_id] if self.loaded.tokenizer.eos_id is not None else []
-            self._ref = (key, fidelity.reference_run(self.loaded.model, prompt_ids, n, stop))
+            self._ref = (key, fidelity.reference_pass(self.loaded.model, prompt_ids, n, stop))
         return self._ref[1]
 
-    def run(self, prompt_ids: list[int], n: int, scheme: str, kv: str | None = None) -> FidelityRecord:
+    def compare(self, prompt_ids: list[int], n: int, scheme: str, kv: str | None = None) -> FidelityRecord:
         parsed, kv = parse_scheme(scheme), parse_kv(kv)
         model = self.model(parsed)
         ref = self.reference(prompt_ids, n)
-        forced = fidelity.forced_run(model, prompt_ids, ref.tokens, kv)
+        forced = fidelity.forced_pass(model, prompt_ids, ref.tokens, kv)
         return fidelity.compare(ref, forced, self.loaded.tokenizer.piece, scheme=parsed.name, label=parsed.label,
                                 kv=kv, prompt_tokens=len(prompt_ids), weight_bytes=weight_bytes(model),
                                 fp32_weight_bytes=self.fp32_bytes)

@@ -21,7 +21,7 @@ import torch
 
 from inspector.engine.config import ModelConfig
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import ConfigRun
+from inspector.serving.results import ConfigRun
 from inspector.serving.scheduler import Scheduler
 
 SYSTEM = ("You are the help desk of a public library. Answer in one or two short sentences, politely and "
@@ -63,10 +63,10 @@ def serve(model: torch.nn.Module, config: ModelConfig, dtype: torch.dtype, promp
     labels = {(False, False): "plain", (True, False): "prefix caching",
               (False, True): f"chunked prefill {chunk}", (True, True): f"both (chunk {chunk})"}
     label = labels[(prefix_caching, bool(chunk))]
-    run = ConfigRun(label, prefix_caching, chunk, [s.ttft_ms for s in sched.sequences],
-                    [s.tpot_ms for s in sched.sequences if s.tpot_ms], stats.hit_rate, shared, computed,
+    run = ConfigRun(label, prefix_caching, chunk, [s.ttft_ms for s in sched.requests],
+                    [s.tpot_ms for s in sched.requests if s.tpot_ms], stats.hit_rate, shared, computed,
                     len(sched.records), wall, True)
-    return run, [list(s.output_ids) for s in sched.sequences]
+    return run, [list(s.output_ids) for s in sched.requests]
 
 
 def compare(model: torch.nn.Module, config: ModelConfig, dtype: torch.dtype, prompts: Sequence[list[int]],

@@ -41,7 +41,7 @@ from inspector.engine.config import ModelConfig
 from inspector.engine.kv_cache import kv_bytes
 from inspector.serving.experts import expected_experts, expert_costs
 from inspector.serving.memory import count_params
-from inspector.serving.records import Peaks
+from inspector.serving.results import Peaks
 
 PEAKS_FILE = "roofline-peaks.json"
 

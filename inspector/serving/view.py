@@ -1,4 +1,4 @@
-"""A scheduler's state as the plain records the Serving view draws (`inspector.serving.records`).
+"""A scheduler's state as the plain records the Serving view draws (`inspector.serving.results`).
 
 - `block_grid(cache)`: for every pool block, the sequences whose block tables hold it.
 - `timelines(sched, labels)`: each request's state at every engine step so far, read from the step records:
@@ -19,49 +19,49 @@ from collections.abc import Sequence
 
 from inspector.serving.memory import estimate, resolve_config, with_full_mha
 from inspector.serving.paged_cache import PagedKVCache
-from inspector.serving.records import BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, Status, StepRecord
+from inspector.serving.results import BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, Status, StepRecord
 from inspector.serving.scheduler import Scheduler
 
 
 def block_grid(cache: PagedKVCache) -> BlockGrid:
     owners: list[list[int]] = [[] for _ in range(cache.manager.num_blocks)]
-    for seq_id, table in sorted(cache.tables.items()):
+    for request_id, table in sorted(cache.tables.items()):
         for block in table.blocks:
-            owners[block].append(seq_id)
+            owners[block].append(request_id)
     return BlockGrid(cache.block_size, tuple(tuple(o) for o in owners))
 
 
-def _states(seq_id: int, arrival: int, steps: Sequence[StepRecord]) -> tuple[str, ...]:
+def _states(request_id: int, arrival: int, steps: Sequence[StepRecord]) -> tuple[str, ...]:
     out, done = [], False
     for rec in steps:
-        kind = next((r.kind for r in rec.rows if r.seq_id == seq_id), None)
+        kind = next((r.kind for r in rec.rows if r.request_id == request_id), None)
         if done:
             state = "finished"
         elif rec.step < arrival:
             state = ""
-        elif seq_id in rec.preempted:
+        elif request_id in rec.preempted:
             state = "preempted"
         elif kind is not None:
             state = kind
-        elif seq_id in rec.new_tokens:
+        elif request_id in rec.new_tokens:
             state = "prefill"  # a fork: its first token came from the shared prompt's prefill
         else:
             state = "waiting"
         out.append(state)
-        done = done or seq_id in rec.finished
+        done = done or request_id in rec.finished
     return tuple(out)
 
 
 def timelines(sched: Scheduler, labels: Sequence[str] | None = None) -> list[RequestTimeline]:
     """One timeline per sequence, in submission order; `labels[i]` names sequence i (default "#i")."""
     out = []
-    for seq in sched.sequences:
-        label = labels[seq.seq_id] if labels is not None else f"#{seq.seq_id}"
-        if seq.status is Status.REFUSED:
-            out.append(RequestTimeline(seq.seq_id, f"{label} (refused)", ("",) * len(sched.records)))
+    for req in sched.requests:
+        label = labels[req.request_id] if labels is not None else f"#{req.request_id}"
+        if req.status is Status.REFUSED:
+            out.append(RequestTimeline(req.request_id, f"{label} (refused)", ("",) * len(sched.records)))
             continue
-        out.append(RequestTimeline(seq.seq_id, label, _states(seq.seq_id, seq.arrival_step, sched.records),
-                                   len(seq.output_ids)))
+        out.append(RequestTimeline(req.request_id, label, _states(req.request_id, req.arrival_step, sched.records),
+                                   len(req.output_ids)))
     return out
 
 

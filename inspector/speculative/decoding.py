@@ -1,4 +1,4 @@
-"""`SpeculativeRun`: speculative decoding as a state machine of rounds, driven by the CLI, the tab and the bench.
+"""`SpeculativeDecoder`: speculative decoding as a state machine of rounds, driven by the CLI, the tab and the bench.
 
 `prefill(ids)` runs the full model over the prompt and draws token 1 exactly as `Session` does, through the
 generation loop (`inspector.generation.loop`: its forward, its draw, its `Sequence` for ids, text and finish
@@ -36,7 +36,7 @@ from inspector.generation.sequence import Sequence as Seq
 from inspector.generation.sequence import SequenceOwner
 from inspector.models.loader import LoadedModel
 from inspector.speculative.drafters import Draft, Drafter
-from inspector.speculative.records import DraftToken, PlainTiming, RoundRecord, SpecStats
+from inspector.speculative.rounds import DraftToken, PlainTiming, RoundRecord, SpecStats
 from inspector.speculative.verify import accept_drafts, rollback, target_probs, verify_forward
 
 TOP_N = 20  # candidates kept per emitted token when `keep_top` (the CLI's --json)
@@ -52,8 +52,9 @@ def check_draft_len(draft_len: int, prompt_len: int, context: int) -> None:
                          f"room for {max(room, 0)} drafts in the {context}-token context window")
 
 
-class SpeculativeRun(SequenceOwner):
-    """One speculative generation over `loaded`'s model with `drafter`; rounds recorded in `self.rounds`."""
+class SpeculativeDecoder(SequenceOwner):
+    """One speculative generation over `loaded`'s model with `drafter`; rounds recorded in `self.rounds`. The
+    public `inspector.SpeculativeRun` (`inspector.api.speculative`) wraps one."""
 
     def __init__(self, loaded: LoadedModel, drafter: Drafter, draft_len: int, params: SamplingParams, *,
                  max_new_tokens: int = 64, keep_top: bool = False, levers: Levers = NO_LEVERS) -> None:

@@ -113,7 +113,7 @@ def estimated_speculative_nbytes(config: Any, elem_bytes: int, n_prompt: int, ma
                                  draft_layers: int = 0) -> int:
     """Bytes a Speculative lab run holds at most: the target's KV cache and, for an early-exit drafter of
     `draft_layers` layers, its own cache of those layers. A run's cache never holds more than the prompt
-    and its max new tokens (a verify's k+1 positions stop there; see `SpeculativeRun.round`)."""
+    and its max new tokens (a verify's k+1 positions stop there; see `SpeculativeDecoder.round`)."""
     positions = allocated_positions(min(n_prompt + max_new, config.max_position_embeddings))
     per_layer = kv_bytes(config, positions, elem_bytes) // config.num_hidden_layers
     return per_layer * (config.num_hidden_layers + draft_layers)

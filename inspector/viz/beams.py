@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.generation.records import FINISHED, RUNNING, BeamRecord
+from inspector.generation.beam_tree import FINISHED, RUNNING, BeamRecord
 from inspector.viz.common import CHOSEN, GENERATED, PROMPT, REMOVED, esc, figure, show_piece
 
 COLORS = {RUNNING: GENERATED, FINISHED: PROMPT}

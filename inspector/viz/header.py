@@ -6,7 +6,7 @@ them, tok/s from the median TPOT, parameters with a tied LM head counted once, s
 
 from __future__ import annotations
 
-from inspector.generation.records import finish_label
+from inspector.generation.finish import finish_label
 from inspector.units import format_bytes
 from inspector.viz.common import esc
 

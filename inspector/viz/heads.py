@@ -1,7 +1,7 @@
 """Views of the head atlas: the layers x heads map, a head's pattern on the probe beside one on a run, the
 ablation comparison, a run's next-token distribution with heads off, and the legend of the four roles.
 
-Pure functions of `inspector.analysis.records_heads` data (no torch, no gradio). A map cell carries its head
+Pure functions of `inspector.analysis.head_findings` data (no torch, no gradio). A map cell carries its head
 as "L.H" in `customdata` for the page to act on (show its patterns, ablate it).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector.analysis.records_heads import (ROLE_NAMES, ROLES, HeadAblation, HeadAtlas, HeadPattern, Probe,
+from inspector.analysis.head_findings import (ROLE_NAMES, ROLES, HeadAblation, HeadAtlas, HeadPattern, Probe,
                                              RunAblation)
 from inspector.viz.common import (BLUES, CHOSEN, GENERATED, GRID, PROMPT, SPECIAL, esc, figure, position_ticks,
                                   show_piece)

@@ -1,7 +1,7 @@
 """Views of interventions and attribution: the direct-logit-attribution bars, the patching heatmap, the
 comparison of two branches, and the commitment layer along the token strip.
 
-Pure functions of `inspector.analysis.records` data (no torch, no gradio). Clickable parts carry their
+Pure functions of `inspector.analysis.findings` data (no torch, no gradio). Clickable parts carry their
 name in `customdata` ("head 5.3", "mlp 7"; a heatmap cell its layer and position) for the page to act on.
 The DLA views say what the parts sum to (the logit, or the pre-cap logit under a final soft-cap, with the
 capped one beside it) and the condition that makes them add up (the norm scales frozen at this position).
@@ -13,7 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from inspector.analysis.records import Attribution, Comparison, PatchedRun, PatchSweep
+from inspector.analysis.findings import Attribution, Comparison, PatchedRun, PatchSweep
 from inspector.viz.common import ATTN, CHOSEN, MLP, PROMPT, esc, figure, position_ticks, show_piece
 from inspector.viz.tokens import LENS_NOTE
 

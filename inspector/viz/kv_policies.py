@@ -7,14 +7,14 @@ head of a prefill, the step-through of tiled attention (the tile read, m and l p
 row's output moved when the tile was folded in) with the HBM bytes by formula beside the measured times.
 
 Pure builders from plain records (the dicts `inspector kv-eval --json` prints; `KVPolicyRun` of
-`inspector.quant.records`) to plotly figures and HTML; no torch, no gradio.
+`inspector.quant.measurements`) to plotly figures and HTML; no torch, no gradio.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.quant.records import KEPT_CODES, FlashWalk, KVPolicyRun
+from inspector.quant.measurements import KEPT_CODES, FlashWalk, KVPolicyRun
 from inspector.units import MIB, format_bytes
 from inspector.viz.common import ATTN, BLUES, CHOSEN, GENERATED, MLP, PROMPT, REMOVED, esc, figure, show_piece
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.serving.records import Peaks
+from inspector.serving.results import Peaks
 from inspector.session.records import OpTiming
 from inspector.viz.common import CHOSEN, PROMPT, esc, figure
 from inspector.viz.serving import roof_trace

@@ -1,5 +1,5 @@
 """Prefix caching and chunked prefill compared: figures of `inspector.serving.prefix_compare` runs, from
-`inspector.serving.records.ConfigRun` alone (no torch, no gradio).
+`inspector.serving.results.ConfigRun` alone (no torch, no gradio).
 
 - `table_html(runs)`: one row per configuration: TTFT (mean, p50) and TPOT (mean) in ms, the prefix cache's
   hit rate, blocks shared at the peak, prompt tokens computed, steps, wall time against plain serving, and
@@ -13,7 +13,7 @@ import statistics
 
 import plotly.graph_objects as go
 
-from inspector.serving.records import ConfigRun
+from inspector.serving.results import ConfigRun
 from inspector.viz.common import GENERATED, PROMPT, esc, figure
 
 CAPTION = ("Prefix caching and chunked prefill: the same requests, sharing one system prompt, served four ways "

@@ -2,14 +2,14 @@
 per-layer residual cosine, the fp32 and quantized next-token distributions side by side, and one weight
 matrix's histogram before and after quantization.
 
-Pure builders from `inspector.quant.records` (plain dataclasses) to plotly figures and HTML.
+Pure builders from `inspector.quant.measurements` (plain dataclasses) to plotly figures and HTML.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.quant.records import FidelityRecord, SchemeStats, WeightHistogram
+from inspector.quant.measurements import FidelityRecord, SchemeStats, WeightHistogram
 from inspector.units import MIB, format_bytes
 from inspector.viz.common import CHOSEN, GENERATED, PROMPT, esc, figure, show_piece
 

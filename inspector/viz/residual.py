@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from inspector.analysis.records import commitment_layer
+from inspector.analysis.findings import commitment_layer
 from inspector.session.records import ForwardRecord
 from plotly.colors import sequential
 

@@ -1,4 +1,4 @@
-"""Serving view: figures of a continuous-batching run over a paged KV cache, from `inspector.serving.records`.
+"""Serving view: figures of a continuous-batching run over a paged KV cache, from `inspector.serving.results`.
 
 Pure builders (no torch, no gradio):
 - `block_grid_figure(grid)`: the pool as a grid of squares, one per block, coloured by the request that
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.serving.records import STATES, BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, StepRecord
+from inspector.serving.results import STATES, BlockGrid, MemoryBar, Peaks, RequestTimeline, ServingView, StepRecord
 from inspector.units import GIB, format_bytes
 from inspector.viz.common import CHOSEN, GENERATED, MLP, PROMPT, REMOVED, SPECIAL, esc, figure
 
@@ -44,8 +44,8 @@ def step_axis(n_steps: int) -> dict:
     return {"title": {"text": "engine step"}, **ticks}
 
 
-def owner_color(seq_id: int) -> str:
-    return OWNER_COLORS[seq_id % len(OWNER_COLORS)]
+def owner_color(request_id: int) -> str:
+    return OWNER_COLORS[request_id % len(OWNER_COLORS)]
 
 
 def block_grid_figure(grid: BlockGrid) -> go.Figure:

@@ -1,5 +1,5 @@
 """Speculative view: each round's drafts with q and p, what the verifier kept, the KV cache's write and
-rollback, and the run's running numbers. Pure builders over `inspector.speculative.records` (no torch).
+rollback, and the run's running numbers. Pure builders over `inspector.speculative.rounds` (no torch).
 
 - `rounds_html(rounds, last)`: the newest rounds, one line each: the token fed first, the drafts (kept ones
   plain, the first rejected one struck through, the ones after it struck through in grey: never checked,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from inspector.speculative.records import RoundRecord, SpecStats
+from inspector.speculative.rounds import RoundRecord, SpecStats
 from inspector.viz.common import CHOSEN, GENERATED, REMOVED, empty_figure, esc, figure, show_piece
 
 CAPTION = ("Speculative decoding: a cheap drafter proposes k tokens; the full model checks all of them in ONE "

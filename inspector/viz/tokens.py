@@ -11,7 +11,7 @@ layers poorly (nostalgebraist 2020; Belrose et al. 2023), and the tooltip says s
 
 from __future__ import annotations
 
-from inspector.generation.records import finish_label
+from inspector.generation.finish import finish_label
 from inspector.session.records import ForwardRecord, lens_commitment
 from inspector.viz.common import esc, show_piece
 

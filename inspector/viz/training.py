@@ -2,7 +2,7 @@
 one backward pass (gradient norm per layer, and per layer and weight type), and memory of inference beside
 one training step, each part labelled measured or formula.
 
-Pure builders from `inspector.analysis.records.TrainingStep` to HTML and plotly figures; no torch, no gradio.
+Pure builders from `inspector.analysis.findings.TrainingStep` to HTML and plotly figures; no torch, no gradio.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import plotly.graph_objects as go
 
-from inspector.analysis.records import MemoryPart, TrainingStep
+from inspector.analysis.findings import MemoryPart, TrainingStep
 from inspector.units import format_bytes
 from inspector.viz.common import ATTN, BLUES, MLP, PROMPT, esc, figure, show_piece
 

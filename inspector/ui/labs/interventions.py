@@ -22,7 +22,7 @@ from typing import Any
 
 from inspector.analysis.attribution import attribute_step
 from inspector.analysis.compare import compare
-from inspector.analysis.records import commitment_layer
+from inspector.analysis.findings import commitment_layer
 from inspector.errors import InputError
 from inspector.session.branches import BranchTree
 from inspector.session.intervene import interventions_for, levers_with, replay, rerun

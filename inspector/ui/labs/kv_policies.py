@@ -90,10 +90,10 @@ def run_views(panel: Panel, blank: dict[str, Any], prefix: str, cfg: Any) -> tup
 
 @dataclass
 class KVPoliciesState(PanelState):
-    run: Any = None  # inspector.quant.records.KVPolicyRun
+    run: Any = None  # inspector.quant.measurements.KVPolicyRun
     layer: int = 0
     head: int = 0
-    flash: Any = None  # inspector.quant.records.FlashWalk
+    flash: Any = None  # inspector.quant.measurements.FlashWalk
 
 
 class KVPoliciesLab(Panel):

@@ -25,7 +25,7 @@ from inspector.errors import InputError
 from inspector.quant.kv_int8 import Int8KVCache, fp32_bytes_per_position
 from inspector.quant.lab import PATHS, QuantLab
 from inspector.quant.model import planned_weight_bytes
-from inspector.quant.records import SchemeStats
+from inspector.quant.measurements import SchemeStats
 from inspector.quant.schemes import CHOICES, check_shapes, parse_kv, parse_scheme
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_process_memory, admit_prompt, planned_quant_nbytes
@@ -57,7 +57,7 @@ def scheme_of(label: Any) -> str:
 
 @dataclass
 class QuantState(PanelState):
-    record: Any = None  # inspector.quant.records.FidelityRecord of the last run
+    record: Any = None  # inspector.quant.measurements.FidelityRecord of the last run
     stats: Any = None  # its SchemeStats
     kv: str = "fp32"
     step: int = 0
@@ -164,7 +164,7 @@ class QuantizationLab(Panel):
     def _measure(lab: QuantLab, ids: list[int], n: int, scheme: str, kv: str) -> tuple:
         """On the decode thread: the fidelity run, the decode speed of the scheme and of fp32 (kept), and the
         scheme's tensor inventory (entries: plain records)."""
-        rec = lab.run(ids, n, scheme, kv)
+        rec = lab.compare(ids, n, scheme, kv)
         stats = lab.stats(scheme, kv)
         lab.decode_tok_s("fp32", kv)
         return rec, stats, list(lab.inventory(scheme).entries)

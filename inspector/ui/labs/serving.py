@@ -103,12 +103,12 @@ class ServingLab(Panel):
 
     def requests_html(self, state: ServingState) -> str:
         rows = []
-        for seq in state.sched.sequences:
-            done = "refused: " + seq.finish_reason if seq.status is Status.REFUSED else seq.status.value
-            text = self.page.loaded.tokenizer.decode(seq.output_ids) if seq.output_ids else ""
-            rows.append(f'<tr data-status="{seq.status.value}"><td>#{seq.seq_id}</td><td>{seq.arrival_step}</td>'
-                        f"<td>{esc(state.labels[seq.seq_id])}</td><td>{esc(done)}</td>"
-                        f"<td>{len(seq.output_ids)} / {seq.max_new_tokens}</td><td>{esc(text)}</td></tr>")
+        for req in state.sched.requests:
+            done = "refused: " + req.finish_reason if req.status is Status.REFUSED else req.status.value
+            text = self.page.loaded.tokenizer.decode(req.output_ids) if req.output_ids else ""
+            rows.append(f'<tr data-status="{req.status.value}"><td>#{req.request_id}</td><td>{req.arrival_step}</td>'
+                        f"<td>{esc(state.labels[req.request_id])}</td><td>{esc(done)}</td>"
+                        f"<td>{len(req.output_ids)} / {req.max_new_tokens}</td><td>{esc(text)}</td></tr>")
         return ('<table class="ii-table"><tr><th>request</th><th>arrives</th><th>prompt</th><th>state</th>'
                 f"<th>tokens</th><th>text</th></tr>{''.join(rows)}</table>")
 
@@ -116,9 +116,9 @@ class ServingLab(Panel):
         sched = state.sched
         view = serving_view(sched, state.labels, state.peaks)
         tokens, tok_s = throughput(view.steps)
-        max_len = {s.seq_id: s.max_len for s in sched.sequences}
+        max_len = {s.request_id: s.max_len for s in sched.requests}
         paged = max((r.blocks_used for r in view.steps), default=0) * sched.cache.bytes_per_block
-        contiguous = max((sum(max_len[row.seq_id] for row in r.rows) for r in view.steps), default=0) * \
+        contiguous = max((sum(max_len[row.request_id] for row in r.rows) for r in view.steps), default=0) * \
             sched.cache.bytes_per_position
         return {"status": self.status(message, error), "summary": vs.summary_html(view, tokens, tok_s, paged, contiguous),
                 "grid": vs.block_grid_figure(view.grid), "timeline": vs.timeline_figure(view.timelines),
@@ -225,9 +225,9 @@ class ServingLab(Panel):
             # sequence i is continuation i % n of request i // n (Scheduler.add numbers them in order)
             state.labels = [f"#{i} {requests[i // n][0][:24]}" for i in range(len(requests) * n)]
         sched = state.sched
-        refused = sum(1 for s in sched.sequences if s.status is Status.REFUSED)
+        refused = sum(1 for s in sched.requests if s.status is Status.REFUSED)
         note = f"; {refused} refused (see the table)" if refused else ""
-        k = len(sched.sequences)
+        k = len(sched.requests)
         return self.views(state, f"queued {k} sequence{'s' if k != 1 else ''} in a pool of {pool_blocks} blocks "
                                  f"of {block_size}{note}: press Step or Play")
 
@@ -243,7 +243,7 @@ class ServingLab(Panel):
         if sched.done:
             return "every request has finished (or was refused): press Load to start again"
         rec = model_thread.run(sched.step)
-        rows = ", ".join(f"#{r.seq_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
+        rows = ", ".join(f"#{r.request_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
         pc = sched.cache.prefix_stats()
         prefix = (f"; prefix cache: {pc.hits}/{pc.lookups} blocks hit ({pc.hit_rate:.0%}), {pc.tokens_reused} tokens "
                   f"reused, {pc.blocks_shared} blocks shared" if sched.cache.prefix_caching else "")

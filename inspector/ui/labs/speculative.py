@@ -8,7 +8,7 @@ timed on the same model thread, for the speedup.
 
 Start uses the page's prompt, chat toggle, system prompt, sampling controls and max new tokens, and checks
 every cap before any model work (`admit_prompt`, `admit_max_new`, the run's memory with the session's
-others: `admit_memory`). The `SpeculativeRun` is this panel's state (its caches counted by `nbytes`). The
+others: `admit_memory`). The `SpeculativeDecoder` is this panel's state (its caches counted by `nbytes`). The
 prefill runs on the prefill thread, rounds and the plain decode on the decode thread, all under the entry's
 lock; Play holds it until it stops (`inspector.ui.play`), and Pause stops it after the current round.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.errors import InputError
-from inspector.speculative.decoding import SpeculativeRun, check_draft_len, plain_decode
+from inspector.speculative.decoding import SpeculativeDecoder, check_draft_len, plain_decode
 from inspector.speculative.drafters import make_drafter
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt, draft_layers, \
@@ -37,7 +37,7 @@ DRAFTERS = ["ngram", "early-exit"]
 
 @dataclass
 class SpeculativeState(PanelState):
-    run: SpeculativeRun | None = None
+    run: SpeculativeDecoder | None = None
 
     def nbytes(self) -> int:
         """The target's KV cache and, for an early-exit drafter, the drafter's (as allocated)."""
@@ -54,7 +54,7 @@ def drafter_spec(drafter: Any, layer: Any, config: Any) -> str:
     return str(drafter)
 
 
-def one_round(run: SpeculativeRun) -> str:
+def one_round(run: SpeculativeDecoder) -> str:
     """One round, and the plain-decode timing once the run has finished (call it on the decode thread)."""
     r = run.round()
     if run.finished and run.stats.plain is None and run.stats.tokens:
@@ -69,7 +69,7 @@ class SpeculativeLab(Panel):
     status_id = "spec-status-line"
     State = SpeculativeState
 
-    def views(self, run: SpeculativeRun | None, message: str, error: bool = False) -> dict[str, Any]:
+    def views(self, run: SpeculativeDecoder | None, message: str, error: bool = False) -> dict[str, Any]:
         """Every output: the status, the text, the rounds, the KV cache per round, the numbers."""
         if run is None:
             return {"status": self.status(message, error), "text": '<div id="spec-text"></div>',
@@ -136,7 +136,7 @@ class SpeculativeLab(Panel):
         elem = loaded.dtype.itemsize
         admit_memory(self.page.store, sid, limits, self.key, estimated_speculative_nbytes(
             loaded.config, elem, len(admitted.ids), max_new, draft_layers(drafter)))
-        run = SpeculativeRun(loaded, drafter, k, params, max_new_tokens=max_new)
+        run = SpeculativeDecoder(loaded, drafter, k, params, max_new_tokens=max_new)
         entry, state = self.state(sid)
         with entry.exclusive(self.key):
             state.run = None  # drop the previous run (and its caches) first
@@ -144,7 +144,7 @@ class SpeculativeLab(Panel):
             state.run = run
         return self.views(run, f"prefill done ({len(admitted.ids)} prompt tokens): press Round or Play")
 
-    def need_run(self, sid: str | None) -> tuple[Any, SpeculativeRun]:
+    def need_run(self, sid: str | None) -> tuple[Any, SpeculativeDecoder]:
         state = self.kept(sid)
         run = state.run if state is not None else None
         if run is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspector.analysis import heads, heads_ablation
-from inspector.analysis.records_heads import ROLE_NAMES, ROLES, HeadAblation, HeadAtlas, HeadPattern, Probe, \
+from inspector.analysis.head_findings import ROLE_NAMES, ROLES, HeadAblation, HeadAtlas, HeadPattern, Probe, \
     RunAblation
 from inspector.errors import InputError
 from inspector.session.branches import MAX_BRANCHES

@@ -45,7 +45,7 @@ class KVPolicyState(PanelState):
 
     spec: CacheSpec | None = None
     policy: Any = None  # the policy object in the session's levers (a fresh one per generation)
-    run: Any = None  # inspector.quant.records.KVPolicyRun: the comparison with the full cache
+    run: Any = None  # inspector.quant.measurements.KVPolicyRun: the comparison with the full cache
     layer: int = 0
     head: int = 0
 

@@ -128,7 +128,7 @@ class KVPolicyRun:
     kept: Any  # np.ndarray uint8
     scores: Any  # np.ndarray float32
     positions: str = "original"
-    finish: str = ""  # why it ended: a `FinishReason` value (`inspector.generation.records`), set by the Sequence
+    finish: str = ""  # why it ended: a `FinishReason` value (`inspector.generation.finish`), set by the Sequence
 
     @property
     def kl_mean(self) -> float:

@@ -33,7 +33,7 @@ class Status(str, Enum):
 class Row:
     """One row of a step's batch: which sequence, prefill or decode, how many tokens it fed."""
 
-    seq_id: int
+    request_id: int
     kind: str  # "prefill" | "decode"
     num_tokens: int
     context: int = 0  # positions already cached for this sequence before the step (what it reads besides its own)
@@ -47,7 +47,7 @@ class StepRecord:
     admitted: list[int]
     preempted: list[int]
     finished: list[int]
-    new_tokens: dict[int, int]  # seq_id -> the token this step produced
+    new_tokens: dict[int, int]  # request_id -> the token this step produced
     elapsed_ms: float
     flops: int = 0  # of the forward (roofline.forward_cost)
     bytes_moved: int = 0  # weights read + KV read and written
@@ -89,7 +89,7 @@ class BlockGrid:
 
 @dataclass(frozen=True)
 class RequestTimeline:
-    seq_id: int
+    request_id: int
     label: str  # short text for the axis, e.g. "#2 The capital…"
     states: tuple[str, ...]  # one per engine step: "" before arrival, else one of STATES
     generated: int = 0
