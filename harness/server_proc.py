@@ -1,7 +1,7 @@
 """The app as a real `python app.py` subprocess, its memory sampled from outside, and sessions driven
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
-Used by tests/test_load.py, tests/test_ui_number_boxes*.py, bench/load.py, bench/load_labs.py and
+Used by tests/served/test_load.py, tests/browser/test_ui_number_boxes*.py, bench/load.py, bench/load_labs.py and
 bench/soak.py (`from harness.server_proc import ...`; they run from the repository root); no pytest here.
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
