@@ -62,6 +62,26 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
 
 
+# Files that share one served app beside the browser tests' own (a session fixture of a folder's conftest.py):
+# file -> the file it runs after, on the same xdist worker, so that the app is served once for both.
+SAME_WORKER = {"tests/browser/test_ui_number_boxes_labs.py": "tests/browser/test_ui_number_boxes.py"}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the files of SAME_WORKER in one work unit (their tests in the collected order)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedAppFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return SharedAppFiles(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
 def pytest_collection_modifyitems(config, items):
     """Files that drive a browser first, then those marked slow, then the rest, each file's tests in their

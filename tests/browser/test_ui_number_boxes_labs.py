@@ -1,7 +1,7 @@
 """The labs' number boxes (Speculative, Serving, Quantization, KV policies, Interventions), typed into in a real
 browser at 1280 px and on a 390 px phone, as tests/browser/test_ui_number_boxes.py does for the main page (its
-docstring says how each kind of box is tried): a file of its own, with its own `python app.py`, so that a
-parallel test run (pytest-xdist, one file per worker) runs the two halves at once.
+docstring says how each kind of box is tried): a file of its own, on the same `python app.py` as that file
+(`number_box_server`, tests/browser/conftest.py); one worker runs the two files, one after the other.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The number-box tests' pieces (tests/browser/test_ui_number_boxes*.py): the bad values typed into each box,
 what the page must say about each, typing and leaving a box, pressing an action until its answer shows, the
 request a button sends, and the `python app.py` server whose log must hold no traceback. Import the
-fixtures explicitly (`server`, and `width`: autouse, every test at 1280 px and 390 px)."""
+fixtures explicitly (`server`, and `width`: autouse, every test at 1280 px and 390 px).
+
+The two files share one server, `number_box_server` of tests/browser/conftest.py (one worker runs both files:
+SAME_WORKER in tests/conftest.py); `server` checks its log when each file's tests end."""
 
 from __future__ import annotations
 
@@ -89,10 +92,9 @@ def width(request, page: Page) -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    with Server(env={"PYTHONUNBUFFERED": "1"}) as s:
-        yield s
-        assert_no_traceback(s)
+def server(number_box_server: Server) -> Iterator[Server]:
+    yield number_box_server
+    assert_no_traceback(number_box_server)
 
 
 def until(page: Page, action: Callable[[], None], where: str, text: str | re.Pattern, method: str = "to_contain_text",
