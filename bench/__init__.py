@@ -2,5 +2,5 @@
 
 Run them as modules from the repository root, e.g. `python -m bench.engine --help`; the root is then on
 sys.path, so `inspector` is this checkout's and `harness.*` (the server plumbing they share with the tests)
-imports too. Nothing here imports `tests` (tests/test_one_loop.py checks).
+imports too. Nothing here imports `tests` (tests/unit/generation/test_one_loop.py checks).
 """

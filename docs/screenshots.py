@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import expect, sync_playwright
 
     from inspector.models.loader import load_model
-    from tests.ui_server import TOUR_SEEN_JS, start_app  # the browser tests' way of serving the app in process
+    from tests.support.ui_server import TOUR_SEEN_JS, start_app  # the browser tests' way of serving the app in process
 
     demo = start_app(load_model(None))
     try:

@@ -1,8 +1,9 @@
 """The app as a real `python app.py` subprocess, its memory sampled from outside, and sessions driven
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
-Used by tests/test_load.py, tests/test_ui_number_boxes*.py, bench/load.py, bench/load_labs.py and
-bench/soak.py (`from harness.server_proc import ...`; they run from the repository root); no pytest here.
+Used by the tests (tests/support/ui_server.py counts each `Server` start: tests/served/test_load.py, the number-box
+tests), bench/load.py, bench/load_labs.py and bench/soak.py (`from harness.server_proc import ...`; they run from
+the repository root); no pytest here.
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
   e.g. another torch in a venv), from this checkout or another tree (`app_dir=`, e.g. `git archive HEAD`

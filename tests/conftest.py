@@ -1,6 +1,6 @@
 """Shared test set-up: offline environment, Debian chromium for Playwright, the real default model.
 
-Area-specific fixtures live in their own modules under tests/ (imported explicitly), not here.
+Area-specific fixtures live in their own modules under tests/support/ (imported explicitly), not here.
 """
 
 from __future__ import annotations
@@ -34,6 +34,52 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def pytest_configure(config):
+    """The run's count of served apps (tests/support/ui_server.py): a fresh file, named in the environment before
+    the xdist workers start, so that they inherit it and append their apps' lines."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has set the file
+        return
+    from tests.support.ui_server import ARTIFACTS, SERVED_LOG_VAR
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = ARTIFACTS / "served-apps.log"
+    log.write_text("")
+    os.environ[SERVED_LOG_VAR] = str(log)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Say how many apps the run served and which (one line each: test process, first test, what it serves)."""
+    from tests.support.ui_server import SERVED_LOG_VAR
+
+    path = os.environ.get(SERVED_LOG_VAR)
+    if hasattr(config, "workerinput") or not path or not os.path.exists(path):
+        return
+    lines = [line for line in open(path, encoding="utf-8").read().splitlines() if line.strip()]
+    terminalreporter.write_sep("-", f"served apps this run: {len(lines)}")
+    for line in lines:
+        terminalreporter.write_line(line)
+
+
+# Files that share one served app beside the browser tests' own (a session fixture of a folder's conftest.py):
+# file -> the file it runs after, on the same xdist worker, so that the app is served once for both.
+SAME_WORKER = {"tests/browser/test_ui_number_boxes_labs.py": "tests/browser/test_ui_number_boxes.py"}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the files of SAME_WORKER in one work unit (their tests in the collected order)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedAppFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return SharedAppFiles(config, log)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
@@ -93,7 +139,7 @@ def default_model():
 def app_demo(default_model):
     """The app over the default model, served in this process: one for the whole test run (each browser test
     opens it in a fresh page, so in a session of its own)."""
-    from harness.app_server import start_app
+    from tests.support.ui_server import start_app
 
     demo = start_app(default_model)
     yield demo
@@ -102,7 +148,7 @@ def app_demo(default_model):
 
 @pytest.fixture(scope="session")
 def app_url(app_demo) -> str:
-    from tests.ui_server import ARTIFACTS
+    from tests.support.ui_server import ARTIFACTS
 
     ARTIFACTS.mkdir(exist_ok=True)
     return app_demo.local_url

@@ -5,7 +5,7 @@ verifier (a forward over the newest token and k drafts: the same forward with mo
 acceptance rule instead of a plain draw), the serving scheduler (one forward over many rows, each row
 a sequence), beam search, and the analyses that decode (quantization fidelity and its speed, the KV-policy
 watch, KV-cache evaluation, a patched run's continuation). None of them runs the model or advances a KV
-cache on its own (tests/test_one_loop.py checks the calls).
+cache on its own (tests/unit/generation/test_one_loop.py checks the calls).
 
 - `forward(model, cache, feeds, levers, rec)` runs one forward (`inspector.engine.steps.forward`: row b of
   `cache` feeds `feeds[b]`), with the levers' interventions applied at their trace points, then the

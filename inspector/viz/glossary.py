@@ -3,7 +3,7 @@
 `GLOSSARY` is (term, meaning) in the order a reader meets them: along the pipeline first, then timing and
 memory, then the Beams tab and the labs. A term naming several words separates them with " / " (each is
 looked up on its own: `glossary_terms()`). `glossary_html()` is the definition list the tour shows. Pure
-data and one HTML builder; tests/test_truth_views.py checks that every term the views' text uses has an entry.
+data and one HTML builder; tests/unit/viz/test_truth_views.py checks that every term the views' text uses has an entry.
 """
 
 from __future__ import annotations

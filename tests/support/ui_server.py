@@ -1,0 +1,55 @@
+"""The apps the tests serve, each start counted, and where the browser tests' screenshots go.
+
+- `start_app(loaded)`: the app served in this process (harness.app_server's), counted. The browser tests' app
+  is one per test process, over the real default model: the `app_demo` and `app_url` fixtures of
+  tests/conftest.py; every test opens it in a fresh page (a new browser session).
+- `Server`: the app as a `python app.py` subprocess (harness.server_proc's), counted when it starts.
+- `count_served(what)`: counts an app a test serves another way (the Space bundle's app in its own venv).
+- `TOUR_SEEN_JS`: the page script that marks the guided tour seen.
+
+A start appends one line to the file that INSPECTOR_TEST_SERVED_LOG names (tests/conftest.py sets it for a
+run, shared by its xdist workers, and prints the count at the end: "served apps this run: N"); with the
+variable unset nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness import app_server, server_proc
+from harness.app_server import TOUR_SEEN_JS  # noqa: F401  (read from here)
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+SERVED_LOG_VAR = "INSPECTOR_TEST_SERVED_LOG"
+
+
+def count_served(what: str) -> None:
+    """One line for one served app: the test process, the test that started it, what it serves."""
+    path = os.environ.get(SERVED_LOG_VAR)
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ", 1)[0]
+    with open(path, "a", encoding="utf-8") as log:  # one short write per line: the workers' lines do not mix
+        log.write(f"pid {os.getpid()} | {test} | {what}\n")
+
+
+def caps_in_env() -> str:
+    caps = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("INSPECTOR_MAX_"))
+    return ", ".join(caps) or "default caps"
+
+
+def start_app(loaded):
+    """harness.app_server.start_app, counted."""
+    demo = app_server.start_app(loaded)
+    count_served(f"in process: {loaded.name} ({caps_in_env()})")
+    return demo
+
+
+class Server(server_proc.Server):
+    """harness.server_proc.Server, counted when it starts."""
+
+    def start(self) -> "Server":
+        super().start()
+        count_served(f"python app.py, pid {self.pid}")
+        return self

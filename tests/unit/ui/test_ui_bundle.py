@@ -1,0 +1,77 @@
+"""The view bundle: handler outputs -> one JSON update per event; slots for every view; plotly.js served locally."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import numpy as np
+
+from inspector.ui.bundle import PLOTLY_JS, ViewBundle, ViewSlot, bundled, encode, pack, serve_plotly_js
+from inspector.viz.common import figure
+from tests.support.viz_records import tiny_loaded  # noqa: F401
+
+
+def test_encode_writes_figures_as_plotly_json_and_html_as_strings():
+    z = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    fig = figure([{"type": "heatmap", "z": z}], "A title", 300)
+    out = json.loads(encode({"status": '<div id="s">step "1"</div>', "resid_heat": fig,
+                             "kv_bars": fig.to_plotly_json()}))
+    assert out["status"] == '<div id="s">step "1"</div>'
+    heat = out["resid_heat"]["data"][0]
+    assert out["resid_heat"]["layout"]["title"]["text"] == "A title"
+    assert heat["z"]["dtype"] == "u1" and heat["z"]["shape"] == "2, 3"  # numpy goes as a base64 typed array
+    assert out["kv_bars"]["layout"]["height"] == 300
+    assert ViewBundle().postprocess({"text": "hi"}) == '{"text":"hi"}'
+    assert ViewBundle().postprocess(None) is None
+
+
+def test_pack_keeps_only_changed_views():
+    assert pack({"a": "x", "b": gr.skip(), "c": "z"}) == {"a": "x", "c": "z"}
+    assert pack({"a": gr.skip(), "b": gr.skip()}) == gr.skip()  # nothing changed: no update at all
+    assert pack({}) == gr.skip()
+
+
+def test_bundled_adapts_functions_and_generators():
+    def handler(sid, x):
+        return sid, {"status": f"<b>{x}</b>", "text": gr.skip()}
+
+    def stream(x):
+        yield {"status": x, "text": gr.skip()}
+        yield {"status": gr.skip(), "text": x + 1}
+
+    wrapped = bundled(handler, lead=1)
+    assert wrapped("id-1", 5) == ["id-1", {"status": "<b>5</b>"}]
+    streaming = bundled(stream)
+    import inspect
+
+    assert inspect.isgeneratorfunction(streaming)  # Gradio streams it as before
+    assert list(streaming(1)) == [{"status": 1}, {"text": 2}]
+    assert inspect.signature(wrapped).parameters.keys() == {"sid", "x"}  # Gradio reads the inputs from it
+
+
+def test_the_app_has_one_slot_per_view_and_one_bundle_output(tiny_loaded):
+    from inspector.ui.app import build_app
+    from tests.support.lab_context import make_page
+
+    demo = build_app(tiny_loaded)
+    slots = [b for b in demo.blocks.values() if isinstance(b, ViewSlot)]
+    keys = sorted(s.html_template.split('data-view="')[1].split('"')[0] for s in slots)
+    assert keys == sorted([*make_page(tiny_loaded).run.render.view_keys, "drawn"])  # the views of this model's page
+    plots = {s.elem_id for s in slots if "ii-plot" in s.html_template}
+    assert plots == {"resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
+                     "timing-chart"}  # the residual heatmap and the attention overview are images (HTML)
+    bundles = [b for b in demo.blocks.values() if isinstance(b, ViewBundle)]
+    assert len(bundles) == 1
+    step = next(d for d in demo.fns.values() if d.api_name == "ui_step")
+    assert [o._id for o in step.outputs] == [bundles[0]._id]  # one output, whatever the number of views
+
+
+def test_the_page_loads_plotly_js_from_the_plotly_package():
+    tag = serve_plotly_js()
+    assert PLOTLY_JS.is_file() and PLOTLY_JS.stat().st_size > 1_000_000
+    assert tag == f'<script src="gradio_api/file={PLOTLY_JS.as_posix()}"></script>'
+    import gradio.utils
+
+    assert gradio.utils.is_static_file(PLOTLY_JS)  # served as is, never copied to Gradio's cache
+    assert ViewBundle().head == tag and "Plotly.react" in ViewBundle().js_on_load

@@ -1,0 +1,110 @@
+"""Attention and KV-cache builders on records and on-demand attention from a tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inspector.viz import attention as va
+from inspector.viz import kvcache as vk
+from tests.support.viz_records import STEPS, tiny_loaded, tiny_run  # noqa: F401
+
+
+def test_prefill_pattern_is_causal_with_token_labels(tiny_run):
+    s = tiny_run
+    pat = s.attention_pattern(0, 1, 3)
+    n = len(s.prompt_ids)
+    fig = va.pattern_heatmap(pat, s.token_pieces(), 0, 1, 3, kv_head=1)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (n, n)
+    assert np.isnan(z[np.triu_indices(n, 1)]).all()  # future keys blank
+    assert np.allclose(np.nansum(z, axis=1), 1.0, atol=1e-4)
+    assert "Layer 1 head 3 (KV head 1)" in fig.layout.title.text
+    assert len(fig.layout.xaxis.ticktext) == n
+
+
+def test_decode_row_over_whole_cache(tiny_run):
+    s = tiny_run
+    row = s.attention_row(STEPS, 0, 0)
+    n_keys = len(s.prompt_ids) + STEPS
+    fig = va.row_bars(row, s.token_pieces(), len(s.prompt_ids), n_keys - 1, 0, 0, 0)
+    assert len(fig.data[0].y) == n_keys
+    assert f"over {n_keys} cached keys" in fig.layout.title.text
+    colors = fig.data[0].marker.color
+    assert colors.count("#f97316") == 1  # the most-attended key highlighted
+
+
+def test_overview_is_one_uint8_image(tiny_run):
+    import base64
+    import html
+    import io
+    import json
+    import re
+
+    from PIL import Image
+
+    s = tiny_run
+    cfg = s.config
+    rows = s.attention_overview(STEPS)
+    n_rows, n_keys = cfg.num_hidden_layers * cfg.num_attention_heads, rows.shape[2]
+    out = va.overview_html(rows, s.token_pieces(), cfg.n_rep, 9, layer=1, head=2)
+    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', out)
+    assert len(pngs) == 1  # never one subplot per head
+    image = Image.open(io.BytesIO(base64.b64decode(pngs[0])))
+    assert image.size == (n_keys, n_rows)  # one pixel per (layer·head, key) cell
+    z = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), "<f4").reshape(n_rows, n_keys)
+    np.testing.assert_array_equal(z, rows.reshape(n_rows, n_keys).astype("<f4"))  # hover: the weights, 0 to 1
+    assert 'data-what="attention weight"' in out and "weight×255" not in out
+    expected = np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8)  # colors: weights quantised to uint8
+    pixels = np.asarray(image)  # (rows, keys, 3)
+    np.testing.assert_array_equal(pixels, va.BLUES_LUT[expected])
+    assert tuple(va.BLUES_LUT[0]) == (247, 251, 255) and tuple(va.BLUES_LUT[255]) == (8, 48, 107)  # light = 0
+    row_names = json.loads(html.unescape(re.search(r"data-rows='([^']+)'", out).group(1)))
+    assert len(row_names) == n_rows and row_names[2] == "L0·H2·kv1"  # tiny model: 2 query heads per KV head
+    assert row_names[-1] == f"L{cfg.num_hidden_layers - 1}·H{cfg.num_attention_heads - 1}·kv{cfg.num_key_value_heads - 1}"
+    labels = json.loads(html.unescape(re.search(r"data-cols='([^']+)'", out).group(1)))
+    assert len(labels) == n_keys and labels[0].startswith("key 0:")
+    selected = re.search(r'class="ii-hm-row" style="top:([\d.]+)%', out)  # layer 1, head 2 outlined
+    assert float(selected.group(1)) == pytest.approx((1 * cfg.num_attention_heads + 2) * 100 / n_rows, abs=1e-3)
+    assert "query at position 9" in out
+
+def test_kv_groups_show_shared_heads(tiny_loaded):
+    cfg = tiny_loaded.config
+    html = va.kv_groups_html(cfg.num_attention_heads, cfg.num_key_value_heads, head=3)
+    assert html.count("ii-group\"") == cfg.num_key_value_heads
+    assert html.count("ii-qhead") == cfg.num_attention_heads
+    assert "ii-qhead ii-selected\">q3" in html
+
+
+def test_kv_bytes_equal_formula(tiny_run):
+    s = tiny_run
+    cfg = s.config
+    for rec in (s.records[0], s.records[-1]):
+        f = vk.formula(rec.kv)
+        tokens = rec.start_pos + rec.n_new
+        assert f["tokens"] == tokens
+        expected = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * 4 * tokens  # fp32
+        assert f["total"] == f["measured"] == expected
+    html = vk.summary_html(s.records[-1].kv, 1_000_000, "float32")
+    assert f'data-entries="{len(s.prompt_ids) + STEPS}"' in html
+    assert f"× {cfg.num_key_value_heads} KV heads × {cfg.head_dim} head_dim × 4 bytes/elem" in html
+
+
+def test_kv_layer_bars_and_growth(tiny_run):
+    s = tiny_run
+    bars = vk.layer_bars(s.records[-1].kv)
+    assert [t.name for t in bars.data] == ["K bytes", "V bytes"]
+    assert len(bars.data[0].y) == s.config.num_hidden_layers
+    growth = vk.growth_chart(s.records, weight_bytes=10**6)
+    y = list(growth.data[0].y)
+    assert len(y) == STEPS + 1
+    per_token = vk.formula(s.records[-1].kv)["per_token"]
+    assert np.allclose(np.diff(y), per_token)  # each decode step adds one entry per layer
+    assert y[0] == per_token * len(s.prompt_ids)
+    assert len(growth.layout.shapes) == 1  # the prefill/decode boundary
+
+
+def test_recompute_caption():
+    assert "without the cache" in vk.recompute_html(5.0, None, 10)
+    html = vk.recompute_html(5.0, 20.0, 10)
+    assert "4.0× slower" in html and "10 tokens" in html
