@@ -6,7 +6,7 @@ the finish reason), so the text shows what the policy does to the model; a secon
 the same tokens (`loop.teacher_forced`), so every step's KL(p_full || p_policy) and top-1 agreement compare
 the two on the same context. After every forward it records, for every layer and KV head, what each position is:
 not written yet, kept (and why: sink, recent, heavy hitter, SnapKV vote) or evicted, with the policy's score
-of each kept position. The full cache's own greedy continuation is generated too (the text without the
+of each kept position (H2O's accumulated attention; the other policies record none). The full cache's own greedy continuation is generated too (the text without the
 policy). Returns a `KVPolicyRun` (plain numpy records, `inspector.quant.measurements`).
 
 `forced`: the tokens to feed instead of the greedy ones (a session's generated ids, however they were

@@ -117,7 +117,8 @@ class KVPolicyRun:
 
     `kept` (layers, kv_heads, forwards, positions) uint8 codes of `KEPT_CODES` after each forward (forward
     0 is the prefill), `scores` the same shape float32: the policy's score of each kept position (H2O's
-    accumulated attention, SnapKV's pooled votes; 0 otherwise)."""
+    accumulated attention; 0 for every other policy: SnapKV's pooled votes pick what it keeps once, at the
+    prefill, and are not recorded)."""
 
     label: str
     prompt_len: int
