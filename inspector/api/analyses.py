@@ -12,11 +12,14 @@ scores (`head_scores`, the JSON's "heads" and "probe") and its causal check (`he
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from inspector.api.args import text_or_ids, token_ids
 from inspector.api.options import Flags, keyword_errors
-from inspector.errors import InputError
+from inspector.errors import InputError, InputTypeError
 
 if TYPE_CHECKING:
     import argparse
@@ -32,26 +35,36 @@ def _token(value: str | int | None, name: str) -> str | None:
     """A token argument as its flag takes it: text, or "#ID" for an int id."""
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"#{value}"
-    raise InputError(f"{name} must be one token's text or its id (an int), got {type(value).__name__}")
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return f"#{int(value)}"
+    raise InputTypeError(f"{name} must be one token's text or its id (an int), got {type(value).__name__}")
 
 
 def _text(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise InputError(f"{name} must be a string, got {type(value).__name__}")
+        raise InputTypeError(f"{name} must be a string, got {type(value).__name__}")
     return value
 
 
-def attribute(self: Model, prompt: str, *, chat: bool = False, system: str | None = None,
-              token: str | int | None = None) -> Attribution:
-    """Direct logit attribution of the next token (`inspector attribute`): its logit (the top-1, or `token`)
-    split into the embedding, every head and every MLP."""
+def _ids(self: Model, text: Any, ids: Any, name: str, chat: bool = False, system: str | None = None) -> list[int] | None:
+    """The given token ids checked (None when text is given); exactly one of the two."""
+    text_or_ids(text, ids, name)
+    if ids is None:
+        return None
+    if chat or system is not None:
+        raise InputError("chat and system wrap text in the chat template: token ids are fed as given")
+    return token_ids(ids, self.config.vocab_size)
+
+
+def attribute(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, chat: bool = False,
+              system: str | None = None, token: str | int | None = None) -> Attribution:
+    """Direct logit attribution of the next token (`inspector attribute`) after `prompt` (text) or `ids`
+    (token ids): its logit (the top-1, or `token`) split into the embedding, every head and every MLP."""
     from inspector.commands.attribute import attribution
 
+    given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
-        return attribution(self.loaded, _text(prompt, "prompt"), chat=chat, system=system,
-                           token=_token(token, "token"))
+        return attribution(self.loaded, prompt, chat=chat, system=system, token=_token(token, "token"), ids=given)
 
 
 def patch(self: Model, clean: str, corrupt: str, answer: str | int, wrong: str | int, *,
@@ -65,15 +78,19 @@ def patch(self: Model, clean: str, corrupt: str, answer: str | int, wrong: str |
                         _token(wrong, "wrong"), _text(point, "point"))
 
 
-def loss(self: Model, text: str, *, grad_norms: bool = False) -> TokenLosses | TrainingStep:
-    """`text` teacher-forced (`inspector loss`): per-token cross-entropy and perplexity (`TokenLosses`); with
-    `grad_norms` one backward pass too (`TrainingStep`: gradient norms, training-step memory)."""
-    from inspector.commands.loss import text_loss
+def loss(self: Model, text: str | None = None, *, ids: Sequence[int] | None = None,
+         grad_norms: bool = False) -> TokenLosses | TrainingStep:
+    """`text` (or token `ids`) teacher-forced (`inspector loss`): per-token cross-entropy and perplexity
+    (`TokenLosses`); with `grad_norms` one backward pass too (`TrainingStep`: gradient norms, training-step
+    memory)."""
+    from inspector.commands.loss import ids_loss, text_loss
 
+    given = _ids(self, text, ids, "text")
     if not isinstance(grad_norms, bool):
-        raise InputError(f"grad_norms must be True or False, got {grad_norms!r:.40}")
+        raise InputTypeError(f"grad_norms must be True or False, got {grad_norms!r:.40}")
     with keyword_errors():
-        losses, step = text_loss(self.loaded, _text(text, "text"), grad_norms)
+        losses, step = (text_loss(self.loaded, text, grad_norms) if given is None
+                        else ids_loss(self.loaded, given, grad_norms))
     return losses if step is None else step
 
 
@@ -143,11 +160,42 @@ def _atlas(self: Model, args: argparse.Namespace) -> HeadAtlas:
     return heads.atlas(self.loaded.model, probe)
 
 
-def head_scores(self: Model, *, probe_len: int = 48, probes: int = 8, seed: int = 0) -> HeadAtlas:
+def head_scores(self: Model, *, ids: Sequence[int] | Sequence[Sequence[int]] | None = None, probe_len: int = 48,
+                probes: int = 8, seed: int = 0) -> HeadAtlas:
     """Every head's previous-token, first-token, duplicate-token and induction scores (`inspector heads`) on
     `probes` sequences of `probe_len` random ordinary tokens (seed `seed`), each repeated once; kept per model
-    and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe"."""
+    and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe". With `ids` (one
+    sequence or a list of sequences of one length, each prefix + s + s: a sequence repeated once after the
+    same number of prefix tokens) the scores are those of the given ids (the probe's seed is then None)."""
+    if ids is not None:
+        from inspector.analysis import heads
+
+        with keyword_errors():
+            return heads.score_probe(self.loaded.model, given_probe(self, ids))
     return _atlas(self, _heads_flags().namespace(dict(probe_len=probe_len, probes=probes, seed=seed)))
+
+
+def given_probe(self: Model, ids: Any) -> Any:
+    """A head-atlas probe of given rows, each prefix + s + s (the repeat found in the first row)."""
+    import numpy as np
+
+    from inspector.analysis.records_heads import Probe
+
+    if isinstance(ids, (str, bytes)):
+        raise InputTypeError("ids must be token ids (a list of ints, or a list of such lists)")
+    rows = list(ids.tolist() if hasattr(ids, "tolist") else ids)
+    nested = bool(rows) and not isinstance(rows[0], numbers.Integral)
+    rows = [token_ids(r, self.config.vocab_size) for r in (rows if nested else [rows])]
+    T = len(rows[0])
+    if any(len(r) != T for r in rows):
+        raise InputError("every row of ids must have one length")
+    split = next(((p, (T - p) // 2) for p in range(T - 3) if (T - p) % 2 == 0 and rows[0][p:p + (T - p) // 2]
+                  == rows[0][p + (T - p) // 2:]), None)
+    if split is None or any(r[split[0]:split[0] + split[1]] != r[split[0] + split[1]:] for r in rows):
+        raise InputError("head_scores scores a sequence repeated once: each row of ids is prefix + s + s "
+                         "(s at least 2 tokens), with the same prefix length in every row")
+    p, n = split
+    return Probe(n, len(rows), None, tuple(rows[0][:p]), np.asarray(rows, dtype=np.int64), self.config.vocab_size, 0)
 
 
 def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe_len: int = 48, probes: int = 8,

@@ -104,15 +104,16 @@ class SpeculativeRun:
         raise InputError(f"unknown view {shown(view)}: a speculative run's views are {', '.join(VIEWS)}")
 
 
-def start(model: Any, args: Any, params: SamplingParams, draft_len: int) -> SpeculativeRun:
-    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`)."""
+def start(model: Any, args: Any, params: SamplingParams, draft_len: int, ids: list[int] | None = None) -> SpeculativeRun:
+    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`); `ids`: token ids
+    given instead of the prompt's text."""
     from inspector.speculative.decoding import SpeculativeRun as Engine
     from inspector.speculative.drafters import make_drafter
 
     loaded = model.loaded
     drafter = make_drafter(args.speculative, loaded.model)
     t0 = time.perf_counter()
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system) if ids is None else ids
     tokenize_ms = (time.perf_counter() - t0) * 1e3
     run = Engine(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=True)
     run.prefill(ids)

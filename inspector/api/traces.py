@@ -9,24 +9,38 @@ it steps on with the sampling parameters of its newest step.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from inspector.api.run import Run
-from inspector.errors import InputError
+from inspector.errors import InputTypeError
 
 
 def open_trace(path: str | os.PathLike[str], model: Any = None) -> Run:
-    """The run saved in `path`; InputError for a missing, truncated, corrupted, foreign or newer file."""
+    """The run saved in `path`; InputError for a missing, truncated, corrupted, foreign or newer file. With
+    its recording model the run steps on under its saved interventions (`LeverSpec`); a run saved with
+    hooks reads but does not step (a hook's function is not in the file)."""
     from inspector.api.model import Model
+    from inspector.generation.lever_spec import LeverSpec
+    from inspector.session.codec import from_json
     from inspector.session.trace_file import load_trace
 
     if not isinstance(path, (str, os.PathLike)):
-        raise InputError(f"path must be a file path, got {type(path).__name__}")
+        raise InputTypeError(f"path must be a file path, got {type(path).__name__}")
     if model is not None and not isinstance(model, Model):
-        raise InputError(f"model must be what inspector.load() gives, got {type(model).__name__}")
+        raise InputTypeError(f"model must be what inspector.load() gives, got {type(model).__name__}")
     session = load_trace(path, None if model is None else model.loaded)
     last = session.records[-1].sample
     params = last.params if last is not None else None
     settings = session.settings
+    spec = from_json(LeverSpec, settings.get("levers") or {})
+    unsteppable = None
+    if spec.has_hooks:
+        unsteppable = (f"this run was made with hooks at {', '.join(spec.hooks)}, which a trace file cannot keep: "
+                       "its saved steps read as recorded; prefill again with the hooks to go on")
+    elif session.read_only is None and not spec.is_empty:
+        loaded = model.loaded
+        ivs = spec.interventions(loaded.model, loaded.tokenizer.encode, session.prompt_ids)
+        session.set_levers(replace(session.own_levers, interventions=ivs))
     return Run(session, params, model=model if session.read_only is None else None, prompt=settings.get("prompt"),
-               chat=settings.get("chat"), system=settings.get("system"))
+               chat=settings.get("chat"), system=settings.get("system"), levers=spec, unsteppable=unsteppable)

@@ -78,8 +78,9 @@ class Session(SequenceOwner):
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
-        # False: record.logit_lens stays [] until `logit_lens(step)` fills it (the lens costs one
-        # (layers x vocab) matmul, about a third of a decode step on a small model).
+        # False: record.logit_lens stays [] until `logit_lens(step)` fills it. The lens costs one
+        # (layers x vocab) matmul per forward: on the default model about a whole decode step (1 thread:
+        # 125-137 ms a step with it, 54-55 ms without), so the page, the CLI and the Python API ask for it.
         self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
@@ -359,11 +360,18 @@ class Session(SequenceOwner):
         L = self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
         t0 = time.perf_counter()
-        if kind == "prefill" or cached:
-            logits = loop.forward(self.model, self.cache, [token_ids], levers, rec)[0]
-        else:  # the whole sequence from position 0 into a fresh cache
-            self.trace.cache = self.seq.cache = self.new_cache()
-            logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], levers, rec)[0]
+        kept = self.cache
+        try:
+            if kind == "prefill" or cached:
+                logits = loop.forward(self.model, self.cache, [token_ids], levers, rec, step=len(self.trace))[0]
+            else:  # the whole sequence from position 0 into a fresh cache
+                self.trace.cache = self.seq.cache = self.new_cache()
+                logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], levers, rec,
+                                      step=len(self.trace))[0]
+        except BaseException:  # a hook that raised: the generation stays at its last committed step
+            self.trace.cache = self.seq.cache = kept
+            kept.truncate(self.trace.end)
+            raise
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:
