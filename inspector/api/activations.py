@@ -26,6 +26,7 @@ from inspector.api.hooks import positions_dim
 from inspector.engine import steps
 from inspector.engine.trace import model_hook_names
 from inspector.errors import InputError
+from inspector.generation import loop
 from inspector.units import format_bytes
 
 MAX_BYTES = 4 * 2**30  # run.cache's default cap
@@ -69,7 +70,7 @@ def point_shapes(model: Any) -> dict[str, tuple[tuple[int, ...], int]]:
                 self.found[name] = (shape, 4 if value.is_floating_point() else 8)
 
         rec = Shapes()
-        steps.run(model, steps.new_cache(model), [[0]], rec, all_positions=True)
+        loop.forward(model, steps.new_cache(model), [[0]], rec=rec, all_positions=True)
         known = _SHAPES[model] = rec.found
     return known
 
