@@ -114,14 +114,16 @@ def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return [n for n in ast.walk(tree) if id(n) not in skip]
 
 
-def module_graph() -> dict[str, set[str]]:
-    """Every module of the package -> the package's modules it imports (at any depth of its code)."""
+def module_graph(type_only: bool = False) -> dict[str, set[str]]:
+    """Every module of the package -> the package's modules it imports (at any depth of its code; with
+    `type_only`, those under `if TYPE_CHECKING:` too)."""
     names = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
              for p in PACKAGE.rglob("*.py")}
     graph = {}
     for name, path in names.items():
         found = set()
-        for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in (ast.walk(tree) if type_only else runtime_nodes(tree)):
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:  # a name may be a module
@@ -168,3 +170,13 @@ def test_cycle_finder_finds_a_circle_through_three_modules():
 def test_no_import_cycles():
     found = [c for c in cycles(module_graph()) if any(m.startswith(f"{layer}.") for m in c for layer in CYCLE_FREE)]
     assert not found, f"import circles: {found}"
+
+
+# Where not even imports for type hints only (`if TYPE_CHECKING:`) go round in a circle.
+TYPE_CYCLE_FREE = ("inspector.api",)
+
+
+def test_no_import_cycles_counting_type_only_imports():
+    graph = module_graph(type_only=True)
+    found = [c for c in cycles(graph) if any(m.startswith(f"{pkg}.") for m in c for pkg in TYPE_CYCLE_FREE)]
+    assert not found, f"import circles through type-only imports: {found}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inspector.api.args import text_or_ids, token_ids
 from inspector.api.options import Flags, keyword_errors
@@ -26,9 +26,19 @@ if TYPE_CHECKING:
 
     from inspector.analysis.records import Attribution, PatchSweep, TokenLosses, TrainingStep
     from inspector.analysis.records_heads import HeadAblation, HeadAtlas
-    from inspector.api.model import Model
+    from inspector.models.loader import LoadedModel
     from inspector.generation.records import BeamRecord
     from inspector.quant.records import FidelityRecord
+
+
+class Model(Protocol):
+    """What an analysis reads of `inspector.api.model.Model` (which imports this module: a protocol, so no
+    import goes back)."""
+
+    loaded: LoadedModel
+
+    @property
+    def config(self) -> Any: ...
 
 
 def _token(value: str | int | None, name: str) -> str | None:

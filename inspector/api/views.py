@@ -8,7 +8,7 @@ imports plotly (the viz builders); `inspector` imports it only when a view is as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import plotly.graph_objects as go
 
@@ -26,8 +26,25 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 
 if TYPE_CHECKING:
-    from inspector.api.run import Run
     from inspector.session.records import ForwardRecord
+
+
+class Run(Protocol):
+    """What the views read of a run (`inspector.api.run.Run`, which imports this module: a protocol, so no
+    import goes back)."""
+
+    session: Any
+    model: Any
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    pieces: list[str]
+    records: list[ForwardRecord]
+
+    def forward_index(self, step: int) -> int: ...
+    def logit_lens(self, step: int = -1) -> Any: ...
+    def sample(self, step: int = -1) -> Any: ...
+    def _layer(self, layer: int) -> int: ...
+    def _head(self, head: int) -> int: ...
 
 
 class Html(str):
