@@ -13,8 +13,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from inspector.api.args import integer
 from inspector.errors import InputError
-from inspector.validate import Bound, shown
+from inspector.validate import shown
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -41,7 +42,9 @@ class SpeculativeRun:
 
     def step(self, n: int = 1) -> RoundRecord:
         """Run `n` rounds (fewer when the generation finishes first); the newest round's record."""
-        n = int(Bound("n", True, 1).parse(n))
+        n = integer(n, "n")
+        if n < 1:
+            raise InputError(f"n must be a whole number >= 1, got {n}")
         if self.finished:
             raise InputError(f"generation has finished ({self.finished}): prefill again to go on")
         for _ in range(n):

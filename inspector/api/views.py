@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import plotly.graph_objects as go
 
 from inspector.engine.config import SLIDING
+from inspector.api.args import index
 from inspector.errors import InputError
-from inspector.validate import Bound, shown
+from inspector.validate import shown
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
@@ -62,7 +63,7 @@ class Picked:
         self.records: list[ForwardRecord] = run.records[:self.k + 1]
         self.rec = self.records[-1]
         newest = self.rec.start_pos + self.rec.n_new - 1
-        self.position = newest if position is None else int(Bound("position", True, 0, newest).parse(position))
+        self.position = newest if position is None else index(position, "position", newest + 1)  # negative: from the end
         self.chosen = position is not None  # the page's selected position (decode rows) vs the prefill pattern
 
 
