@@ -307,3 +307,14 @@ def test_an_id_without_a_piece_shows_as_a_placeholder(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert run.figure("sampling").data
+
+
+def test_the_cli_saves_interventions_and_the_page_reopens_them(model, tiny_llama_dir, tmp_path):  # noqa: F811
+    from inspector.session.trace_file import load_trace
+
+    path = tmp_path / "cli.safetensors"
+    assert main(["run", "--prompt", "The quick brown fox", "--model", str(tiny_llama_dir), "--max-new-tokens", "3",
+                 "--ablate-head", "1.0", "--ablate-mlp", "0", "--save-trace", str(path)]) == 0
+    session = load_trace(path, model.loaded)  # what the page's Open trace and `inspector trace` read
+    assert [iv.label for iv in session.levers.interventions] == ["head 1.0 off", "MLP 0 off"]
+    assert load_trace(path).lever_spec.ablate_head == ((1, 0),)  # read-only: the description, no levers run

@@ -41,16 +41,15 @@ class Run:
 
     def __init__(self, session: Session, params: SamplingParams, *, model: Any = None, prompt: str | None = None,
                  chat: bool | None = None, system: str | None = None, unsaveable: str | None = None,
-                 levers: LeverSpec = LeverSpec(), unsteppable: str | None = None) -> None:
+                 levers: LeverSpec = LeverSpec()) -> None:
         """Made by `Model.prefill` and `inspector.open_trace`, not directly. `unsaveable`: None, or why `save`
         refuses (the levers a trace file does not keep); `levers`: the run's interventions as data (what
-        `save` writes); `unsteppable`: None, or why `step` refuses (a trace of a run with hooks)."""
+        `save` writes)."""
         self.session = session  # the engine's session: everything below reads it
         self.params = params  # the sampling parameters every step draws with
         self.model = model  # the `inspector.api.model.Model` that runs it (None: a read-only trace)
         self.levers = levers  # its interventions and hook points (`inspector.generation.lever_spec.LeverSpec`)
         self._prompt, self._chat, self._system, self._unsaveable = prompt, chat, system, unsaveable
-        self._unsteppable = unsteppable
 
     def __repr__(self) -> str:
         state = f"finished: {self.finished}" if self.finished else "running"
@@ -64,7 +63,7 @@ class Run:
         n = integer(n, "n")
         if n < 1:
             raise InputError(f"n must be a whole number >= 1, got {n}")
-        read_only = getattr(self.session, "read_only", None) or self._unsteppable  # a trace without its model
+        read_only = getattr(self.session, "read_only", None)  # a trace without its model, or with hooks
         if read_only is not None:
             raise InputError(read_only)
         if self.finished:

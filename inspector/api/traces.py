@@ -3,13 +3,13 @@ trace) back as a `Run` with the same accessors and views, read by `inspector.ses
 
 Without `model` (or with another model than the one that recorded it) the run is read-only: every view and
 accessor works from the file, and `step` refuses in one line naming both models. With the recording model
-it steps on with the sampling parameters of its newest step.
+it steps on with the sampling parameters of its newest step and the interventions it was saved with
+(`run.levers`); a run saved with hooks reads but does not step (a hook's function is not in the file).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Any
 
 from inspector.api.run import Run
@@ -21,8 +21,6 @@ def open_trace(path: str | os.PathLike[str], model: Any = None) -> Run:
     its recording model the run steps on under its saved interventions (`LeverSpec`); a run saved with
     hooks reads but does not step (a hook's function is not in the file)."""
     from inspector.api.model import Model
-    from inspector.generation.lever_spec import LeverSpec
-    from inspector.session.codec import from_json
     from inspector.session.trace_file import load_trace
 
     if not isinstance(path, (str, os.PathLike)):
@@ -33,14 +31,5 @@ def open_trace(path: str | os.PathLike[str], model: Any = None) -> Run:
     last = session.records[-1].sample
     params = last.params if last is not None else None
     settings = session.settings
-    spec = from_json(LeverSpec, settings.get("levers") or {})
-    unsteppable = None
-    if spec.has_hooks:
-        unsteppable = (f"this run was made with hooks at {', '.join(spec.hooks)}, which a trace file cannot keep: "
-                       "its saved steps read as recorded; prefill again with the hooks to go on")
-    elif session.read_only is None and not spec.is_empty:
-        loaded = model.loaded
-        ivs = spec.interventions(loaded.model, loaded.tokenizer.encode, session.prompt_ids)
-        session.set_levers(replace(session.own_levers, interventions=ivs))
     return Run(session, params, model=model if session.read_only is None else None, prompt=settings.get("prompt"),
-               chat=settings.get("chat"), system=settings.get("system"), levers=spec, unsteppable=unsteppable)
+               chat=settings.get("chat"), system=settings.get("system"), levers=session.lever_spec)

@@ -2,7 +2,8 @@
 
 `save_trace(session, path)` writes; `load_trace(path, loaded=None)` reads it back as a `RestoredSession`
 (`inspector.session.restore`) whose views equal the original's, and which steps on when `loaded` is the
-model that recorded it (same config and weights fingerprint); otherwise it is read-only.
+model that recorded it (same config and weights fingerprint), under the interventions it was saved with
+(`session.lever_spec`); otherwise, or when the run had hooks (functions a file cannot keep), it is read-only.
 
 Format `FORMAT`, version `FORMAT_VERSION`: safetensors tensors for the arrays, and the safetensors
 header's `__metadata__` (string -> string) holding "format", "version", "trace" (one JSON document) and
@@ -46,7 +47,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -351,12 +352,27 @@ def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSess
         plain = to_json(parsed, {})  # the same document with every value checked and of its JSON type
         session = RestoredSession(plain, tensors, loaded, _read_only_reason(parsed.model, loaded))
         session.saved_tree = parsed.branches  # the run's branches, for the page to show again
+        _restore_levers(session, parsed.settings.levers, loaded)
         return session
     except InputError as exc:
         raise InputError(f"{name} is corrupted: {exc}") from None
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
         what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else first_line(exc)
         raise InputError(f"{name} is corrupted: {what}") from None
+
+
+def _restore_levers(session: RestoredSession, spec: LeverSpec, loaded: Any) -> None:
+    """Give a session that steps on the interventions it was saved with (`session.lever_spec` says which); a
+    run saved with hooks reads but does not step (a hook's function is not in the file)."""
+    session.lever_spec = spec
+    if session.read_only is not None or spec.is_empty:
+        return
+    if spec.has_hooks:
+        session.read_only = (f"this run was made with hooks at {', '.join(spec.hooks)}, which a trace file cannot "
+                             "keep: its saved steps read as recorded; prefill again with the hooks to go on")
+        return
+    ivs = spec.interventions(loaded.model, loaded.tokenizer.encode, session.prompt_ids)
+    session.set_levers(replace(session.own_levers, interventions=ivs))
 
 
 def _read_only_reason(recorded: RecordedModel, loaded: Any) -> str | None:
