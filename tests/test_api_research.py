@@ -50,6 +50,14 @@ def test_ids_in_equal_text_in(model):
     assert np.array_equal(a.logits(2), b.logits(2))
     assert model.loss(ids=ids).losses == model.loss(text).losses
     assert model.attribute(ids=ids).total == model.attribute(text).total
+    # every analysis takes ids= too
+    other = model.tokenize("The quick brown dog")
+    assert model.patch(ids, other, 5, 6).matrix == model.patch(text, "The quick brown dog", 5, 6).matrix
+    assert model.kv_eval(ids=ids, policy="window", budget=2)["kl_mean"] == model.kv_eval(text, policy="window", budget=2)["kl_mean"]
+    assert (model.quant(ids=ids, quant="int8", max_new_tokens=3).summary()["kl_mean"]
+            == model.quant(text, quant="int8", max_new_tokens=3).summary()["kl_mean"])
+    beams = model.beam_search(ids=ids, num_beams=2, max_new_tokens=3), model.beam_search(text, num_beams=2, max_new_tokens=3)
+    assert beams[0].prompt_ids == beams[1].prompt_ids and beams[0].hypotheses == beams[1].hypotheses
 
 
 @pytest.mark.parametrize("kwargs, kind, expected", [

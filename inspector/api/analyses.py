@@ -77,15 +77,20 @@ def attribute(self: Model, prompt: str | None = None, *, ids: Sequence[int] | No
         return attribution(self.loaded, prompt, chat=chat, system=system, token=_token(token, "token"), ids=given)
 
 
-def patch(self: Model, clean: str, corrupt: str, answer: str | int, wrong: str | int, *,
-          point: str = "resid_pre") -> PatchSweep:
+def patch(self: Model, clean: str | Sequence[int], corrupt: str | Sequence[int], answer: str | int,
+          wrong: str | int, *, point: str = "resid_pre") -> PatchSweep:
     """Activation patching over every layer x position (`inspector patch`): the logit difference recovered
-    when `point` ("resid_pre" | "attn_out" | "mlp_out") of the clean run replaces the corrupted run's."""
+    when `point` ("resid_pre" | "attn_out" | "mlp_out") of the clean run replaces the corrupted run's.
+    `clean` and `corrupt` are both texts or both token ids (of one length)."""
     from inspector.commands.patch import patching
 
+    given = None
+    if not isinstance(clean, str) or not isinstance(corrupt, str):
+        given = (token_ids(clean, self.config.vocab_size, "clean"), token_ids(corrupt, self.config.vocab_size, "corrupt"))
+        clean = corrupt = None
     with keyword_errors():
-        return patching(self.loaded, _text(clean, "clean"), _text(corrupt, "corrupt"), _token(answer, "answer"),
-                        _token(wrong, "wrong"), _text(point, "point"))
+        return patching(self.loaded, clean, corrupt, _token(answer, "answer"), _token(wrong, "wrong"),
+                        _text(point, "point"), ids=given)
 
 
 def loss(self: Model, text: str | None = None, *, ids: Sequence[int] | None = None,
@@ -104,10 +109,11 @@ def loss(self: Model, text: str | None = None, *, ids: Sequence[int] | None = No
     return losses if step is None else step
 
 
-def kv_eval(self: Model, text: str, *, policy: str, budget: int | None = None, sinks: int = 4,
-            positions: str = "original", prefill: int | None = None) -> dict[str, Any]:
-    """A KV-cache policy against the full cache, teacher-forced on `text` (`inspector kv-eval`): KL, top-1
-    agreement, perplexity, bytes kept."""
+def kv_eval(self: Model, text: str | None = None, *, ids: Sequence[int] | None = None, policy: str,
+            budget: int | None = None, sinks: int = 4, positions: str = "original",
+            prefill: int | None = None) -> dict[str, Any]:
+    """A KV-cache policy against the full cache, teacher-forced on `text` or token `ids` (`inspector
+    kv-eval`): KL, top-1 agreement, perplexity, bytes kept."""
     from inspector.commands.kv_eval import BUDGET, PREFILL, SINKS, kv_evaluation
     from inspector.quant.kv_eval import CacheSpec
 
@@ -115,38 +121,45 @@ def kv_eval(self: Model, text: str, *, policy: str, budget: int | None = None, s
         raise InputError(f"positions must be one of original, contiguous, got {positions!r:.40}")
     spec = CacheSpec(_text(policy, "policy"), None if budget is None else BUDGET.parse(budget), SINKS.parse(sinks),
                      positions == "contiguous")
+    given = _ids(self, text, ids, "text")
     with keyword_errors():
         spec.check()
-        return kv_evaluation(self.loaded, _text(text, "text"), spec, None if prefill is None else PREFILL.parse(prefill))
+        return kv_evaluation(self.loaded, text, spec, None if prefill is None else PREFILL.parse(prefill), ids=given)
 
 
-def quant(self: Model, prompt: str, *, quant: str, kv_quant: str | None = None, chat: bool = False,
-          system: str | None = None, max_new_tokens: int = 32) -> FidelityRecord:
-    """How far a quantized copy strays from this model, teacher-forced on its greedy tokens (`inspector
-    quant`): quant "bf16" | "int8" | "int4[:GROUP]", kv_quant "int8"; `summary()` is the CLI's JSON."""
+def quant(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, quant: str,
+          kv_quant: str | None = None, chat: bool = False, system: str | None = None,
+          max_new_tokens: int = 32) -> FidelityRecord:
+    """How far a quantized copy strays from this model, teacher-forced on its greedy tokens after `prompt`
+    or token `ids` (`inspector quant`): quant "bf16" | "int8" | "int4[:GROUP]", kv_quant "int8";
+    `summary()` is the CLI's JSON."""
     from inspector.commands.flags import MAX_NEW_TOKENS
     from inspector.commands.quant import fidelity
 
+    given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
-        return fidelity(self.loaded, _text(prompt, "prompt"), _text(quant, "quant"), kv_quant, chat=chat,
-                        system=system, max_new_tokens=int(MAX_NEW_TOKENS.parse(max_new_tokens)))
+        return fidelity(self.loaded, prompt, _text(quant, "quant"), kv_quant, chat=chat, system=system,
+                        max_new_tokens=int(MAX_NEW_TOKENS.parse(max_new_tokens)), ids=given)
 
 
-def beam_search(self: Model, prompt: str, *, num_beams: int = 2, **options: Any) -> BeamRecord:
-    """Beam search (`inspector run --num-beams B`): every hypothesis scored, the candidate tree per step.
-    Takes `Model.prefill`'s keywords that beam search combines with (chat, system, max_new_tokens,
-    length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict` gives the CLI's JSON."""
+def beam_search(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, num_beams: int = 2,
+                **options: Any) -> BeamRecord:
+    """Beam search (`inspector run --num-beams B`) after `prompt` or token `ids`: every hypothesis scored, the
+    candidate tree per step. Takes `Model.prefill`'s keywords that beam search combines with (chat, system,
+    max_new_tokens, length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict`
+    gives the CLI's JSON."""
     from inspector.api.options import RUN_FLAGS
     from inspector.commands.decoding import beam_record
     from inspector.commands.run import check_args
 
-    args = RUN_FLAGS.namespace(dict(options, num_beams=num_beams), prompt=_text(prompt, "prompt"), save_trace=None,
+    given = _ids(self, prompt, ids, "prompt", options.get("chat", False), options.get("system"))
+    args = RUN_FLAGS.namespace(dict(options, num_beams=num_beams), prompt=prompt, save_trace=None,
                                json=False, model=None, device=self.loaded.device, dtype=None, attention=None)
     with keyword_errors():
         _, settings = check_args(args)
         if settings.num_beams < 2:
             raise InputError(f"num_beams must be at least 2 for a beam search, got {settings.num_beams}")
-        return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens)
+        return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens, ids=given)
 
 
 @cache
