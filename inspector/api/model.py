@@ -2,12 +2,14 @@
 
 `load(source, dtype=, device=, attention=)` is `inspector.models.loader.load_model` (the engine's own
 load; no app start-up), with the CLI's `--dtype`, `--device` and `--attention` checked as the CLI checks
-them. `Model.prefill(prompt, ...)` builds the run exactly as `inspector run` does: the flags' Namespace
-from the keywords (`inspector.api.options`), the run command's checks (`commands.run.check_args`), its
-session (`commands.run.new_session`: interventions, decoding processors, quantized weights or KV cache),
-then one prefill; `speculative=` gives a `SpeculativeRun` over the same drafters. A KV-cache eviction
-policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s names, the page's KV view policies) goes into
-the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
+them. `Model.prefill(prompt or ids=, ...)` builds the run as `inspector run` does: the flags' Namespace
+from the keywords (`inspector.api.options`, heads and layers in Python's forms first:
+`inspector.api.lever_keywords`), the run command's checks (`commands.run.check_args`), the interventions
+described once (`LeverSpec`, `commands.intervene.spec_from`; a mean-ablation averages over the prompt's ids)
+plus the hooks (`inspector.api.hooks`), its session (`commands.run.new_session`: decoding processors,
+quantized weights or KV cache), then one prefill of the token ids; `speculative=` gives a `SpeculativeRun`
+over the same drafters. A KV-cache eviction policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s
+names, the page's KV view policies) goes into the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
 `head_scores`, `head_ablation`) are in `inspector.api.analyses`.
 """
 

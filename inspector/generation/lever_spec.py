@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inspector.engine.model import Transformer
-from inspector.errors import InputError
+from inspector.errors import InputError, InputTypeError
 from inspector.generation import interventions as ivs
 from inspector.generation.levers import Intervention, Levers
 
@@ -47,6 +47,8 @@ class LeverSpec:
 
     def check(self) -> None:
         """InputError for a spec whose parts do not go together (the ranges are checked when built)."""
+        if not isinstance(self.ablate, str):
+            raise InputTypeError(f"ablate must be one of {', '.join(ABLATIONS)} (a string), got {type(self.ablate).__name__}")
         if self.ablate not in ABLATIONS:
             raise InputError(f"ablate must be one of {', '.join(ABLATIONS)}, got {self.ablate!r:.40}")
         if self.ablate == "mean" and not self.ablate_head:
