@@ -326,3 +326,20 @@ def test_the_cli_saves_interventions_and_the_page_reopens_them(model, tiny_llama
     session = load_trace(path, model.loaded)  # what the page's Open trace and `inspector trace` read
     assert [iv.label for iv in session.levers.interventions] == ["head 1.0 off", "MLP 0 off"]
     assert load_trace(path).lever_spec.ablate_head == ((1, 0),)  # read-only: the description, no levers run
+
+
+@pytest.mark.parametrize("family, overrides", [
+    ("gemma3_text", dict(head_dim=16, sliding_window=8, query_pre_attn_scalar=16, pad_token_id=0,
+                         layer_types=["sliding_attention", "full_attention"])),
+    ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+                       mlp_only_layers=[])),
+])
+def test_every_point_of_every_family_is_counted_before_capture(family, overrides, tmp_path):
+    model = inspector.load(make_tiny_checkpoint(tmp_path / family, model_type=family, **overrides), dtype="bf16")
+    run = model.prefill(ids=list(range(5, 25)), max_new_tokens=4)
+    run.step(2)
+    for step in (0, 2):
+        cache = run.cache("*", step=step)
+        assert list(cache) == model.hook_names()
+        assert sum(a.nbytes for a in cache.values()) == run.cache_nbytes("*", step)
+    assert np.allclose(run.lens(0)[-1], run.probs(0), atol=1e-3)  # the lens ends at the step's distribution
