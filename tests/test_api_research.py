@@ -343,3 +343,16 @@ def test_every_point_of_every_family_is_counted_before_capture(family, overrides
         assert list(cache) == model.hook_names()
         assert sum(a.nbytes for a in cache.values()) == run.cache_nbytes("*", step)
     assert np.allclose(run.lens(0)[-1], run.probs(0), atol=1e-3)  # the lens ends at the step's distribution
+
+
+def test_a_step_runs_again_under_a_window_and_not_under_a_policy_with_state(model):
+    run = model.prefill(ids=IDS, policy="window", budget=4, max_new_tokens=8)
+    run.step(5)  # the window has evicted by now
+    cache = run.cache(["blocks.1.hook_resid_post", "unembed.hook_logits"], step=5)
+    assert np.allclose(np.linalg.norm(cache["blocks.1.hook_resid_post"], axis=-1), run.records[5].resid_post[1], rtol=1e-5)
+    assert np.array_equal(cache["unembed.hook_logits"][-1], run.logits(5))
+    h2o = model.prefill(ids=IDS, policy="h2o", budget=4, max_new_tokens=4)
+    h2o.step()
+    with pytest.raises(inspector.InputError) as exc:
+        h2o.cache("hook_embed", step=1)
+    assert "HeavyHitters keeps what it saw" in one_line(exc)

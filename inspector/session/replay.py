@@ -7,8 +7,8 @@ recomputes, the whole sequence in one forward), with `rec` on forward `step` onl
 forward's logits. The session's own cache and records are untouched. The numbers are the step's own: the same
 forwards in the same order (interventions and hooks run again: a hook sees that forward a second time, with
 the same `Place`). Step 0 costs one forward (the prefill); step k of a cached run k + 1 forwards.
-A session with a KV-cache policy that evicts is refused (a policy's state belongs to the run it watched), as is
-a trace opened without its recording model.
+A window over the cache (a policy that evicts by position only) runs again as it ran; a policy that keeps
+state of what it saw (H2O, SnapKV) is refused, as is a trace opened without its recording model.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ def replay(session: Any, step: int, rec: Recorder | None = None, *, all_position
     if getattr(session, "read_only", None) is not None:
         raise InputError(session.read_only)
     levers = session._forward_levers()
-    if levers.evicts:
-        raise InputError("running a step again needs the run without a KV-cache policy: this run evicts "
-                         f"({type(levers.cache_policy).__name__})")
+    if getattr(levers.cache_policy, "observes", False):  # its state is what it saw in the run itself
+        raise InputError("running a step again needs a KV-cache policy without state of its own (a window): "
+                         f"this run's {type(levers.cache_policy).__name__} keeps what it saw")
     step = session.trace.at(step).record.step
     ids = list(session.prompt_ids) + list(session.generated_ids)
     cache = session.new_cache()
