@@ -103,7 +103,7 @@ class Hooks:
             if replaced is None:  # it only read the tensor
                 continue
             if replaced.shape != value.shape or replaced.dtype != value.dtype:
-                raise InputError(f"intervention {iv.label or iv.point} returned {tuple(replaced.shape)} "
+                raise InputError(f"intervention {iv.label or iv.point} returned shape {tuple(replaced.shape)} "
                                  f"{str(replaced.dtype).replace('torch.', '')} at {name}, which holds "
                                  f"{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}")
             out = replaced
