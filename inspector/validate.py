@@ -2,7 +2,7 @@
 links and trace files all parse through `whole` and `real`, which raise `InputError` with one line naming
 the field, the allowed range and what was given ("top-p must be a number in (0, 1], got 'abc'").
 
-A number is taken from an int or float (not a bool) or a string holding one; None and blank strings are
+A number is taken from an int or float (numpy's too; not a bool) or a string holding one; None and blank strings are
 "empty". Whole-number fields keep big integers exact (a seed of 2**70 stays that seed, not a float's
 rounding of it); "2.0" and 2.0 are accepted as the whole number 2. NaN, infinities and floats past the
 double range ("1e309") are refused. Values outside the range are refused, never clamped.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -108,9 +109,12 @@ class Bound:
 
 
 def _to_number(v: Any, whole: bool) -> int | float | None:
-    """`v` as a finite int (whole) or float; None when it is not one."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+    """`v` as a finite int (whole) or float; None when it is not one. numpy's integers and floats count as
+    Python's (`numbers.Integral` / `numbers.Real`)."""
+    if isinstance(v, bool) or not isinstance(v, (numbers.Real, str)):
         return None
+    if not isinstance(v, (int, float, str)):  # numpy's scalars (np.int64, np.float32): as their Python value
+        v = int(v) if isinstance(v, numbers.Integral) else float(v)
     x: int | float = v
     if isinstance(v, str):
         text = v.strip()

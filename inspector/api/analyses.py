@@ -12,75 +12,108 @@ scores (`head_scores`, the JSON's "heads" and "probe") and its causal check (`he
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from inspector.api.args import text_or_ids, token_ids
 from inspector.api.options import Flags, keyword_errors
-from inspector.errors import InputError
+from inspector.errors import InputError, InputTypeError
 
 if TYPE_CHECKING:
     import argparse
 
     from inspector.analysis.findings import Attribution, PatchSweep, TokenLosses, TrainingStep
     from inspector.analysis.head_findings import HeadAblation, HeadAtlas
-    from inspector.api.model import Model
+    from inspector.models.loader import LoadedModel
     from inspector.generation.beam_tree import BeamRecord
     from inspector.quant.measurements import FidelityRecord
+
+
+class Model(Protocol):
+    """What an analysis reads of `inspector.api.model.Model` (which imports this module: a protocol, so no
+    import goes back)."""
+
+    loaded: LoadedModel
+
+    @property
+    def config(self) -> Any: ...
 
 
 def _token(value: str | int | None, name: str) -> str | None:
     """A token argument as its flag takes it: text, or "#ID" for an int id."""
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"#{value}"
-    raise InputError(f"{name} must be one token's text or its id (an int), got {type(value).__name__}")
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return f"#{int(value)}"
+    raise InputTypeError(f"{name} must be one token's text or its id (an int), got {type(value).__name__}")
 
 
 def _text(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise InputError(f"{name} must be a string, got {type(value).__name__}")
+        raise InputTypeError(f"{name} must be a string, got {type(value).__name__}")
     return value
 
 
-def attribute(self: Model, prompt: str, *, chat: bool = False, system: str | None = None,
-              token: str | int | None = None) -> Attribution:
-    """Direct logit attribution of the next token (`inspector attribute`): its logit (the top-1, or `token`)
-    split into the embedding, every head and every MLP."""
+def _ids(self: Model, text: Any, ids: Any, name: str, chat: bool = False, system: str | None = None) -> list[int] | None:
+    """The given token ids checked (None when text is given); exactly one of the two."""
+    text_or_ids(text, ids, name)
+    if ids is None:
+        return None
+    if chat or system is not None:
+        raise InputError("chat and system wrap text in the chat template: token ids are fed as given")
+    return token_ids(ids, self.config.vocab_size)
+
+
+def attribute(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, chat: bool = False,
+              system: str | None = None, token: str | int | None = None) -> Attribution:
+    """Direct logit attribution of the next token (`inspector attribute`) after `prompt` (text) or `ids`
+    (token ids): its logit (the top-1, or `token`) split into the embedding, every head and every MLP."""
     from inspector.commands.attribute import attribution
 
+    given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
-        return attribution(self.loaded, _text(prompt, "prompt"), chat=chat, system=system,
-                           token=_token(token, "token"))
+        return attribution(self.loaded, prompt, chat=chat, system=system, token=_token(token, "token"), ids=given)
 
 
-def patch(self: Model, clean: str, corrupt: str, answer: str | int, wrong: str | int, *,
-          point: str = "resid_pre") -> PatchSweep:
+def patch(self: Model, clean: str | Sequence[int], corrupt: str | Sequence[int], answer: str | int,
+          wrong: str | int, *, point: str = "resid_pre") -> PatchSweep:
     """Activation patching over every layer x position (`inspector patch`): the logit difference recovered
-    when `point` ("resid_pre" | "attn_out" | "mlp_out") of the clean run replaces the corrupted run's."""
+    when `point` ("resid_pre" | "attn_out" | "mlp_out") of the clean run replaces the corrupted run's.
+    `clean` and `corrupt` are both texts or both token ids (of one length)."""
     from inspector.commands.patch import patching
 
+    given = None
+    if not isinstance(clean, str) or not isinstance(corrupt, str):
+        given = (token_ids(clean, self.config.vocab_size, "clean"), token_ids(corrupt, self.config.vocab_size, "corrupt"))
+        clean = corrupt = None
     with keyword_errors():
-        return patching(self.loaded, _text(clean, "clean"), _text(corrupt, "corrupt"), _token(answer, "answer"),
-                        _token(wrong, "wrong"), _text(point, "point"))
+        return patching(self.loaded, clean, corrupt, _token(answer, "answer"), _token(wrong, "wrong"),
+                        _text(point, "point"), ids=given)
 
 
-def loss(self: Model, text: str, *, grad_norms: bool = False) -> TokenLosses | TrainingStep:
-    """`text` teacher-forced (`inspector loss`): per-token cross-entropy and perplexity (`TokenLosses`); with
-    `grad_norms` one backward pass too (`TrainingStep`: gradient norms, training-step memory)."""
-    from inspector.commands.loss import text_loss
+def loss(self: Model, text: str | None = None, *, ids: Sequence[int] | None = None,
+         grad_norms: bool = False) -> TokenLosses | TrainingStep:
+    """`text` (or token `ids`) teacher-forced (`inspector loss`): per-token cross-entropy and perplexity
+    (`TokenLosses`); with `grad_norms` one backward pass too (`TrainingStep`: gradient norms, training-step
+    memory)."""
+    from inspector.commands.loss import ids_loss, text_loss
 
+    given = _ids(self, text, ids, "text")
     if not isinstance(grad_norms, bool):
-        raise InputError(f"grad_norms must be True or False, got {grad_norms!r:.40}")
+        raise InputTypeError(f"grad_norms must be True or False, got {grad_norms!r:.40}")
     with keyword_errors():
-        losses, step = text_loss(self.loaded, _text(text, "text"), grad_norms)
+        losses, step = (text_loss(self.loaded, text, grad_norms) if given is None
+                        else ids_loss(self.loaded, given, grad_norms))
     return losses if step is None else step
 
 
-def kv_eval(self: Model, text: str, *, policy: str, budget: int | None = None, sinks: int = 4,
-            positions: str = "original", prefill: int | None = None) -> dict[str, Any]:
-    """A KV-cache policy against the full cache, teacher-forced on `text` (`inspector kv-eval`): KL, top-1
-    agreement, perplexity, bytes kept."""
+def kv_eval(self: Model, text: str | None = None, *, ids: Sequence[int] | None = None, policy: str,
+            budget: int | None = None, sinks: int = 4, positions: str = "original",
+            prefill: int | None = None) -> dict[str, Any]:
+    """A KV-cache policy against the full cache, teacher-forced on `text` or token `ids` (`inspector
+    kv-eval`): KL, top-1 agreement, perplexity, bytes kept."""
     from inspector.commands.kv_eval import BUDGET, PREFILL, SINKS, kv_evaluation
     from inspector.quant.kv_eval import CacheSpec
 
@@ -88,38 +121,45 @@ def kv_eval(self: Model, text: str, *, policy: str, budget: int | None = None, s
         raise InputError(f"positions must be one of original, contiguous, got {positions!r:.40}")
     spec = CacheSpec(_text(policy, "policy"), None if budget is None else BUDGET.parse(budget), SINKS.parse(sinks),
                      positions == "contiguous")
+    given = _ids(self, text, ids, "text")
     with keyword_errors():
         spec.check()
-        return kv_evaluation(self.loaded, _text(text, "text"), spec, None if prefill is None else PREFILL.parse(prefill))
+        return kv_evaluation(self.loaded, text, spec, None if prefill is None else PREFILL.parse(prefill), ids=given)
 
 
-def quant(self: Model, prompt: str, *, quant: str, kv_quant: str | None = None, chat: bool = False,
-          system: str | None = None, max_new_tokens: int = 32) -> FidelityRecord:
-    """How far a quantized copy strays from this model, teacher-forced on its greedy tokens (`inspector
-    quant`): quant "bf16" | "int8" | "int4[:GROUP]", kv_quant "int8"; `summary()` is the CLI's JSON."""
+def quant(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, quant: str,
+          kv_quant: str | None = None, chat: bool = False, system: str | None = None,
+          max_new_tokens: int = 32) -> FidelityRecord:
+    """How far a quantized copy strays from this model, teacher-forced on its greedy tokens after `prompt`
+    or token `ids` (`inspector quant`): quant "bf16" | "int8" | "int4[:GROUP]", kv_quant "int8";
+    `summary()` is the CLI's JSON."""
     from inspector.commands.flags import MAX_NEW_TOKENS
     from inspector.commands.quant import fidelity
 
+    given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
-        return fidelity(self.loaded, _text(prompt, "prompt"), _text(quant, "quant"), kv_quant, chat=chat,
-                        system=system, max_new_tokens=int(MAX_NEW_TOKENS.parse(max_new_tokens)))
+        return fidelity(self.loaded, prompt, _text(quant, "quant"), kv_quant, chat=chat, system=system,
+                        max_new_tokens=int(MAX_NEW_TOKENS.parse(max_new_tokens)), ids=given)
 
 
-def beam_search(self: Model, prompt: str, *, num_beams: int = 2, **options: Any) -> BeamRecord:
-    """Beam search (`inspector run --num-beams B`): every hypothesis scored, the candidate tree per step.
-    Takes `Model.prefill`'s keywords that beam search combines with (chat, system, max_new_tokens,
-    length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict` gives the CLI's JSON."""
+def beam_search(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, num_beams: int = 2,
+                **options: Any) -> BeamRecord:
+    """Beam search (`inspector run --num-beams B`) after `prompt` or token `ids`: every hypothesis scored, the
+    candidate tree per step. Takes `Model.prefill`'s keywords that beam search combines with (chat, system,
+    max_new_tokens, length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict`
+    gives the CLI's JSON."""
     from inspector.api.options import RUN_FLAGS
     from inspector.commands.decoding import beam_record
     from inspector.commands.run import check_args
 
-    args = RUN_FLAGS.namespace(dict(options, num_beams=num_beams), prompt=_text(prompt, "prompt"), save_trace=None,
+    given = _ids(self, prompt, ids, "prompt", options.get("chat", False), options.get("system"))
+    args = RUN_FLAGS.namespace(dict(options, num_beams=num_beams), prompt=prompt, save_trace=None,
                                json=False, model=None, device=self.loaded.device, dtype=None, attention=None)
     with keyword_errors():
         _, settings = check_args(args)
         if settings.num_beams < 2:
             raise InputError(f"num_beams must be at least 2 for a beam search, got {settings.num_beams}")
-        return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens)
+        return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens, ids=given)
 
 
 @cache
@@ -143,11 +183,42 @@ def _atlas(self: Model, args: argparse.Namespace) -> HeadAtlas:
     return heads.atlas(self.loaded.model, probe)
 
 
-def head_scores(self: Model, *, probe_len: int = 48, probes: int = 8, seed: int = 0) -> HeadAtlas:
+def head_scores(self: Model, *, ids: Sequence[int] | Sequence[Sequence[int]] | None = None, probe_len: int = 48,
+                probes: int = 8, seed: int = 0) -> HeadAtlas:
     """Every head's previous-token, first-token, duplicate-token and induction scores (`inspector heads`) on
     `probes` sequences of `probe_len` random ordinary tokens (seed `seed`), each repeated once; kept per model
-    and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe"."""
+    and probe. `heads_json()` and `probe.to_json()` are the command's "heads" and "probe". With `ids` (one
+    sequence or a list of sequences of one length, each prefix + s + s: a sequence repeated once after the
+    same number of prefix tokens) the scores are those of the given ids (the probe's seed is then None)."""
+    if ids is not None:
+        from inspector.analysis import heads
+
+        with keyword_errors():
+            return heads.score_probe(self.loaded.model, given_probe(self, ids))
     return _atlas(self, _heads_flags().namespace(dict(probe_len=probe_len, probes=probes, seed=seed)))
+
+
+def given_probe(self: Model, ids: Any) -> Any:
+    """A head-atlas probe of given rows, each prefix + s + s (the repeat found in the first row)."""
+    import numpy as np
+
+    from inspector.analysis.head_findings import Probe
+
+    if isinstance(ids, (str, bytes)):
+        raise InputTypeError("ids must be token ids (a list of ints, or a list of such lists)")
+    rows = list(ids.tolist() if hasattr(ids, "tolist") else ids)
+    nested = bool(rows) and not isinstance(rows[0], numbers.Integral)
+    rows = [token_ids(r, self.config.vocab_size) for r in (rows if nested else [rows])]
+    T = len(rows[0])
+    if any(len(r) != T for r in rows):
+        raise InputError("every row of ids must have one length")
+    split = next(((p, (T - p) // 2) for p in range(T - 3) if (T - p) % 2 == 0 and rows[0][p:p + (T - p) // 2]
+                  == rows[0][p + (T - p) // 2:]), None)
+    if split is None or any(r[split[0]:split[0] + split[1]] != r[split[0] + split[1]:] for r in rows):
+        raise InputError("head_scores scores a sequence repeated once: each row of ids is prefix + s + s "
+                         "(s at least 2 tokens), with the same prefix length in every row")
+    p, n = split
+    return Probe(n, len(rows), None, tuple(rows[0][:p]), np.asarray(rows, dtype=np.int64), self.config.vocab_size, 0)
 
 
 def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe_len: int = 48, probes: int = 8,

@@ -2,29 +2,38 @@
 
 `load(source, dtype=, device=, attention=)` is `inspector.models.loader.load_model` (the engine's own
 load; no app start-up), with the CLI's `--dtype`, `--device` and `--attention` checked as the CLI checks
-them. `Model.prefill(prompt, ...)` builds the run exactly as `inspector run` does: the flags' Namespace
-from the keywords (`inspector.api.options`), the run command's checks (`commands.run.check_args`), its
-session (`commands.run.new_session`: interventions, decoding processors, quantized weights or KV cache),
-then one prefill; `speculative=` gives a `SpeculativeRun` over the same drafters. A KV-cache eviction
-policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s names, the page's KV view policies) goes into
-the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
+them. `Model.prefill(prompt or ids=, ...)` builds the run as `inspector run` does: the flags' Namespace
+from the keywords (`inspector.api.options`, heads and layers in Python's forms first:
+`inspector.api.lever_keywords`), the run command's checks (`commands.run.check_args`), the interventions
+described once (`LeverSpec`, `commands.intervene.spec_from`; a mean-ablation averages over the prompt's ids)
+plus the hooks (`inspector.api.hooks`), its session (`commands.run.new_session`: decoding processors,
+quantized weights or KV cache), then one prefill of the token ids; `speculative=` gives a `SpeculativeRun`
+over the same drafters. A KV-cache eviction policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s
+names, the page's KV view policies) goes into the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
 `head_scores`, `head_ablation`) are in `inspector.api.analyses`.
 """
 
 from __future__ import annotations
 
-import numbers
 import os
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from inspector.api import analyses
+from inspector.api import analyses, lever_keywords
+from inspector.api.args import text_or_ids, token_ids
+from inspector.api.hooks import hook_interventions
 from inspector.api.options import LOAD_FLAGS, POLICY_KEYWORDS, RUN_FLAGS, keyword_errors
 from inspector.api.run import Run
+from inspector.commands.intervene import spec_from
 from inspector.commands.kv_eval import BUDGET, SINKS
 from inspector.commands.run import DEFAULT_DRAFT_LEN, check_args, new_session
-from inspector.errors import InputError, InspectorError, first_line
+from inspector.engine.trace import model_hook_names
+from inspector.errors import InputError, InputTypeError, InspectorError, first_line
+from inspector.generation.cache_policies import KeepAll
+from inspector.generation.levers import Levers
 
 if TYPE_CHECKING:
     from inspector.api.speculative import SpeculativeRun
@@ -37,8 +46,9 @@ def load(source: str | os.PathLike[str] | None = None, *, dtype: str = "fp32", d
          attention: str = "standard") -> Model:
     """Load a model: None (the embedded default, SmolLM2-135M-Instruct), a name ("gemma3-270m"), a Hugging
     Face directory, a GGUF file or a Hub repo id; dtype "fp32" | "bf16"; device "cpu" | "cuda" | "mps";
-    attention "standard" | "tiled" (FlashAttention's tiles, the same numbers). InputError on anything
-    refused (a source not found, a wrong dtype, a device not present)."""
+    attention "standard" | "tiled" (FlashAttention's tiles: the same numbers up to float rounding; fp32 logits
+    within 6e-5 of the standard path's on the default model, as measured in the README). InputError on anything refused (a source not found, a wrong
+    dtype, a device not present)."""
     import torch
 
     from inspector.engine.model import set_attention
@@ -49,7 +59,7 @@ def load(source: str | os.PathLike[str] | None = None, *, dtype: str = "fp32", d
         loaded = load_model(None if source is None else os.fspath(source),
                             dtype=torch.bfloat16 if ns.dtype == "bf16" else torch.float32, device=ns.device)
     except TypeError:
-        raise InputError(f"source must be a model name, a path or a Hub repo id, got {source!r:.40}") from None
+        raise InputTypeError(f"source must be a model name, a path or a Hub repo id, got {source!r:.40}") from None
     except InspectorError as exc:  # a source not found or not convertible: one line, as the CLI prints it
         raise InputError(first_line(exc)) from None
     set_attention(loaded.model, ns.attention)
@@ -86,23 +96,25 @@ class Model:
 
     # ---- text
     def tokenize(self, text: str, *, chat: bool = False, system: str | None = None) -> list[int]:
-        """The token ids of `text` as a prompt (with the chat template when `chat`; `system` its system prompt)."""
+        """The token ids of `text` as a prompt (with the chat template when `chat`; `system` its system prompt).
+        Text does not always round-trip (`tokenize(decode(ids))` may differ from ids): give ids with `ids=`."""
         if not isinstance(text, str):
-            raise InputError(f"text must be a string, got {type(text).__name__}")
+            raise InputTypeError(f"text must be a string, got {type(text).__name__}")
         return self.loaded.tokenizer.prompt_ids(text, chat, system)
 
-    def pieces(self, ids: list[int]) -> list[str]:
-        """The display piece of every token id."""
-        vocab = self.config.vocab_size
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < vocab]
-        if bad:
-            raise InputError(f"token ids are whole numbers from 0 to {vocab - 1}, got {bad[0]!r:.40}")
-        return self.loaded.tokenizer.pieces([int(i) for i in ids])
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The display piece of every token id (an id the tokenizer has no piece for, in a model whose
+        embedding has more rows than the tokenizer has pieces, shows as "<no piece #ID>")."""
+        return self.loaded.tokenizer.pieces(token_ids(ids, self.config.vocab_size, allow_empty=True))
 
-    def decode(self, ids: list[int]) -> str:
-        """The text of token ids."""
-        self.pieces(ids)  # checks them
-        return self.loaded.tokenizer.decode([int(i) for i in ids])
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids (an id without a piece adds nothing, as `transformers`' decode skips it)."""
+        return self.loaded.tokenizer.decode(token_ids(ids, self.config.vocab_size, allow_empty=True))
+
+    def hook_names(self) -> list[str]:
+        """Every trace point of this model, in the order a forward emits them (TransformerLens-style names:
+        hooks and `run.cache` take them; `inspector.engine.trace` gives each one's shape)."""
+        return model_hook_names(self.config)
 
     @cached_property
     def _inventory(self) -> Inventory:
@@ -115,48 +127,72 @@ class Model:
         return self._inventory
 
     # ---- runs
-    def prefill(self, prompt: str, *, chat: bool = False, system: str | None = None, max_new_tokens: int = 64,
-                temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, seed: int = 0,
-                **levers: Any) -> Run | SpeculativeRun:
-        """Tokenize `prompt`, run the prefill and sample the first token: a `Run` to step.
+    def prefill(self, prompt: str | None = None, *, ids: Sequence[int] | None = None,
+                hooks: Mapping[str, Callable] | None = None, ablate: str = "zero", chat: bool = False,
+                system: str | None = None, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+                top_p: float = 1.0, min_p: float = 0.0, seed: int = 0, **levers: Any) -> Run | SpeculativeRun:
+        """Run the prefill of `prompt` (text, tokenized) or of `ids` (token ids, fed as given: exactly one of
+        the two) and sample the first token: a `Run` to step.
 
-        Keywords are `inspector run`'s flags with `-` as `_`, same meanings, defaults and ranges: the prompt's
-        (chat: the chat template, system: its system prompt, max_new_tokens), sampling (temperature 0 =
-        greedy, top_k, top_p, min_p, seed), decoding processors (repetition_penalty,
-        presence_penalty, frequency_penalty, no_repeat_ngram_size, logit_bias {id: bias} or ["ID=V"],
-        bad_words, min_new_tokens, stop, json_schema (a file), regex, choice), interventions (ablate_head
-        "L.H" or a list, ablate_mlp, scale_head "L.H=F", steer L with steer_towards, steer_away,
-        steer_alpha), quant "int8" | "int4[:GROUP]" | "bf16", kv_quant "int8", no_cache,
-        on_context_full "stop" | "window", speculative "ngram" | "early-exit:L" with draft_len (a
+        `hooks` {trace point: fn(value, hook)}: functions called at those points in every forward of this run
+        (`inspector.api.hooks`: None reads, a tensor writes). Keywords are `inspector run`'s flags with `-` as
+        `_`, same meanings, defaults and ranges: the prompt's (chat: the chat template, system: its system
+        prompt, max_new_tokens), sampling (temperature 0 = greedy, top_k, top_p, min_p, seed), decoding
+        processors (repetition_penalty, presence_penalty, frequency_penalty, no_repeat_ngram_size,
+        logit_bias {id: bias} or ["ID=V"], bad_words, min_new_tokens, stop, json_schema (a file), regex,
+        choice), interventions (ablate_head: a head (5, 3) or "5.3", or a list of them; ablate "zero" |
+        "mean" says how (mean: the head's mean output over the prompt); ablate_mlp a layer or a list;
+        scale_head (5, 3, 0.5) or "5.3=0.5"; steer L with steer_towards, steer_away, steer_alpha; negative
+        layers and heads count from the end), quant "int8" | "int4[:GROUP]" | "bf16", kv_quant "int8",
+        no_cache, on_context_full "stop" | "window", speculative "ngram" | "early-exit:L" with draft_len (a
         `SpeculativeRun`), and a KV-cache eviction policy: policy "window" | "sinks" | "h2o" | "snapkv" with
         budget and sinks (`inspector kv-eval`'s). num_beams > 1 (with length_penalty) is
-        `Model.beam_search`."""
+        `Model.beam_search`. The run records every forward (what its views read); the logit lens and every
+        other analysis are computed when asked (`run.lens`, `run.cache`, ...)."""
+        cfg = self.config
+        text_or_ids(prompt, ids)
+        if ids is not None:
+            ids = token_ids(ids, cfg.vocab_size)
+            if chat or system is not None:
+                raise InputError("chat and system wrap text in the chat template: token ids are fed as given")
         policy = {k: levers.pop(k) for k in POLICY_KEYWORDS if k in levers}
+        levers = lever_keywords.normalized(levers, cfg)
         given = dict(chat=chat, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
                      top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, **levers)
-        if not isinstance(prompt, str):
-            raise InputError(f"prompt must be a string, got {type(prompt).__name__}")
-        args = RUN_FLAGS.namespace(given, POLICY_KEYWORDS, prompt=prompt, save_trace=None, json=False, model=None,
-                                   device=self.loaded.device, dtype=None, attention=None)
+        args = RUN_FLAGS.namespace(given, (*POLICY_KEYWORDS, "ids", "hooks", "ablate"), prompt=prompt,
+                                   save_trace=None, json=False, model=None, device=self.loaded.device, dtype=None,
+                                   attention=None)
+        args.ablate = ablate
         if args.num_beams > 1:
             raise InputError("beam search runs as its own search: use Model.beam_search(prompt, num_beams=B)")
         cache_policy = _policy(**policy)
         with keyword_errors():
             params, settings = check_args(args)
+            spec = spec_from(args, cfg)
+            hook_ivs = hook_interventions(hooks or {}, model_hook_names(cfg))
+            if hook_ivs and (args.speculative is not None or args.quant or args.kv_quant):
+                raise InputError("hooks run on a plain run of the loaded model: drop speculative / quant / kv_quant")
             if args.speculative is not None:
                 if cache_policy is not None:
                     raise InputError("speculative runs plain decoding: drop policy")
                 from inspector.api.speculative import start
 
-                return start(self, args, params, DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len)
+                return start(self, args, params, DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len,
+                             ids)
             if cache_policy is not None and (args.quant or args.kv_quant):
                 raise InputError("a KV-cache policy runs on the loaded model's own cache: drop quant / kv_quant")
-            session = new_session(args, self.loaded, settings, record=True)
-            if cache_policy is not None:
-                session.set_levers(replace(session.own_levers, cache_policy=cache_policy))
-            session.prefill(prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
+            t0 = time.perf_counter()
+            prompt_ids = self.loaded.tokenizer.prompt_ids(prompt, args.chat, args.system) if ids is None else ids
+            tokenize_ms = (time.perf_counter() - t0) * 1e3 if ids is None else 0.0
+            if not prompt_ids:
+                raise InputError("prompt is empty")
+            run_levers = Levers(cache_policy=cache_policy or KeepAll(), interventions=spec.interventions(
+                self.loaded.model, self.loaded.tokenizer.encode, prompt_ids) + hook_ivs)
+            session = new_session(args, self.loaded, settings, record=True, levers=run_levers)
+            session.prefill_ids(prompt_ids, params, max_new_tokens=args.max_new_tokens, tokenize_ms=tokenize_ms)
+        spec = replace(spec, hooks=tuple(iv.point for iv in hook_ivs))
         return Run(session, params, model=self, prompt=prompt, chat=args.chat, system=args.system,
-                   unsaveable=_unsaveable(args, cache_policy))
+                   unsaveable=_unsaveable(args, cache_policy), levers=spec)
 
     # ---- analyses: the CLI commands' results (`inspector.api.analyses`)
     attribute = analyses.attribute
@@ -183,10 +219,11 @@ def _policy(policy: str = "full", budget: int | None = None, sinks: int = 4) -> 
 
 
 def _unsaveable(args: Any, cache_policy: Any) -> str | None:
-    """Why a run's trace file would not reproduce it (a trace file keeps no levers), else None."""
+    """Why a run's trace file would not reproduce it, else None: a trace file keeps the interventions
+    (`LeverSpec`), not quantized weights or caches or an eviction policy's state."""
     kept = [name for name, on in (("quant", args.quant), ("kv_quant", args.kv_quant),
-                                  ("interventions", args.ablate_head or args.ablate_mlp or args.scale_head
-                                   or args.steer is not None), ("policy", cache_policy is not None)) if on]
+                                  ("policy", cache_policy is not None)) if on]
     if not kept:
         return None
-    return f"save writes a plain run of the loaded model (a trace file keeps no levers): this run has {', '.join(kept)}"
+    return (f"save writes a run of the loaded model with its interventions (a trace file keeps no quantized "
+            f"weights or cache, nor an eviction policy): this run has {', '.join(kept)}")

@@ -31,11 +31,12 @@ def keyword(text: str) -> str:
 
 @contextlib.contextmanager
 def keyword_errors() -> Iterator[None]:
-    """Re-raise an InputError from a CLI check with keyword names instead of flags."""
+    """Re-raise an InputError from a CLI check with keyword names instead of flags (its class kept: an
+    `InputTypeError` stays a TypeError)."""
     try:
         yield
     except InputError as exc:
-        raise InputError(keyword(first_line(exc))) from None
+        raise type(exc)(keyword(first_line(exc))) from None
 
 
 class Flags:

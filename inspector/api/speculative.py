@@ -13,8 +13,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from inspector.api.args import integer
 from inspector.errors import InputError
-from inspector.validate import Bound, shown
+from inspector.validate import shown
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -41,7 +42,9 @@ class SpeculativeRun:
 
     def step(self, n: int = 1) -> RoundRecord:
         """Run `n` rounds (fewer when the generation finishes first); the newest round's record."""
-        n = int(Bound("n", True, 1).parse(n))
+        n = integer(n, "n")
+        if n < 1:
+            raise InputError(f"n must be a whole number >= 1, got {n}")
         if self.finished:
             raise InputError(f"generation has finished ({self.finished}): prefill again to go on")
         for _ in range(n):
@@ -104,15 +107,16 @@ class SpeculativeRun:
         raise InputError(f"unknown view {shown(view)}: a speculative run's views are {', '.join(VIEWS)}")
 
 
-def start(model: Any, args: Any, params: SamplingParams, draft_len: int) -> SpeculativeRun:
-    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`)."""
+def start(model: Any, args: Any, params: SamplingParams, draft_len: int, ids: list[int] | None = None) -> SpeculativeRun:
+    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`); `ids`: token ids
+    given instead of the prompt's text."""
     from inspector.speculative.decoding import SpeculativeDecoder as Engine
     from inspector.speculative.drafters import make_drafter
 
     loaded = model.loaded
     drafter = make_drafter(args.speculative, loaded.model)
     t0 = time.perf_counter()
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
+    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system) if ids is None else ids
     tokenize_ms = (time.perf_counter() - t0) * 1e3
     run = Engine(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=True)
     run.prefill(ids)

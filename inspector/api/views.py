@@ -8,13 +8,14 @@ imports plotly (the viz builders); `inspector` imports it only when a view is as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import plotly.graph_objects as go
 
 from inspector.engine.config import SLIDING
+from inspector.api.args import index
 from inspector.errors import InputError
-from inspector.validate import Bound, shown
+from inspector.validate import shown
 from inspector.viz import attention as va
 from inspector.viz import inventory as vi
 from inspector.viz import kvcache as vk
@@ -26,8 +27,25 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 
 if TYPE_CHECKING:
-    from inspector.api.run import Run
     from inspector.session.records import ForwardRecord
+
+
+class Run(Protocol):
+    """What the views read of a run (`inspector.api.run.Run`, which imports this module: a protocol, so no
+    import goes back)."""
+
+    session: Any
+    model: Any
+    prompt_ids: list[int]
+    generated_ids: list[int]
+    pieces: list[str]
+    records: list[ForwardRecord]
+
+    def forward_index(self, step: int) -> int: ...
+    def logit_lens(self, step: int = -1) -> Any: ...
+    def sample(self, step: int = -1) -> Any: ...
+    def _layer(self, layer: int) -> int: ...
+    def _head(self, head: int) -> int: ...
 
 
 class Html(str):
@@ -45,7 +63,7 @@ class Picked:
         self.records: list[ForwardRecord] = run.records[:self.k + 1]
         self.rec = self.records[-1]
         newest = self.rec.start_pos + self.rec.n_new - 1
-        self.position = newest if position is None else int(Bound("position", True, 0, newest).parse(position))
+        self.position = newest if position is None else index(position, "position", newest + 1)  # negative: from the end
         self.chosen = position is not None  # the page's selected position (decode rows) vs the prefill pattern
 
 

@@ -82,13 +82,14 @@ def run_beam(args: argparse.Namespace, loaded: Any, settings: DecodingSettings) 
     return 0
 
 
-def beam_record(loaded: Any, prompt: str, chat: bool, system: str | None, settings: DecodingSettings,
-                max_new_tokens: int) -> Any:
+def beam_record(loaded: Any, prompt: str | None, chat: bool, system: str | None, settings: DecodingSettings,
+                max_new_tokens: int, ids: list[int] | None = None) -> Any:
     """The `BeamRecord` of `run --num-beams` (the Python API's `Model.beam_search` and the page's Beams view
-    search the same way: `inspector.session.beams.search`)."""
+    search the same way: `inspector.session.beams.search`); `ids`: token ids given instead of the prompt."""
     from inspector.session.beams import search
 
-    return search(loaded, loaded.tokenizer.prompt_ids(prompt, chat, system), settings, max_new_tokens)
+    ids = loaded.tokenizer.prompt_ids(prompt, chat, system) if ids is None else list(ids)
+    return search(loaded, ids, settings, max_new_tokens)
 
 
 def beam_dict(loaded: Any, rec: Any) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The levers `inspector run` builds from its intervention flags (`flags.intervention_flags`), and the
 token arguments of `inspector patch` / `attribute`.
 
-`levers_from(args, loaded)` checks every layer and head against the loaded model (InputError, one line
-naming the allowed range) and returns `Levers(interventions=...)` in flag order: --ablate-head L.H,
+`spec_from(args, cfg)` reads them as a `LeverSpec` (`inspector.generation.lever_spec`, what a trace file
+keeps), every layer and head checked against the model (InputError, one line naming the allowed range);
+`levers_from(args, loaded)` returns its `Levers(interventions=...)` in flag order: --ablate-head L.H,
 --ablate-mlp L, --scale-head L.H=F, then the steering vector of --steer L (alpha x the mean residual of
 --steer-towards minus that of --steer-away, both tokenized without a chat template).
 `token_id(text, tokenizer, flag)`: a text that is exactly one token, or "#ID".
@@ -21,29 +22,35 @@ def wants_interventions(args: argparse.Namespace) -> bool:
                 or args.steer_towards or args.steer_away)
 
 
-def levers_from(args: argparse.Namespace, loaded: Any) -> Any:
+def spec_from(args: argparse.Namespace, cfg: Any) -> Any:
+    """The `LeverSpec` of the intervention flags, every layer and head checked against `cfg`."""
     from inspector.generation import interventions as ivs  # torch: imported once a model is loaded
-    from inspector.generation.levers import Levers
+    from inspector.generation.lever_spec import LeverSpec
 
-    cfg, tok = loaded.config, loaded.tokenizer
-    out: list = []
-    for spec in args.ablate_head:
-        L, h = ivs.parse_head(spec, cfg)
-        out += ivs.head(cfg, L, h, "zero")
-    for layer in args.ablate_mlp:
-        out += ivs.component(cfg, "mlp_out", layer, "zero")
-    for spec in args.scale_head:
-        L, h, f = ivs.parse_scaled_head(spec, cfg)
-        out += ivs.head(cfg, L, h, "scale", factor=f)
     if args.steer is not None or args.steer_towards or args.steer_away:
         if args.steer is None:
             raise InputError("--steer-towards / --steer-away need --steer L (the layer to steer at)")
-        towards, away = (args.steer_towards or "").strip(), (args.steer_away or "").strip()
-        if not towards or not away:
+        if not (args.steer_towards or "").strip() or not (args.steer_away or "").strip():
             raise InputError("--steer needs two non-empty prompts: --steer-towards TEXT and --steer-away TEXT")
-        vec = ivs.steering_vector(loaded.model, tok.encode(towards), tok.encode(away), args.steer)
-        out += ivs.steer(cfg, args.steer, vec, args.steer_alpha)
-    return Levers(interventions=tuple(out))
+    spec = LeverSpec(
+        ablate_head=tuple(ivs.parse_head(h, cfg) for h in args.ablate_head),
+        ablate=getattr(args, "ablate", "zero"),
+        ablate_mlp=tuple(ivs.check_layer(cfg, layer) for layer in args.ablate_mlp),
+        scale_head=tuple(ivs.parse_scaled_head(h, cfg) for h in args.scale_head),
+        steer=None if args.steer is None else ivs.check_layer(cfg, args.steer),
+        steer_towards=args.steer_towards if args.steer is not None else None,
+        steer_away=args.steer_away if args.steer is not None else None,
+        steer_alpha=float(args.steer_alpha))
+    spec.check()
+    return spec
+
+
+def levers_from(args: argparse.Namespace, loaded: Any, prompt_ids: list[int] = ()) -> Any:
+    """The levers of the intervention flags over `loaded` (`prompt_ids`: the prompt a mean-ablation averages)."""
+    from inspector.generation.levers import Levers
+
+    spec = spec_from(args, loaded.config)
+    return Levers(interventions=spec.interventions(loaded.model, loaded.tokenizer.encode, prompt_ids))
 
 
 def token_id(text: str, tokenizer: Any, flag: str) -> int:

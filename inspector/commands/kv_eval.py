@@ -87,12 +87,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def kv_evaluation(loaded: Any, text: str, spec: Any, prefill: int | None = None) -> dict[str, Any]:
+def kv_evaluation(loaded: Any, text: str | None, spec: Any, prefill: int | None = None,
+                  ids: list[int] | None = None) -> dict[str, Any]:
     """The object `--json` prints for `text` under the checked `CacheSpec` `spec` on `loaded` (the Python
-    API's too); `prefill` as --prefill (None: half the text's tokens)."""
+    API's too; `ids`: token ids given instead of the text); `prefill` as --prefill (None: half the tokens)."""
     from inspector.quant.kv_eval import evaluate
 
-    ids = loaded.tokenizer.prompt_ids(text, False)
+    ids = loaded.tokenizer.prompt_ids(text, False) if ids is None else list(ids)
     context = loaded.config.max_position_embeddings
     if len(ids) > context:
         raise InputError(f"the text is {len(ids)} tokens; the model's context window is {context} tokens")

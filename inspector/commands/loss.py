@@ -60,12 +60,17 @@ def run(args: argparse.Namespace) -> int:
 def text_loss(loaded: Any, text: str, grad_norms: bool = False) -> tuple[Any, Any]:
     """(TokenLosses, TrainingStep with --grad-norms else None) of `text` teacher-forced through `loaded`: what
     this command prints (the Python API's too)."""
-    from inspector.analysis.training import check_text, token_losses, training_step
     from inspector.errors import InputError
 
     if not text.strip():
         raise InputError("the text is empty: give a text to teacher-force")
-    ids = loaded.tokenizer.prompt_ids(text, False)
+    return ids_loss(loaded, loaded.tokenizer.prompt_ids(text, False), grad_norms)
+
+
+def ids_loss(loaded: Any, ids: list[int], grad_norms: bool = False) -> tuple[Any, Any]:
+    """`text_loss` of token ids given as they are (the Python API's `loss(ids=...)`)."""
+    from inspector.analysis.training import check_text, token_losses, training_step
+
     check_text(ids, loaded.config.max_position_embeddings)
     pieces = loaded.tokenizer.pieces(ids)
     if grad_norms:

@@ -50,17 +50,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def patching(loaded: Any, clean: str, corrupt: str, answer: str, wrong: str, point: str = "resid_pre") -> Any:
-    """The `PatchSweep` this command prints (the Python API's too); answer and wrong as --answer / --wrong
-    take them (one token's text or #ID)."""
+def patching(loaded: Any, clean: str | None, corrupt: str | None, answer: str, wrong: str, point: str = "resid_pre",
+             ids: tuple[list[int], list[int]] | None = None) -> Any:
+    """The `PatchSweep` this command prints (the Python API's too; `ids`: the clean and corrupted token ids
+    given instead of the texts); answer and wrong as --answer / --wrong take them (one token's text or #ID)."""
     from inspector.analysis.patching import sweep
     from inspector.commands.intervene import token_id
 
-    check_prompts(clean, corrupt)
+    if ids is None:
+        check_prompts(clean, corrupt)
     if point not in POINTS:
         raise InputError(f"--point must be one of {', '.join(POINTS)}, got {point!r}")
     tok = loaded.tokenizer
-    clean_ids, corrupt_ids = tok.encode(clean), tok.encode(corrupt)
+    clean_ids, corrupt_ids = (tok.encode(clean), tok.encode(corrupt)) if ids is None else map(list, ids)
     if len(clean_ids) != len(corrupt_ids):
         raise InputError(f"--clean is {len(clean_ids)} tokens and --corrupt {len(corrupt_ids)}: patching needs "
                          "prompts of the same token length")

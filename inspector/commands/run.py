@@ -143,7 +143,7 @@ def result_dict(session: Any) -> dict[str, Any]:
 def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettings]:
     """The sampling parameters and decoding settings of `run`'s flags, after every check that needs no model
     (InputError naming the flags that do not combine)."""
-    if not args.prompt.strip():
+    if args.prompt is not None and not args.prompt.strip():  # None: the Python API's token ids instead
         raise InputError("prompt is empty")
     params = params_from(args)
     settings = settings_from(args)
@@ -159,27 +159,30 @@ def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettin
     if args.speculative is not None and args.on_context_full != "stop":
         raise InputError("--on-context-full window applies to plain decoding: drop --speculative")
     if wants_interventions(args) and (args.speculative is not None or args.quant or args.kv_quant
-                                      or args.save_trace is not None or settings.num_beams > 1):
-        raise InputError("interventions run on a plain run of the loaded model, not saved in trace files: "
-                         "drop --speculative / --quant / --kv-quant / --save-trace / --num-beams")
+                                      or settings.num_beams > 1):
+        raise InputError("interventions run on a plain run of the loaded model: "
+                         "drop --speculative / --quant / --kv-quant / --num-beams")
     if args.speculative is not None and (args.quant or args.kv_quant):
         raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
     return params, settings
 
 
-def new_session(args: argparse.Namespace, loaded: Any, settings: DecodingSettings, record: bool) -> Any:
+def new_session(args: argparse.Namespace, loaded: Any, settings: DecodingSettings, record: bool,
+                levers: Any = None) -> Any:
     """The generation session `run` steps, with the decoding flags' settings: over a quantized copy of `loaded`
-    (weights and/or KV cache) with --quant / --kv-quant, else over `loaded` with the intervention flags' levers."""
+    (weights and/or KV cache) with --quant / --kv-quant, else over `loaded` with `levers` (default: the
+    intervention flags'). The logit lens is computed when asked (`Session.logit_lens`), not on every step."""
     from inspector.session.session import Session
 
     if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
         from inspector.quant.session import quantized_session
 
         _, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
-                                       record=record, on_context_full=args.on_context_full)
+                                       record=record, lens=False, on_context_full=args.on_context_full)
     else:
-        session = Session(loaded, recompute=args.no_cache, record=record,
-                          on_context_full=args.on_context_full, levers=levers_from(args, loaded))
+        session = Session(loaded, recompute=args.no_cache, record=record, lens=False,
+                          on_context_full=args.on_context_full,
+                          levers=levers_from(args, loaded) if levers is None else levers)
     session.set_decoding(settings)
     return session
 
@@ -211,7 +214,10 @@ def run(args: argparse.Namespace) -> int:
     if args.save_trace is not None:
         from inspector.session.trace_file import save_trace
 
-        save_trace(session, args.save_trace, prompt=args.prompt, chat=args.chat, system=args.system)
+        from inspector.commands.intervene import spec_from
+
+        save_trace(session, args.save_trace, prompt=args.prompt, chat=args.chat, system=args.system,
+                   levers=spec_from(args, loaded.config))
     if args.json:
         print(json.dumps(result_dict(session), ensure_ascii=False))
         return 0

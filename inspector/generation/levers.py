@@ -12,7 +12,11 @@
    function of the tensor there returns the tensor the model goes on with. Applied in every forward of
    the sequence (prefill and each decode step), to what is written into the KV cache too, so a cached run
    equals a full recompute under the same interventions. `Hooks` joins them with a recorder: the
-   interventions run first, and the recorder sees what the model goes on with.
+   interventions run first, and the recorder sees what the model goes on with. An intervention's function
+   may return None: it only read the tensor, and the model goes on with it unchanged. One made with
+   `sees_place=True` is called as `fn(tensor, name, place)`, `place` saying which forward runs (`Place`:
+   the step of the generation and the absolute position of the forward's first new token): the Python
+   API's hooks (`inspector.api.hooks`) are such interventions.
 `check_interventions(interventions, config)` refuses a point the model of that `ModelConfig` does not emit
 (InputError): its family's points count (a mixture of experts' router points, Gemma's post-norm points), and a
 point its family never fires does not (a mixture of experts has no `mlp.hook_pre` / `mlp.hook_post`).
@@ -34,11 +38,22 @@ from inspector.errors import InputError
 
 @dataclass(frozen=True)
 class Intervention:
-    """At trace point `point`, the model goes on with `fn(tensor)` (same shape) instead of the tensor."""
+    """At trace point `point`, the model goes on with `fn(tensor)` (same shape and dtype) instead of the
+    tensor, or with the tensor itself when `fn` returns None; `fn(tensor, point, place)` with `sees_place`."""
 
     point: str
-    fn: Callable[[torch.Tensor], torch.Tensor]
+    fn: Callable[..., torch.Tensor | None]
     label: str = ""
+    sees_place: bool = False
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a forward runs: its step in a generation (0 = the prefill; None for a forward outside one) and
+    the absolute position of its first new token (the tensors' positions axis starts there)."""
+
+    step: int | None
+    start: int
 
 
 @dataclass(frozen=True)
@@ -67,8 +82,9 @@ def check_interventions(interventions: tuple[Intervention, ...], config: ModelCo
 class Hooks:
     """A recorder that applies interventions first, then shows the result to an inner recorder (or none)."""
 
-    def __init__(self, interventions: tuple[Intervention, ...], rec: Recorder | None = None) -> None:
-        self.rec = rec
+    def __init__(self, interventions: tuple[Intervention, ...], rec: Recorder | None = None,
+                 place: Place = Place(None, 0)) -> None:
+        self.rec, self.place = rec, place
         self.by_point: dict[str, list[Intervention]] = {}
         for iv in interventions:
             self.by_point.setdefault(iv.point, []).append(iv)
@@ -82,10 +98,14 @@ class Hooks:
     def __call__(self, name: str, value: torch.Tensor) -> torch.Tensor | None:
         out = None
         for iv in self.by_point.get(name, ()):
-            replaced = iv.fn(value if out is None else out)
-            if replaced.shape != value.shape:
+            current = value if out is None else out
+            replaced = iv.fn(current, name, self.place) if iv.sees_place else iv.fn(current)
+            if replaced is None:  # it only read the tensor
+                continue
+            if replaced.shape != value.shape or replaced.dtype != value.dtype:
                 raise InputError(f"intervention {iv.label or iv.point} returned shape {tuple(replaced.shape)} "
-                                 f"at {name}, which holds {tuple(value.shape)}")
+                                 f"{str(replaced.dtype).replace('torch.', '')} at {name}, which holds "
+                                 f"{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}")
             out = replaced
         if self.rec is not None:
             self.rec(name, value if out is None else out)

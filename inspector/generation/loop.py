@@ -43,7 +43,7 @@ from inspector.engine.model import Transformer
 from inspector.engine.layers import apply_rope, rope_cos_sin, signed_sin
 from inspector.engine.sampling import SampleResult, final_probs, generator_for, sample
 from inspector.engine.trace import Recorder, edits, wants
-from inspector.generation.levers import Hooks, Levers
+from inspector.generation.levers import Hooks, Levers, Place
 from inspector.generation.sequence import Sequence
 
 NO_LEVERS = Levers()
@@ -52,13 +52,14 @@ GREEDY = SamplingParams()  # temperature 0: the argmax after the levers' process
 
 def forward(model: Transformer, cache: KVCache, feeds: Seq[Seq[int]], levers: Levers = NO_LEVERS,
             rec: Recorder | None = None, *, all_positions: bool = False, n_layers: int | None = None,
-            start: tuple[int, torch.Tensor] | None = None) -> torch.Tensor:
+            start: tuple[int, torch.Tensor] | None = None, step: int | None = None) -> torch.Tensor:
     """One forward with the levers' interventions, then their cache policy (see the module docstring);
-    `start` = (L, residual) begins at block L (`inspector.engine.steps.forward`)."""
+    `start` = (L, residual) begins at block L (`inspector.engine.steps.forward`); `step` is the generation's step
+    this forward is, told to interventions that see their place (`levers.Place`)."""
     policy = levers.cache_policy
     if getattr(policy, "observes", False):
         rec = Observer(policy, list(cache.lengths), [len(f) for f in feeds], model.config.num_key_value_heads, rec)
-    hooks = Hooks(levers.interventions, rec) if levers.interventions else rec
+    hooks = Hooks(levers.interventions, rec, Place(step, cache.lengths[0])) if levers.interventions else rec
     logits = steps.forward(model, cache, feeds, hooks, all_positions=all_positions, n_layers=n_layers, start=start)
     if levers.evicts:
         apply_policy(levers, cache, n_layers or model.config.num_hidden_layers, model)

@@ -11,7 +11,9 @@ way a browser encodes it, instead of failing inside the tokenizers library.
 
 Display: `token_bytes(id)` gives the raw bytes a token stands for (byte-level `Ġ` -> b" ",
 SentencePiece `▁` -> b" ", `<0x0A>` -> b"\\n"); `piece(id)` shows them with visible whitespace
-(`␣` space, `↵` newline, `⇥` tab) and any bytes that are not complete UTF-8 as `<0xE2>`.
+(`␣` space, `↵` newline, `⇥` tab) and any bytes that are not complete UTF-8 as `<0xE2>`. A model id past
+the tokenizer's pieces (an embedding padded past them, as Qwen2.5's 151,936 rows for 151,665 pieces) stands
+for no bytes (`decode` skips it, as transformers' does) and shows as `<no piece #ID>`.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def _display(data: bytes) -> str:
     return "".join(out)
 
 
+NO_PIECE = "<no piece #{}>"  # how an id the tokenizer has no piece for shows
+
+
 class Tokenizer:
     def __init__(self, tok: Any, tok_cfg: dict[str, Any] | None = None, model_cfg: dict[str, Any] | None = None,
                  chat_template: str | None = None) -> None:
@@ -171,8 +176,10 @@ class Tokenizer:
 
     def _token_bytes(self, token_id: int) -> bytes:
         s = self._tok.id_to_token(token_id)
-        if s is None:
-            raise ValueError(f"token id {token_id} is outside the vocabulary ({self.vocab_size})")
+        if s is None:  # a model id the tokenizer has no piece for: no text, as transformers' decode skips it
+            if token_id < 0:
+                raise ValueError(f"token id {token_id} is outside the vocabulary ({self.vocab_size})")
+            return b""
         if token_id in self.special_ids:
             return s.encode("utf-8")
         if self._byte_level:
@@ -185,9 +192,13 @@ class Tokenizer:
         return s.replace("▁", " ").encode("utf-8")
 
     def piece(self, token_id: int) -> str:
-        """How a person should see the token: visible whitespace, bytes of partial characters as <0xNN>."""
+        """How a person should see the token: visible whitespace, bytes of partial characters as <0xNN>; an
+        id the tokenizer has no piece for (a model whose embedding has more rows than the tokenizer has
+        pieces, as Qwen2.5's) as `NO_PIECE` with its id."""
         if token_id in self.special_ids:
             return self._tok.id_to_token(int(token_id))
+        if token_id >= self.vocab_size and self._tok.id_to_token(int(token_id)) is None:
+            return NO_PIECE.format(int(token_id))
         return _display(self.token_bytes(token_id))
 
     def pieces(self, ids: list[int]) -> list[str]:

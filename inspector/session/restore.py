@@ -27,6 +27,7 @@ from inspector.engine.recording import NORM_POINTS, POST_NORM_POINTS
 from inspector.errors import InputError
 from inspector.generation.sequence import Sequence
 from inspector.generation.settings import DecodingSettings
+from inspector.models.tokenizer import NO_PIECE
 from inspector.session.codec import from_json
 from inspector.session.records import ForwardRecord
 from inspector.session.session import Session
@@ -48,7 +49,7 @@ class TracePieces:
         self.vocab_size = len(pieces)
 
     def piece(self, token_id: int) -> str:
-        return self._pieces[token_id] if 0 <= token_id < len(self._pieces) else f"<{token_id}>"
+        return self._pieces[token_id] if 0 <= token_id < len(self._pieces) else NO_PIECE.format(token_id)
 
     def pieces(self, ids: list[int]) -> list[str]:
         return [self.piece(i) for i in ids]

@@ -78,8 +78,8 @@ class Session(SequenceOwner):
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
-        # False: record.logit_lens stays [] until `logit_lens(step)` fills it (the lens costs one
-        # (layers x vocab) matmul, about a third of a decode step on a small model).
+        # False: record.logit_lens stays [] until `logit_lens(step)` fills it. The lens costs a (layers x vocab)
+        # matmul per forward, about a whole decode step on the default model: the page, CLI and API ask for it.
         self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
@@ -174,10 +174,8 @@ class Session(SequenceOwner):
                     tokenize_ms: float = 0.0) -> ForwardRecord:
         """`prefill` from token ids (already tokenized); starts a new generation."""
         _check(params)
-        if max_new_tokens <= 0:
-            raise InputError(f"max new tokens must be > 0, got {max_new_tokens}")
-        if not ids:
-            raise InputError("prompt is empty")
+        if max_new_tokens <= 0 or not ids:
+            raise InputError("prompt is empty" if not ids else f"max new tokens must be > 0, got {max_new_tokens}")
         if len(ids) >= self.context:
             raise InputError(f"prompt is {len(ids)} tokens; the context window is {self.context} tokens")
         bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
@@ -354,16 +352,18 @@ class Session(SequenceOwner):
 
     def _forward(self, kind: str, token_ids: list[int], cached: bool) -> Forward:
         """Run one forward (cached, or the full sequence when not) and keep what it recorded."""
-        levers = self._forward_levers()
-        start = self.trace.end
-        L = self.config.num_hidden_layers
+        levers, start, L = self._forward_levers(), self.trace.end, self.config.num_hidden_layers
         rec = SummaryRecorder(L, keep=None if cached else len(token_ids)) if self.record else None
-        t0 = time.perf_counter()
-        if kind == "prefill" or cached:
-            logits = loop.forward(self.model, self.cache, [token_ids], levers, rec)[0]
-        else:  # the whole sequence from position 0 into a fresh cache
-            self.trace.cache = self.seq.cache = self.new_cache()
-            logits = loop.forward(self.model, self.cache, [self.prompt_ids + self.generated_ids], levers, rec)[0]
+        t0, kept, feed = time.perf_counter(), self.cache, token_ids
+        try:
+            if not (kind == "prefill" or cached):  # the whole sequence from position 0 into a fresh cache
+                self.trace.cache = self.seq.cache = self.new_cache()
+                feed = self.prompt_ids + self.generated_ids
+            logits = loop.forward(self.model, self.cache, [feed], levers, rec, step=len(self.trace))[0]
+        except BaseException:  # a hook that raised: the generation stays at its last committed step
+            kept.truncate(self.trace.end)
+            self.trace.cache = self.seq.cache = kept
+            raise
         forward_ms = (time.perf_counter() - t0) * 1e3
         t1 = time.perf_counter()
         if rec is not None:

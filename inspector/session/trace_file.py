@@ -2,15 +2,17 @@
 
 `save_trace(session, path)` writes; `load_trace(path, loaded=None)` reads it back as a `RestoredSession`
 (`inspector.session.restore`) whose views equal the original's, and which steps on when `loaded` is the
-model that recorded it (same config and weights fingerprint); otherwise it is read-only.
+model that recorded it (same config and weights fingerprint), under the interventions it was saved with
+(`session.lever_spec`); otherwise, or when the run had hooks (functions a file cannot keep), it is read-only.
 
 Format `FORMAT`, version `FORMAT_VERSION`: safetensors tensors for the arrays, and the safetensors
 header's `__metadata__` (string -> string) holding "format", "version", "trace" (one JSON document) and
 "sha256" (of that document and every tensor's bytes: any flipped byte reads as corrupted). Never pickle.
 - JSON: the model (name, source, dtype, HF config, `weights_fingerprint`), the settings (prompt, chat,
   system when the caller gives them; the newest step's sampling params; max new tokens; the session's
-  recompute/record/lens flags, its decoding settings: penalties, bans, stop strings, constraint; files
-  written before those existed read as the defaults), prompt and generated ids, the display piece of every vocabulary id and
+  recompute/record/lens flags, its decoding settings: penalties, bans, stop strings, constraint, and its
+  interventions as a `LeverSpec` (a hook is kept by its trace point only); files written before those
+  existed read as the defaults), prompt and generated ids, the display piece of every vocabulary id and
   the special ids (a reader without the tokenizer shows any token, sampling previews included), text,
   finish reason, EOS ids, timings, and per committed forward its `ForwardRecord` without the arrays
   (sample, KV stats, timings, logit lens); the run's branch tree when the caller gives one
@@ -45,7 +47,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from inspector.engine.config import ModelConfig, SamplingParams
+from inspector.generation.lever_spec import LeverSpec
 from inspector.generation.settings import DecodingSettings
 from inspector.errors import InputError, InspectorError, first_line
 from inspector.session.branches import SavedTree, check_saved
@@ -101,6 +104,7 @@ class Settings:
     record: bool
     lens: bool
     decoding: DecodingSettings = field(default_factory=DecodingSettings)  # penalties, bans, stop, constraint
+    levers: LeverSpec = field(default_factory=LeverSpec)  # the run's interventions (files before them: none)
 
 
 @dataclass
@@ -187,10 +191,12 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # ---- writing
 def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None = None,
-               chat: bool | None = None, system: str | None = None, branches: SavedTree | None = None) -> int:
+               chat: bool | None = None, system: str | None = None, branches: SavedTree | None = None,
+               levers: LeverSpec | None = None) -> int:
     """Write the session's committed forwards, KV cache and state to `path` (replaced atomically); the
     file's size in bytes. `prompt`, `chat`, `system` are saved as settings when given (the session keeps
-    only the token ids), and `branches` as the run's tree (its shown branch must be the session's tokens).
+    only the token ids), `branches` as the run's tree (its shown branch must be the session's tokens), and
+    `levers` as the description of the interventions the session runs with (`LeverSpec`).
     InputError when nothing was generated yet."""
     trace = session.trace
     if not trace.forwards:
@@ -201,7 +207,7 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     if branches is not None:
         _check_tree(branches, session.generated_ids)
     arrays: dict[str, np.ndarray] = {}
-    doc = to_json(_document(session, prompt, chat, system, branches), arrays)
+    doc = to_json(_document(session, prompt, chat, system, branches, levers or LeverSpec()), arrays)
     tensors = {tensor_name(p): torch.from_numpy(a) for p, a in arrays.items()}
     for k, f in enumerate(trace.forwards):  # what each forward kept besides its record
         tensors[f"forwards.{k}.logits"] = f.logits
@@ -227,7 +233,7 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
 
 
 def _document(session: Any, prompt: str | None, chat: bool | None, system: str | None,
-              branches: SavedTree | None) -> TraceDocument:
+              branches: SavedTree | None, levers: LeverSpec) -> TraceDocument:
     loaded, tok = session.loaded, session.tokenizer
     vocab = range(min(session.config.vocab_size, tok.vocab_size))  # ids past the tokenizer's have no piece
     last = session.records[-1].sample
@@ -235,7 +241,7 @@ def _document(session: Any, prompt: str | None, chat: bool | None, system: str |
         model=RecordedModel(loaded.name, str(loaded.source), dtype_name(loaded.dtype), session.config.to_hf(),
                             _fingerprint(session)),
         settings=Settings(prompt, chat, system, last.params if last is not None else None, session.max_new_tokens,
-                          session.recompute, session.record, session.lens, session.decoding),
+                          session.recompute, session.record, session.lens, session.decoding, levers),
         prompt_ids=list(session.prompt_ids),
         generated_ids=list(session.generated_ids),
         pieces=tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id
@@ -346,12 +352,27 @@ def load_trace(path: str | os.PathLike[str], loaded: Any = None) -> RestoredSess
         plain = to_json(parsed, {})  # the same document with every value checked and of its JSON type
         session = RestoredSession(plain, tensors, loaded, _read_only_reason(parsed.model, loaded))
         session.saved_tree = parsed.branches  # the run's branches, for the page to show again
+        _restore_levers(session, parsed.settings.levers, loaded)
         return session
     except InputError as exc:
         raise InputError(f"{name} is corrupted: {exc}") from None
     except (InspectorError, KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
         what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else first_line(exc)
         raise InputError(f"{name} is corrupted: {what}") from None
+
+
+def _restore_levers(session: RestoredSession, spec: LeverSpec, loaded: Any) -> None:
+    """Give a session that steps on the interventions it was saved with (`session.lever_spec` says which); a
+    run saved with hooks reads but does not step (a hook's function is not in the file)."""
+    session.lever_spec = spec
+    if session.read_only is not None or spec.is_empty:
+        return
+    if spec.has_hooks:
+        session.read_only = (f"this run was made with hooks at {', '.join(spec.hooks)}, which a trace file cannot "
+                             "keep: its saved steps read as recorded; prefill again with the hooks to go on")
+        return
+    ivs = spec.interventions(loaded.model, loaded.tokenizer.encode, session.prompt_ids)
+    session.set_levers(replace(session.own_levers, interventions=ivs))
 
 
 def _read_only_reason(recorded: RecordedModel, loaded: Any) -> str | None:

@@ -9,6 +9,7 @@ import json
 import pydoc
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -168,8 +169,13 @@ def test_an_intervention_equals_the_cli_and_changes_the_run(model, tiny_llama_di
     assert off.generated_ids == cli["generated_ids"]
     assert [iv.label for iv in off.session.levers.interventions] == cli["interventions"]
     assert not np.array_equal(off.logits(0), plain.logits(0))
-    with pytest.raises(inspector.InputError, match="keeps no levers"):
-        off.save("/tmp/never-written.safetensors")
+    # a trace file keeps the levers: reopened with the model, the run has the same interventions
+    path = Path(tempfile.mkdtemp()) / "off.safetensors"
+    off.save(path)
+    again = inspector.open_trace(path, model)
+    assert [iv.label for iv in again.session.levers.interventions] == cli["interventions"]
+    with pytest.raises(inspector.InputError, match="keeps no quantized"):
+        model.prefill("The quick brown fox", max_new_tokens=2, quant="int8").save(path)
 
 
 def test_decoding_processors_equal_the_cli(model, tiny_llama_dir, capsys):  # noqa: F811

@@ -1,0 +1,164 @@
+"""The Python API's speed on the default model, beside `transformers` on the same weights, in one run; prints
+markdown tables.
+
+Run: python -m bench.api [--rounds 5] [--steps 32] [--prompt 64] [--cache-prompt 512] [--threads 1]
+     [--clock wall|cpu]
+
+Goals (issue 43), each a ratio of medians measured in this run:
+- decode: `model.prefill(ids=...)` then `run.step(steps)` through the public API at its defaults (every
+  forward recorded, the logit lens and every other analysis only when asked, greedy) against transformers'
+  own decode loop (`generate` of steps + 1 greedy tokens, the prefill included on both sides):
+  at least 1.2x faster (wall time of the whole call; per-step medians printed beside it);
+- cache: `run.cache("blocks.*.hook_resid_post", step=0)` on a `--cache-prompt`-token prompt (every layer's
+  residual, the prefill run again with a capturing recorder) against one plain forward of the engine over
+  the same ids (no recorder): within 1.5x. transformers' forward (`output_hidden_states=True`, which also
+  keeps every layer's residual) is printed beside it.
+The machine may be shared: the sides alternate round after round, and both the medians and the fastest
+round are printed, with the goals' ratios of both. Both sides use the same torch thread count (`--threads`).
+`--threads 1 --clock cpu` times the CPU time of the one thread that works (`time.thread_time`), which other
+processes on a busy machine barely move; wall time is the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+clock = time.perf_counter  # --clock cpu: time.thread_time
+TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
+        "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
+        "practical knowledge about the natural world, produced by scientists who emphasize the observation, "
+        "explanation, and prediction of real-world phenomena. ")
+
+
+def prompt_ids(tokenizer, n: int) -> list[int]:
+    ids = tokenizer.encode(TEXT)
+    return (ids * (n // len(ids) + 1))[:n]
+
+
+class Stamps:
+    """A transformers streamer that notes when each token arrives (the first put is the prompt)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def put(self, value) -> None:
+        self.times.append(clock())
+
+    def end(self) -> None:
+        pass
+
+
+def api_decode(model, ids: list[int], steps: int) -> tuple[float, list[float], list[int]]:
+    """(seconds for prefill + steps, per decode step seconds, the tokens) through the public API."""
+    t0 = clock()
+    run = model.prefill(ids=ids, max_new_tokens=steps + 1)
+    marks = [clock()]
+    for _ in range(steps):
+        run.step()
+        marks.append(clock())
+    return marks[-1] - t0, [b - a for a, b in zip(marks, marks[1:])], run.generated_ids
+
+
+def hf_decode(hf, ids: list[int], steps: int) -> tuple[float, list[float], list[int]]:
+    """The same through transformers' `generate` (greedy, steps + 1 new tokens)."""
+    stamps = Stamps()
+    with torch.no_grad():
+        t0 = clock()
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=steps + 1, min_new_tokens=steps + 1, do_sample=False,
+                          eos_token_id=None, pad_token_id=0, streamer=stamps)
+        total = clock() - t0
+    t = stamps.times  # [prompt, token 1 (after the prefill), token 2, ...]
+    return total, [b - a for a, b in zip(t[1:], t[2:])], out[0, len(ids):].tolist()
+
+
+def plain_forward(loaded, ids: list[int]) -> float:
+    from inspector.engine import steps
+
+    t0 = clock()
+    steps.forward(loaded.model, steps.new_cache(loaded.model), [ids])
+    return clock() - t0
+
+
+def hf_forward(hf, ids: list[int]) -> float:
+    with torch.no_grad():
+        t0 = clock()
+        hf(torch.tensor([ids]), output_hidden_states=True)
+        return clock() - t0
+
+
+def api_cache(run) -> tuple[float, int]:
+    t0 = clock()
+    cache = run.cache("blocks.*.hook_resid_post", step=0)
+    return clock() - t0, sum(a.nbytes for a in cache.values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.api")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--prompt", type=int, default=64, help="prompt tokens of the decode comparison")
+    ap.add_argument("--cache-prompt", type=int, default=512, help="prompt tokens of the cache comparison")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads, the same for both sides")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the thread's CPU time (1 thread)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    global clock
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+
+    import transformers
+
+    import inspector
+
+    model = inspector.load()
+    loaded = model.loaded
+    hf = transformers.AutoModelForCausalLM.from_pretrained(loaded.weights_path, dtype=torch.float32).eval()
+    ids = prompt_ids(loaded.tokenizer, args.prompt)
+    long_ids = prompt_ids(loaded.tokenizer, args.cache_prompt)
+    cached_run = model.prefill(ids=long_ids, max_new_tokens=1)
+
+    api_decode(model, ids, 2), hf_decode(hf, ids, 2)  # warm-up
+    api_cache(cached_run), plain_forward(loaded, long_ids), hf_forward(hf, long_ids)
+    rows: dict[str, list[float]] = {k: [] for k in ("api", "hf", "api_step", "hf_step", "cache", "plain", "hf_fwd")}
+    same = True
+    for _ in range(args.rounds):
+        total, per, ours = api_decode(model, ids, args.steps)
+        rows["api"].append(total)
+        rows["api_step"] += per
+        total, per, theirs = hf_decode(hf, ids, args.steps)
+        rows["hf"].append(total)
+        rows["hf_step"] += per
+        same &= ours == theirs
+        seconds, nbytes = api_cache(cached_run)
+        rows["cache"].append(seconds)
+        rows["plain"].append(plain_forward(loaded, long_ids))
+        rows["hf_fwd"].append(hf_forward(hf, long_ids))
+
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    low = {k: min(v) for k, v in rows.items()}
+    print(f"default model {loaded.name}, {args.threads} torch thread(s), {args.clock} clock, {args.rounds} rounds, "
+          f"greedy tokens equal: {same}\n")
+    print("| what | median | fastest |")
+    print("|---|---|---|")
+    print(f"| API prefill ({args.prompt} tokens) + run.step({args.steps}) | {med['api']:.3f} s | {low['api']:.3f} s |")
+    print(f"| transformers generate ({args.steps + 1} tokens) | {med['hf']:.3f} s | {low['hf']:.3f} s |")
+    print(f"| API decode step | {1e3 * med['api_step']:.1f} ms | {1e3 * low['api_step']:.1f} ms |")
+    print(f"| transformers decode step | {1e3 * med['hf_step']:.1f} ms | {1e3 * low['hf_step']:.1f} ms |")
+    print(f"| run.cache every resid_post, {args.cache_prompt} tokens ({nbytes / 2**20:.1f} MiB) | "
+          f"{1e3 * med['cache']:.0f} ms | {1e3 * low['cache']:.0f} ms |")
+    print(f"| engine plain forward, {args.cache_prompt} tokens | {1e3 * med['plain']:.0f} ms | {1e3 * low['plain']:.0f} ms |")
+    print(f"| transformers forward with hidden states | {1e3 * med['hf_fwd']:.0f} ms | {1e3 * low['hf_fwd']:.0f} ms |")
+    speed, fastest = med["hf"] / med["api"], low["hf"] / low["api"]
+    ratio, low_ratio = med["cache"] / med["plain"], low["cache"] / low["plain"]
+    print("\n| goal | medians | fastest | met (medians) |")
+    print("|---|---|---|---|")
+    print(f"| API decode >= 1.2x faster than transformers | {speed:.2f}x (per step {med['hf_step'] / med['api_step']:.2f}x) "
+          f"| {fastest:.2f}x (per step {low['hf_step'] / low['api_step']:.2f}x) | {'yes' if speed >= 1.2 else 'no'} |")
+    print(f"| run.cache within 1.5x of a plain forward | {ratio:.2f}x | {low_ratio:.2f}x | {'yes' if ratio <= 1.5 else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()
