@@ -97,7 +97,7 @@ class Run:
 
     @property
     def finished(self) -> str | None:
-        """None while the generation can go on, else why it ended: "eos", "max_tokens", "stop",
+        """None while the generation can go on, else why it ended: "eos", "max_tokens", "stop_string",
         "context_full"."""
         return self.session.finished
 
@@ -224,7 +224,7 @@ class Run:
     def figure(self, view: str, step: int = -1, *, layer: int = 0, head: int = 0,
                position: int | None = None) -> go.Figure | Html:
         """The page's view `view` after step `step`, from the page's own builder: "residual", "attention",
-        "kv", "kv_growth", "sampling", "timing" give a plotly Figure; "inventory" (an HTML table on the page
+        "kv", "kv_growth", "sampling", "timing", "routing" (a mixture of experts) give a plotly Figure; "inventory" (an HTML table on the page
         too) an `Html` a notebook shows inline. `layer`/`head` pick the attention view's head, `position` the
         residual and attention views' position (default: the newest of step `step`)."""
         from inspector.api import views
