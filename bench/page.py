@@ -133,6 +133,49 @@ def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None)
     return per
 
 
+def cpu_profile(cdp, during) -> list[tuple[float, str]]:
+    """The renderer's main-thread CPU profile (CDP Profiler) while `during()` runs: [(self ms, "function
+    file:line"), ...], the heaviest first, with the totals per script file appended."""
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+    cdp.send("Profiler.start")
+    during()
+    profile = cdp.send("Profiler.stop")["profile"]
+    nodes = {n["id"]: n for n in profile["nodes"]}
+    dt = {}
+    for sample, delta in zip(profile["samples"], profile["timeDeltas"]):
+        dt[sample] = dt.get(sample, 0) + delta / 1000
+    by_fn, by_file = {}, {}
+    for node_id, ms in dt.items():
+        frame = nodes[node_id]["callFrame"]
+        url = frame["url"].rsplit("/", 1)[-1][:40] or "(native)"
+        name = f"{frame['functionName'] or '(anonymous)'} {url}:{frame['lineNumber'] + 1}"
+        if frame["functionName"] in ("(idle)", "(program)", "(garbage collector)"):
+            name = frame["functionName"]
+        by_fn[name] = by_fn.get(name, 0) + ms
+        by_file[url] = by_file.get(url, 0) + ms
+    top = sorted(((ms, n) for n, ms in by_fn.items() if n != "(idle)"), reverse=True)[:20]
+    files = sorted(((ms, f"file {f}") for f, ms in by_file.items()), reverse=True)[:8]
+    return top + files
+
+
+def trace_events(browser, page, during) -> list[tuple[float, str]]:
+    """A Chromium trace (devtools.timeline) while `during()` runs: the renderer main thread's events, summed
+    by name (nested events counted inside their parents too), the heaviest first."""
+    import json
+
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline"])
+    during()
+    events = json.loads(browser.stop_tracing())["traceEvents"]
+    main = {(e["pid"], e["tid"]) for e in events
+            if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    by_name = {}
+    for e in events:
+        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and "dur" in e:
+            by_name[e["name"]] = by_name.get(e["name"], 0) + e["dur"] / 1000
+    return sorted(((ms, n) for n, ms in by_name.items()), reverse=True)[:25]
+
+
 def cli_tok_s(prompt: str, tokens: int) -> float:
     """`inspector run` in its own process on the same prompt: its own tok/s over the decode steps."""
     out = subprocess.run([sys.executable, "-m", "inspector.commands.cli", "run", "--prompt", prompt, "--chat",
@@ -197,6 +240,8 @@ def main() -> None:
     ap.add_argument("--play-s", type=float, default=6.0)
     ap.add_argument("--long-tokens", type=int, default=2840)
     ap.add_argument("--long-steps", type=int, default=5)
+    ap.add_argument("--profile", default="", help="a view tab: only profile the renderer over --steps Steps there "
+                    "(short context; with --long-tokens > 0 at long context), print the heaviest functions")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: load, steps, play, long")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -244,6 +289,21 @@ def main() -> None:
         page.locator("body[data-inspector-loaded]").wait_for(state="attached", timeout=120_000)
         cdp = page.context.new_cdp_session(page)
         cdp.send("Performance.enable")
+        if args.profile:
+            if args.long_tokens:
+                prefill(page, long_prompt(loaded.tokenizer, args.long_tokens), chat=False, max_new=64,
+                        timeout_ms=600_000)
+            else:
+                prefill(page, "What is gravity?")
+            open_tab(page, args.profile)
+            page.wait_for_timeout(800)
+            clicks = lambda: [page.evaluate(CLICK_TO_PAINT, "step-btn") or page.wait_for_timeout(300)  # noqa
+                              for _ in range(args.steps)]
+            for ms, name in cpu_profile(cdp, clicks):
+                print(f"{ms / args.steps:8.1f} ms/Step  {name}")
+            for ms, name in trace_events(browser, page, clicks):
+                print(f"{ms / args.steps:8.1f} ms/Step  trace {name}")
+            return
         if "steps" not in skip:
             prefill(page, "What is gravity?")
             for tab in STEP_TABS:
