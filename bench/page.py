@@ -253,6 +253,8 @@ def main() -> None:
     from inspector.models.loader import load_model
     from inspector.ui import model_thread
 
+    if args.profile and args.long_tokens:
+        os.environ["INSPECTOR_MAX_PROMPT_TOKENS"] = "4096"  # the profiled app takes the long prompt
     loaded = load_model()
     server = ServerTimes()  # patched before any app is built
     rows: list[tuple[str, str, str, str]] = []  # measurement, target, measured, note
