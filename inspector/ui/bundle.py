@@ -58,8 +58,11 @@ const showItems = (slot, html, marker) => {
   const end = html.slice(close), old = slot._items, box = slot.firstElementChild;
   const opening = (part) => part.slice(0, part.indexOf('>') + 1);
   slot._items = parts.length >= 2 ? Object.assign(parts, {end}) : null;
+  let changed = 0;
+  for (let i = 1; i < Math.min(parts.length, old ? old.length : 0); i++) changed += parts[i] !== old[i];
   if (!slot._items || !old || !box || end !== old.end || opening(parts[0]) !== opening(old[0])
-      || box.children.length !== old.length) {  // not the same container, or not one head element + the items
+      || box.children.length !== old.length  // not the same container, or not one head element + the items
+      || changed * 4 > parts.length) {  // most items changed (another branch): one parse of the whole is quicker
     slot.innerHTML = html;
     return;
   }
