@@ -133,6 +133,25 @@ def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None)
     return per
 
 
+def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
+    """The minimal page's renderer metric deltas (ms) per click of its button (its gr.Plot redrawn), `n` clicks."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(url)
+    page.locator("#mini-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    before = metrics(cdp)
+    for i in range(n):
+        page.locator("#mini-box textarea").fill("x" * (i + 5))
+        page.locator("#mini-btn").click()
+        page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
+                               f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
+        page.wait_for_timeout(300)
+    after = metrics(cdp)
+    page.close()
+    return {name: (after[name] - before[name]) * 1000 / n for name in METRICS}
+
+
 def cpu_profile(cdp, during) -> list[tuple[float, str]]:
     """The renderer's main-thread CPU profile (CDP Profiler) while `during()` runs: [(self ms, "function
     file:line"), ...], the heaviest first, with the totals per script file appended."""
@@ -307,6 +326,11 @@ def main() -> None:
                 print(f"{ms / args.steps:8.1f} ms/Step  trace {name}")
             return
         if "steps" not in skip:
+            mini_per = minimal_updates(browser, mini.local_url, args.steps)
+            rows.append((f"peer: the minimal page's renderer main thread per button click (its plot redrawn, mean of "
+                         f"{args.steps})", "", f"{mini_per['TaskDuration']:.0f} ms",
+                         f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms: what "
+                         "one plain Gradio update costs on this machine now"))
             prefill(page, "What is gravity?")
             for tab in STEP_TABS:
                 per = steps_on_tab(page, cdp, tab, args.steps, server)
