@@ -227,31 +227,15 @@ def fastest_play(page) -> str:
     return f"speed set to its maximum, {top}"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.ui")
-    ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
-    ap.add_argument("--play-tokens", type=int, default=64, help="tokens per Play measurement (0: skip Play and "
-                    "cold start, only the Step clicks)")
-    args = ap.parse_args()
-
-    from playwright.sync_api import sync_playwright
-
+def engine_alone_factory(loaded):
+    """`engine_alone(prompt, steps)`: the engine with no page, as the app sets it up (`new_ui_session`: the logit
+    lens only when asked for, as the page asks on its Residual tab); calling what it returns runs a warm-up run
+    first (the first forwards page the weights in), then prefill + `steps` decode steps: (median ms per step
+    from the records, tokens/s by the wall clock)."""
     from inspector.engine.config import SamplingParams
-    from inspector.models.loader import load_model
     from inspector.ui.sessions import new_ui_session
-    from harness.app_server import start_app
 
-    from inspector.ui import model_thread
-
-    all_threads, app_threads = model_thread.ALL_THREADS, model_thread.decode_threads()
-    loaded = load_model()
-    # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
-    # decode count (the decode thread)
     def engine_alone(prompt: str, steps: int) -> Callable[[], tuple[float, float]]:
-        """The engine with no page, as the app sets it up (`new_ui_session`: the logit lens only when asked
-        for, as the page asks on its Residual tab): a warm-up run first (the first forwards page the weights
-        in), then prefill + `steps` decode steps: (median ms per step from the records, tokens/s by the wall
-        clock)."""
         def run() -> tuple[float, float]:
             for n in (2, steps):
                 s = new_ui_session(loaded)
@@ -262,6 +246,26 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
             return statistics.median(r.forward_ms + r.sample_ms for r in s.records[1:]), steps / elapsed
         return run
+    return engine_alone
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.ui")
+    ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
+    ap.add_argument("--play-tokens", type=int, default=64, help="tokens per Play measurement (0: skip Play and "
+                    "cold start, only the Step clicks)")
+    args = ap.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    from inspector.models.loader import load_model
+    from harness.app_server import start_app
+
+    from inspector.ui import model_thread
+
+    all_threads, app_threads = model_thread.ALL_THREADS, model_thread.decode_threads()
+    loaded = load_model()
+    engine_alone = engine_alone_factory(loaded)
 
     # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
     # decode count (the decode thread)

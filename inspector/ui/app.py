@@ -28,7 +28,7 @@ from inspector.ui.bundle import ViewBundle, ViewSlot
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
 from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, slider
 from inspector.ui.handlers import Handlers
-from inspector.ui.panel import Page
+from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
 from inspector.ui.selections import build_pin, reselect_pinned
@@ -47,6 +47,8 @@ EXAMPLES = [
     ["Write a haiku about the sea.", True],
     ["def fibonacci(n):", False],
 ]
+# How `inspector.viz.tokens.token_chips_html` starts each chip: the chips' slot is a list of them (`ViewSlot.items`)
+CHIP_START = '<span class="ii-chip '
 # The last link of the page-load chain marks the page: until then a load step may still write the controls
 # (a run link's values), so browser tests and scripts wait for `body[data-inspector-loaded]`.
 PAGE_READY_JS = "() => { document.body.dataset.inspectorLoaded = '1'; }"
@@ -150,7 +152,7 @@ def token_column() -> dict[str, Any]:
     c: dict[str, Any] = {}
     ViewSlot("status", "status")
     gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
-    ViewSlot("chips", "tokens")
+    ViewSlot("chips", "tokens", items=CHIP_START)  # a Step changes a chip or two: only those are redrawn
     ViewSlot("text", "text")
     ViewSlot("branches", "branches")  # the branch tree, once the run has branched
     with gr.Row(elem_classes="ii-trace-row"):
@@ -196,7 +198,7 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
     h = page.run
     sid, layer, head, position = page.sid, page.layer, page.head, c["position"]
     sampling = list(page.sampling)
-    fast = {"show_progress": "hidden", "concurrency_limit": None}
+    fast = {**NO_LOADING_STATUS, "concurrency_limit": None}
     # Prefill asked: the status says it is coming and a Step or Play pressed before it runs waits for it; a new
     # run starts with fresh selections unless pinned (inspector.ui.selections). Not queued: it answers at once.
     prefill_inputs = [sid, page.prompt, page.chat, page.system, *sampling, page.max_new, layer, head]
@@ -228,7 +230,7 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
          api_name="ui_switch")
     wire_decoding_controls(page.decoding, page.store, sid)
     gr.on([page.chat.change, page.system.change], partial(system_note_html, page.system_info), [page.chat, page.system],
-          [page.system_note], queue=False, show_progress="hidden", **HIDDEN)
+          [page.system_note], queue=False, **NO_LOADING_STATUS, **HIDDEN)
     for key, tab in tabs.items():
         if key in h.render.views_by_tab:
             h.on(tab.select, h.show_tab(key), [sid, layer, head], **latest)
@@ -240,7 +242,7 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
     # page puts its own address before it (static/app.js `inspectorRunLink`)
     link = h.on(b["link"].click, partial(link_handlers.link_query_for, h), [sid], lead=[c["link_query"]])
     link.then(lambda url: gr.update(value=url, visible=True) if url else gr.skip(), [c["link_query"]], [c["run_link"]],
-              queue=False, js="(query) => window.inspectorRunLink(query)", **HIDDEN)
+              queue=False, js="(query) => window.inspectorRunLink(query)", **NO_LOADING_STATUS, **HIDDEN)
     # every page gets its session id at load, so Play pressed during the first prefill finds that prefill; a
     # link with query parameters (inspector.ui.run_links) fills the controls, then runs prefill + steps
     state = gr.State(None)

@@ -27,6 +27,7 @@ Handlers return {view key: value} with only the views they changed (a refusal: t
 
 from __future__ import annotations
 
+import html
 import inspect
 import json
 from collections.abc import Callable
@@ -47,6 +48,34 @@ PLOT_CONFIG = {"displaylogo": False, "displayModeBar": "hover", "responsive": Fa
 APPLY_JS = """
 const views = window.iiViews = window.iiViews || {};
 const config = %s;
+// A list slot (`data-items`: the text each item's HTML starts with) changes only the items whose HTML changed:
+// its value is one container element holding a head and the items; the items' HTML, as last put in, is kept
+// on the slot (`_items`), so a long list (the token chips) costs a step what changed, not its whole length.
+const showItems = (slot, html, marker) => {
+  // parts: [the container's opening tag and the head, item 1, item 2, ...], without the container's end tag
+  const close = html.lastIndexOf('</');
+  const parts = close > 0 ? html.slice(0, close).split(marker) : [];
+  const end = html.slice(close), old = slot._items, box = slot.firstElementChild;
+  const opening = (part) => part.slice(0, part.indexOf('>') + 1);
+  slot._items = parts.length >= 2 ? Object.assign(parts, {end}) : null;
+  let changed = 0;
+  for (let i = 1; i < Math.min(parts.length, old ? old.length : 0); i++) changed += parts[i] !== old[i];
+  if (!slot._items || !old || !box || end !== old.end || opening(parts[0]) !== opening(old[0])
+      || box.children.length !== old.length  // not the same container, or not one head element + the items
+      || changed * 4 > parts.length) {  // most items changed (another branch): one parse of the whole is quicker
+    slot.innerHTML = html;
+    return;
+  }
+  if (parts[0] !== old[0]) box.firstElementChild.outerHTML = parts[0].slice(opening(parts[0]).length);
+  const kids = box.children;  // kids[i] is item i (kids[0] the head)
+  for (let i = old.length - 1; i >= parts.length; i--) kids[i].remove();
+  const added = [];
+  for (let i = 1; i < parts.length; i++) {
+    if (i >= old.length) added.push(marker + parts[i]);
+    else if (parts[i] !== old[i]) kids[i].outerHTML = marker + parts[i];
+  }
+  if (added.length) box.insertAdjacentHTML('beforeend', added.join(''));
+};
 const show = (key) => {
   const slot = document.querySelector(`.ii-slot[data-view="${key}"]`);
   if (!slot) return;
@@ -54,9 +83,13 @@ const show = (key) => {
   if (slot.classList.contains('ii-plot')) {
     if (value && value.data) window.Plotly.react(slot, value.data, value.layout || {}, config);
     else window.Plotly.purge(slot);
-  } else {
+  } else if (slot.dataset.items && value) {
+    showItems(slot, value, slot.dataset.items);
+  } else if (slot._shown !== (value || '')) {  // an HTML view whose value did not change is left as it is
     slot.innerHTML = value || '';
+    slot._items = null;
   }
+  slot._shown = value || '';
 };
 window.iiShowView = show;
 // HTML views change at once; plots are drawn after the next paint, so the new token (status, chips, text)
@@ -119,11 +152,14 @@ def serve_plotly_js() -> str:
 
 
 class ViewSlot(gr.HTML):
-    """Where one view is shown; filled by the `ViewBundle`, never by Gradio. `plot=True`: a plotly div."""
+    """Where one view is shown; filled by the `ViewBundle`, never by Gradio. `plot=True`: a plotly div.
+    `items`: the view is a list (one container element: a head element, then items whose HTML each starts
+    with `items`), and an update changes only the items whose HTML changed (the bundle's `showItems`)."""
 
-    def __init__(self, key: str, elem_id: str, plot: bool = False, **kwargs: Any) -> None:
+    def __init__(self, key: str, elem_id: str, plot: bool = False, items: str | None = None, **kwargs: Any) -> None:
         classes = "ii-slot ii-plot" if plot else "ii-slot"
-        super().__init__(value=None, html_template=f'<div class="{classes}" data-view="{key}"></div>',
+        marker = f' data-items="{html.escape(items)}"' if items else ""
+        super().__init__(value=None, html_template=f'<div class="{classes}" data-view="{key}"{marker}></div>',
                          js_on_load=SLOT_JS, head=serve_plotly_js() if plot else None,
                          apply_default_css=not plot, padding=not plot, elem_id=elem_id,
                          elem_classes="ii-plot-view" if plot else None, **kwargs)

@@ -26,6 +26,7 @@ import gradio as gr
 from inspector.errors import InputError, InspectorError, first_line
 from inspector.session import settings as gs
 from inspector.session.settings import DecodingSettings, check_grammar
+from inspector.ui.panel import NO_LOADING_STATUS
 from inspector.viz.common import esc, status_line_html
 
 CONSTRAINTS = ["none", "JSON schema", "regex", "choice"]
@@ -173,4 +174,4 @@ def wire_decoding_controls(controls: DecodingControls, store: Any, sid: Any) -> 
     for c in controls.inputs:
         events += [c.change] if isinstance(c, gr.Dropdown) else [c.blur, c.submit]
     gr.on(events, lambda s, *v: apply(store, s, *v), [sid, *controls.inputs], [controls.status],
-          trigger_mode="always_last", show_progress="hidden", api_visibility="undocumented")
+          trigger_mode="always_last", **NO_LOADING_STATUS, api_visibility="undocumented")

@@ -32,6 +32,7 @@ import gradio as gr
 
 from inspector.errors import InputError
 from inspector.session.settings import SamplingParams
+from inspector.ui.panel import NO_LOADING_STATUS
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound
 
 
@@ -185,5 +186,5 @@ def release_check(bound: Bound, status_html: Callable[..., str]) -> Callable[[An
 def report_on_release(box: FreeSlider, bound: Bound, status: Any, status_html: Callable[..., str]) -> None:
     """When the slider's number box is left with a value outside `bound`, the tab's status line says so at
     once. No model work, not queued."""
-    box.release(release_check(bound, status_html), [box], [status], queue=False, show_progress="hidden",
+    box.release(release_check(bound, status_html), [box], [status], queue=False, **NO_LOADING_STATUS,
                 api_visibility="undocumented")

@@ -43,6 +43,11 @@ from inspector.viz.common import status_line_html
 # Events of the page: no progress overlay, not listed in the script API, never queued behind each other's
 # concurrency group (each session runs one model call at a time anyway: `Entry.exclusive`).
 EVENT_DEFAULTS = {"show_progress": "hidden", "concurrency_limit": None, "api_visibility": "undocumented"}
+# An event that shows no progress keeps its outputs off Gradio's loading-status list (`show_progress_on=[]`):
+# the page's frontend updates every component ever on that list, copying its props, on each status message
+# of every event (`update_loading_stati_state`), so the list's length is paid on every Step and Play update.
+# `show_progress="hidden"` alone changes only what is drawn (bench/page.py measures the renderer's work).
+NO_LOADING_STATUS = {"show_progress": "hidden", "show_progress_on": []}
 
 
 @dataclass
@@ -187,6 +192,8 @@ def bind(triggers: Any, fn: Callable[..., Any], inputs: list | None, outputs: li
     import gradio as gr
 
     options = {**EVENT_DEFAULTS, **options}
+    if options["show_progress"] == "hidden":
+        options.setdefault("show_progress_on", [])  # no loading status at all (NO_LOADING_STATUS)
     if isinstance(triggers, list):
         return gr.on(triggers, fn, inputs, outputs, **options)
     return triggers(fn, inputs, outputs, **options)

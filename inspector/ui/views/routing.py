@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.ui.fields import layer_bound, slider
-from inspector.ui.panel import Slot, ViewPanel
+from inspector.ui.panel import NO_LOADING_STATUS, Slot, ViewPanel
 from inspector.ui.sessions import Entry
 from inspector.viz import routing as vr
 from inspector.viz.common import empty_figure
@@ -45,7 +45,7 @@ class RoutingView(ViewPanel):
 
     def wire(self) -> None:
         page = self.page
-        quiet = {"js": MIRROR, "queue": False, "show_progress": "hidden", "api_visibility": "undocumented"}
+        quiet = {"js": MIRROR, "queue": False, **NO_LOADING_STATUS, "api_visibility": "undocumented"}
         page.layer.change(None, [page.layer], [self.layer], **quiet)  # any change of the page's layer shows here
         self.layer.release(None, [self.layer], [page.layer], **quiet)  # a move here is the page's layer
         page.run.on(self.layer.release, page.run.show_tab(self.key), [page.sid, self.layer, page.head],

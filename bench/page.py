@@ -1,0 +1,412 @@
+"""How heavy the page is in the browser, beside a minimal Gradio page served in the same run: prints a table,
+each target of issue 45 beside the figure measured now (Playwright + Debian chromium at 1400 x 900, the real
+default model, the app served in this process as the browser tests serve it: `harness.app_server`).
+
+- Load: a fresh browser context (empty cache) navigates to the app until its status line shows, and to a
+  minimal Gradio Blocks page (one textbox, one button, one plotly plot, served by this process too) until
+  its plot is drawn; alternated, `--loads` times each, medians. Target: ≤ 1.5× the minimal page.
+- DOM nodes at the first screen (after the page-load chain ends, `body[data-inspector-loaded]`, garbage
+  collected first): CDP `Performance.getMetrics` "Nodes" (every DOM node, text nodes too) and the elements;
+  the JS heap beside them. Target ≤ 8,000 nodes.
+- Renderer main-thread work per Step at short context: CDP `Performance.getMetrics` TaskDuration,
+  ScriptDuration, LayoutDuration (+ RecalcStyleDuration) deltas over `--steps` Steps on each view tab (each
+  Step waits until the tab's views are painted, then 300 ms), divided by the Steps. Target ≤ 60 ms of tasks
+  per Step (the Residual tab, the first one a visitor sees, is the target's row; the other tabs are shown).
+- Play at max on every view tab, two protocols in one run, so they can be told apart:
+  bench.ui's (Play until `--play-tokens` tokens reached the page, counted from the click, against the engine
+  alone in this process, `new_ui_session`, at its best thread count, mean of just before and just after) and
+  the findings' (the tokens that reached the page in `--play-s` seconds of Play, counted from the first token
+  update, against `inspector run` in its own process on the same prompt, measured before and after the
+  series, its own "tok/s over the decode steps"). Target ≥ 0.85× the engine alone, on every tab, both ways.
+- A Step at long context: a plain prompt of `--long-tokens` tokens (the app built with
+  INSPECTOR_MAX_PROMPT_TOKENS=4096), on the Residual and the Attention tab: click to the new token painted
+  (status, chips, text), click to the views painted, against the app's TPOT (forward + sample of the same
+  steps, from the session's records); the server's handler / encode time and the bundle's size
+  (`bench.ui.ServerTimes`) and the renderer's task ms per Step show where the rest goes.
+  Target: click to the views painted ≤ TPOT + 120 ms.
+
+Usage: python -m bench.page [--loads 3] [--steps 10] [--play-tokens 64] [--play-s 6] [--long-tokens 2840]
+                            [--skip play,long]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from bench.ui import CHROMIUM_ARGS, CLICK_TO_PAINT, PLAY_TABS, ServerTimes, chromium, open_tab  # noqa: E402
+from harness.app_server import TOUR_SEEN_JS  # noqa: E402
+from harness.net import HOST, free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEWPORT = {"width": 1400, "height": 900}
+STEP_TABS = ("Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing", "Beams")
+STORY = "Write a long story about a dragon who learns to bake bread."
+METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
+__all__ = ["CHROMIUM_ARGS", "main"]
+
+
+def minimal_page():
+    """The peer: a Gradio Blocks page with one textbox, one button and one plotly plot, launched here."""
+    import gradio as gr
+    import plotly.graph_objects as go
+
+    with gr.Blocks(title="minimal") as demo:
+        box = gr.Textbox(label="Prompt", elem_id="mini-box")
+        button = gr.Button("Go", elem_id="mini-btn")
+        plot = gr.Plot(go.Figure(go.Scatter(y=[1, 3, 2])), elem_id="mini-plot")
+        button.click(lambda text: go.Figure(go.Scatter(y=[len(text), 1, 2])), [box], [plot])
+    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    return demo
+
+
+def metrics(cdp) -> dict[str, float]:
+    return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+
+
+def load_once(browser, url: str, ready: str) -> float:
+    """Seconds from navigation (a fresh context: nothing cached) to `ready` visible."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(TOUR_SEEN_JS)
+    page = context.new_page()
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.locator(ready).first.wait_for(state="visible", timeout=120_000)
+    elapsed = time.perf_counter() - t0
+    context.close()
+    return elapsed
+
+
+def first_screen(browser, url: str, ready: str) -> dict[str, float]:
+    """CDP Nodes, elements and JS heap (MB) once the page is ready (garbage collected first)."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.add_init_script(TOUR_SEEN_JS)
+    page.goto(url)
+    page.locator(ready).first.wait_for(state="attached", timeout=120_000)
+    page.wait_for_timeout(1000)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    cdp.send("HeapProfiler.collectGarbage")
+    m = metrics(cdp)
+    elements = page.evaluate("document.getElementsByTagName('*').length")
+    page.close()
+    return {"nodes": m["Nodes"], "elements": elements, "heap_mb": m["JSHeapUsedSize"] / 2**20}
+
+
+def prefill(page, prompt: str, chat: bool = True, max_new: int = 200, timeout_ms: int = 120_000) -> None:
+    page.locator("#prompt textarea").fill(prompt)
+    page.locator("#max-new-tokens input").fill(str(max_new))
+    tick = page.locator("#chat-toggle input").first
+    if tick.count() and tick.is_enabled() and tick.is_checked() != chat:
+        tick.set_checked(chat)
+    page.locator("#prefill-btn").click()
+    page.locator("#status-phase", has_text="prefill done").wait_for(timeout=timeout_ms)
+    page.wait_for_timeout(500)
+
+
+def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None) -> dict:
+    """`n` Steps on `tab`: renderer metric deltas per Step (ms), click-to-paint medians, server rows."""
+    open_tab(page, tab)
+    page.wait_for_timeout(800)
+    before, clicks, rows = metrics(cdp), [], []
+    for _ in range(n):
+        k = len(server.rows) if server else 0
+        clicks.append(page.evaluate(CLICK_TO_PAINT, "step-btn"))
+        page.wait_for_timeout(300)
+        if server and len(server.rows) > k:
+            rows.append(server.rows[k])
+    after = metrics(cdp)
+    per = {name: (after[name] - before[name]) * 1000 / n for name in METRICS}
+    per["token_ms"] = statistics.median(c[0] for c in clicks)
+    per["views_ms"] = statistics.median(c[1] for c in clicks)
+    per["rows"] = rows
+    return per
+
+
+def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
+    """The minimal page's renderer metric deltas (ms) per click of its button (its gr.Plot redrawn), `n` clicks."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(url)
+    page.locator("#mini-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    before = metrics(cdp)
+    for i in range(n):
+        page.locator("#mini-box textarea").fill("x" * (i + 5))
+        page.locator("#mini-btn").click()
+        page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
+                               f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
+        page.wait_for_timeout(300)
+    after = metrics(cdp)
+    page.close()
+    return {name: (after[name] - before[name]) * 1000 / n for name in METRICS}
+
+
+def cpu_profile(cdp, during) -> list[tuple[float, str]]:
+    """The renderer's main-thread CPU profile (CDP Profiler) while `during()` runs: [(self ms, "function
+    file:line"), ...], the heaviest first, with the totals per script file appended."""
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+    cdp.send("Profiler.start")
+    during()
+    profile = cdp.send("Profiler.stop")["profile"]
+    nodes = {n["id"]: n for n in profile["nodes"]}
+    dt = {}
+    for sample, delta in zip(profile["samples"], profile["timeDeltas"]):
+        dt[sample] = dt.get(sample, 0) + delta / 1000
+    by_fn, by_file = {}, {}
+    for node_id, ms in dt.items():
+        frame = nodes[node_id]["callFrame"]
+        url = frame["url"].rsplit("/", 1)[-1][:40] or "(native)"
+        name = f"{frame['functionName'] or '(anonymous)'} {url}:{frame['lineNumber'] + 1}"
+        if frame["functionName"] in ("(idle)", "(program)", "(garbage collector)"):
+            name = frame["functionName"]
+        by_fn[name] = by_fn.get(name, 0) + ms
+        by_file[url] = by_file.get(url, 0) + ms
+    top = sorted(((ms, n) for n, ms in by_fn.items() if n != "(idle)"), reverse=True)[:20]
+    files = sorted(((ms, f"file {f}") for f, ms in by_file.items()), reverse=True)[:8]
+    return top + files
+
+
+def trace_events(browser, page, during) -> list[tuple[float, str]]:
+    """A Chromium trace (devtools.timeline) while `during()` runs: the renderer main thread's events, summed
+    by name (nested events counted inside their parents too), the heaviest first."""
+    import json
+
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline"])
+    during()
+    events = json.loads(browser.stop_tracing())["traceEvents"]
+    main = {(e["pid"], e["tid"]) for e in events
+            if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    by_name = {}
+    for e in events:
+        if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X" and "dur" in e:
+            by_name[e["name"]] = by_name.get(e["name"], 0) + e["dur"] / 1000
+    return sorted(((ms, n) for n, ms in by_name.items()), reverse=True)[:25]
+
+
+def cli_tok_s(prompt: str, tokens: int) -> float:
+    """`inspector run` in its own process on the same prompt: its own tok/s over the decode steps."""
+    out = subprocess.run([sys.executable, "-m", "inspector.commands.cli", "run", "--prompt", prompt, "--chat",
+                          "--max-new-tokens", str(tokens)], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    found = re.search(r"([\d.]+) tok/s over the decode steps", out.stdout + out.stderr)
+    if not found:
+        raise SystemExit(f"inspector run gave no tok/s:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return float(found.group(1))
+
+
+def play_on_tab(page, tab: str, tokens: int, window_s: float) -> dict:
+    """Play at max on `tab` from a fresh prefill of STORY: bench.ui's count (until `tokens` reached the page,
+    from the click) and the findings' (tokens reached in `window_s`, from the first token update)."""
+    open_tab(page, tab)
+    prefill(page, STORY)
+    if not page.locator("#play-max input").is_checked():
+        page.locator("#play-max input").check()
+    start = int(page.locator("#token-count").get_attribute("data-generated"))
+    t0 = time.perf_counter()
+    page.locator("#play-btn").click()
+    page.wait_for_function(f"Number(document.querySelector('#token-count').dataset.generated) > {start}",
+                           timeout=120_000, polling=10)
+    t_first = time.perf_counter()
+    first = int(page.locator("#token-count").get_attribute("data-generated"))
+    page.wait_for_function(
+        f"Number(document.querySelector('#token-count').dataset.generated) >= {start + tokens}"
+        " || document.querySelector('#status-line').dataset.phase.startsWith('finished')",
+        timeout=600_000, polling=10)
+    t_tokens = time.perf_counter()
+    got_tokens = int(page.locator("#token-count").get_attribute("data-generated")) - start
+    left = window_s - (time.perf_counter() - t_first)
+    if left > 0:
+        page.wait_for_timeout(left * 1000)
+    t_window = time.perf_counter()
+    got_window = int(page.locator("#token-count").get_attribute("data-generated")) - first
+    page.evaluate("document.getElementById('pause-btn').click()")
+    page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
+                           timeout=120_000)
+    return {"bench_ui": got_tokens / (t_tokens - t0), "window": got_window / (t_window - t_first),
+            "first_ms": (t_first - t0) * 1000}
+
+
+def long_prompt(tokenizer, n: int) -> str:
+    """A plain prompt of about `n` tokens (English prose, repeated with numbered paragraphs)."""
+    para = ("The river runs past the old mill, where the miller keeps a ledger of every sack of grain that "
+            "comes in from the farms on the hill. In spring the water rises and the wheel turns faster, and "
+            "the children of the village come to watch the stones grind the wheat into flour. ")
+    text, i = "", 0
+    while len(tokenizer.encode(text)) < n:
+        i += 1
+        text += f"Paragraph {i}. " + para
+    ids = tokenizer.encode(text)[:n]
+    return tokenizer.decode(ids)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.page")
+    ap.add_argument("--loads", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--play-tokens", type=int, default=64)
+    ap.add_argument("--play-s", type=float, default=6.0)
+    ap.add_argument("--long-tokens", type=int, default=2840)
+    ap.add_argument("--long-steps", type=int, default=5)
+    ap.add_argument("--profile", default="", help="a view tab: only profile the renderer over --steps Steps there "
+                    "(short context; with --long-tokens > 0 at long context), print the heaviest functions")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: load, steps, play, long")
+    args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+
+    from playwright.sync_api import sync_playwright
+
+    from bench.ui import engine_alone_factory
+    from harness.app_server import start_app
+    from inspector.models.loader import load_model
+    from inspector.ui import model_thread
+
+    if args.profile and args.long_tokens:
+        os.environ["INSPECTOR_MAX_PROMPT_TOKENS"] = "4096"  # the profiled app takes the long prompt
+    loaded = load_model()
+    server = ServerTimes()  # patched before any app is built
+    rows: list[tuple[str, str, str, str]] = []  # measurement, target, measured, note
+    uptime = lambda: os.getloadavg()  # noqa: E731
+    rows.append(("machine load (1/5/15 min) at start", "", "%.2f / %.2f / %.2f" % uptime(), ""))
+
+    with sync_playwright() as p:
+        browser = chromium(p)
+        mini = minimal_page()
+        demo = start_app(loaded)
+        app_ready, mini_ready = "#status-line", "#mini-plot .main-svg"
+        if "load" not in skip:
+            ours, peer = [], []
+            # the first load of each server (its first /config and static files) is shown apart, not counted
+            cold = (load_once(browser, mini.local_url, mini_ready), load_once(browser, demo.local_url, app_ready))
+            for _ in range(args.loads):
+                peer.append(load_once(browser, mini.local_url, mini_ready))
+                ours.append(load_once(browser, demo.local_url, app_ready))
+            ratio = statistics.median(ours) / statistics.median(peer)
+            rows.append(("load: navigation → status line (app) / → plot drawn (minimal page), medians",
+                         "≤ 1.5× the minimal page", f"{ratio:.2f}×",
+                         f"app {statistics.median(ours):.2f} s ({', '.join(f'{t:.2f}' for t in ours)}); minimal "
+                         f"{statistics.median(peer):.2f} s ({', '.join(f'{t:.2f}' for t in peer)}); each server's first load: "
+                         f"app {cold[1]:.2f} s, minimal {cold[0]:.2f} s"))
+            shot, mshot = (first_screen(browser, demo.local_url, "body[data-inspector-loaded]"),
+                           first_screen(browser, mini.local_url, mini_ready))
+            rows.append(("DOM nodes at the first screen (CDP Nodes)", "≤ 8,000", f"{shot['nodes']:,.0f}",
+                         f"{shot['elements']:,} elements, JS heap {shot['heap_mb']:.0f} MB; minimal page "
+                         f"{mshot['nodes']:,.0f} nodes, {mshot['heap_mb']:.0f} MB"))
+
+        page = browser.new_page(viewport=VIEWPORT)
+        page.add_init_script(TOUR_SEEN_JS)
+        page.goto(demo.local_url)
+        page.locator("body[data-inspector-loaded]").wait_for(state="attached", timeout=120_000)
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+        if args.profile:
+            if args.long_tokens:
+                prefill(page, long_prompt(loaded.tokenizer, args.long_tokens), chat=False, max_new=64,
+                        timeout_ms=600_000)
+            else:
+                prefill(page, "What is gravity?")
+            open_tab(page, args.profile)
+            page.wait_for_timeout(800)
+            clicks = lambda: [page.evaluate(CLICK_TO_PAINT, "step-btn") or page.wait_for_timeout(300)  # noqa
+                              for _ in range(args.steps)]
+            for ms, name in cpu_profile(cdp, clicks):
+                print(f"{ms / args.steps:8.1f} ms/Step  {name}")
+            for ms, name in trace_events(browser, page, clicks):
+                print(f"{ms / args.steps:8.1f} ms/Step  trace {name}")
+            return
+        if "steps" not in skip:
+            mini_per = minimal_updates(browser, mini.local_url, args.steps)
+            rows.append((f"peer: the minimal page's renderer main thread per button click (its plot redrawn, mean of "
+                         f"{args.steps})", "", f"{mini_per['TaskDuration']:.0f} ms",
+                         f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms: what "
+                         "one plain Gradio update costs on this machine now"))
+            prefill(page, "What is gravity?")
+            for tab in STEP_TABS:
+                per = steps_on_tab(page, cdp, tab, args.steps, server)
+                rows.append((f"renderer main thread per Step, {tab} tab (mean of {args.steps}): tasks",
+                             "≤ 60 ms" if tab == STEP_TABS[0] else "(≤ 60 ms)", f"{per['TaskDuration']:.0f} ms",
+                             f"script {per['ScriptDuration']:.0f}, layout {per['LayoutDuration']:.0f}, style "
+                             f"{per['RecalcStyleDuration']:.0f} ms; click → token {per['token_ms']:.0f} ms, "
+                             f"→ views {per['views_ms']:.0f} ms"))
+                prefill(page, "What is gravity?")  # each tab from the same short context
+            cdp.send("HeapProfiler.collectGarbage")
+            m = metrics(cdp)
+            rows.append(("DOM nodes after Steps on every view tab (CDP Nodes)", "", f"{m['Nodes']:,.0f}",
+                         f"JS heap {m['JSHeapUsedSize'] / 2**20:.0f} MB"))
+
+        if "play" not in skip:
+            all_threads, app_threads = model_thread.ALL_THREADS, model_thread.decode_threads()
+            engine = engine_alone_factory(loaded)
+            cli_before, played = cli_tok_s(STORY, args.play_tokens), []
+            for tab in PLAY_TABS:
+                before = {n: run(engine(STORY, args.play_tokens))[1] for n, run in
+                          ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+                got = play_on_tab(page, tab, args.play_tokens, args.play_s)
+                after = {n: run(engine(STORY, args.play_tokens))[1] for n, run in
+                         ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+                played.append({**got, "tab": tab, "peer": max((before[n] + after[n]) / 2 for n in before)})
+            cli_after = cli_tok_s(STORY, args.play_tokens)
+            cli = (cli_before + cli_after) / 2
+            for got in played:
+                rows.append((f"Play at max, {got['tab']} tab: bench.ui's protocol ({args.play_tokens} tokens from "
+                             "the click, engine alone in-process)", "≥ 0.85×", f"{got['bench_ui'] / got['peer']:.2f}×",
+                             f"{got['bench_ui']:.1f} tok/s vs {got['peer']:.1f} (first token on the page after "
+                             f"{got['first_ms']:.0f} ms)"))
+                rows.append((f"Play at max, {got['tab']} tab: the findings' protocol ({args.play_s:.0f} s from "
+                             "the first token, `inspector run` as the peer)", "≥ 0.85×", f"{got['window'] / cli:.2f}×",
+                             f"{got['window']:.1f} tok/s vs {cli:.1f} (before {cli_before:.1f}, after "
+                             f"{cli_after:.1f}); the same window against the in-process engine: "
+                             f"{got['window'] / got['peer']:.2f}×"))
+        page.close()
+        demo.close()
+
+        if "long" not in skip:
+            os.environ["INSPECTOR_MAX_PROMPT_TOKENS"] = "4096"
+            demo = start_app(loaded)
+            page = browser.new_page(viewport=VIEWPORT)
+            page.add_init_script(TOUR_SEEN_JS)
+            page.goto(demo.local_url)
+            page.locator("body[data-inspector-loaded]").wait_for(state="attached", timeout=120_000)
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            prompt = long_prompt(loaded.tokenizer, args.long_tokens)
+            prefill(page, prompt, chat=False, max_new=64, timeout_ms=600_000)
+            n_prompt = page.locator("#token-count").get_attribute("data-prompt")
+            for tab in ("Residual stream", "Attention"):
+                per = steps_on_tab(page, cdp, tab, args.long_steps, server)
+                entry = next(iter(demo.store._entries.values()))
+                recs = entry.session.records[-args.long_steps:]
+                tpot = statistics.median(r.forward_ms + r.sample_ms for r in recs)
+                srv = per["rows"]
+                med = lambda key: statistics.median(r.get(key, 0.0) for r in srv) if srv else float("nan")  # noqa
+                rows.append((f"Step at {n_prompt} prompt tokens, {tab} tab: click → views painted (median of "
+                             f"{args.long_steps})", f"≤ TPOT + 120 = {tpot + 120:.0f} ms", f"{per['views_ms']:.0f} ms",
+                             f"→ token {per['token_ms']:.0f} ms; TPOT {tpot:.0f} ms; server handler "
+                             f"{med('handler_ms'):.0f} ms (views {med('views_ms'):.0f}), encode "
+                             f"{med('encode_ms'):.0f} ms, bundle {med('bytes') / 1024:.0f} KiB; renderer tasks "
+                             f"{per['TaskDuration']:.0f} ms (script {per['ScriptDuration']:.0f}, layout "
+                             f"{per['LayoutDuration']:.0f})"))
+            page.close()
+            demo.close()
+        mini.close()
+        browser.close()
+
+    rows.append(("machine load (1/5/15 min) at the end", "", "%.2f / %.2f / %.2f" % uptime(), ""))
+    print("| measurement | target | measured | note |\n|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
