@@ -1,16 +1,14 @@
 """The token chips are a list slot (`inspector.ui.bundle.ViewSlot(items=...)`): an update redraws only the chips
 whose HTML changed. What the page then shows must be exactly what the whole HTML would show, through Steps,
-a selection, its clearing, Play, Reset and a new run; and the chips' HTML must split into a head and one part
-per chip at the marker the slot is given (`inspector.ui.app.CHIP_START`)."""
+a selection, its clearing, Play, Reset and a new run (the HTML's split into one part per chip:
+tests/unit/ui/test_page_lists.py)."""
 
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from inspector.ui.app import CHIP_START
-from inspector.viz.tokens import token_chips_html
-from tests.test_ui_e2e import T, click_chip, goto, prefill, step
+from tests.support.browser import T, click_chip, goto, prefill, step
 
 # The chips' DOM against a fresh parse of the last chips' HTML the page received (`window.iiViews.chips`).
 SAME_AS_FULL = """() => {
@@ -20,16 +18,6 @@ SAME_AS_FULL = """() => {
   return [slot.innerHTML === fresh.innerHTML, slot.querySelectorAll('.ii-chip').length,
           fresh.querySelectorAll('.ii-chip').length];
 }"""
-
-
-def test_chip_html_splits_into_a_head_and_one_part_per_chip():
-    pieces = ["Hi", '<span class="ii-chip ii-gen">', "&", "x"]  # a piece that looks like the marker is escaped
-    html = token_chips_html([1, 2, 3, 4], pieces, [True, False, False, False], 2, selected=1, decided={3: (5, True)})
-    parts = html[:html.rindex("</")].split(CHIP_START)
-    assert len(parts) == 1 + 4
-    assert parts[0].startswith('<div id="token-chips"') and 'id="token-count"' in parts[0]
-    assert all('data-pos="%d"' % i in part for i, part in enumerate(parts[1:]))
-    assert html.endswith("</div>") and html.count("</div>") == 2  # the head's and the container's
 
 
 @pytest.mark.slow
