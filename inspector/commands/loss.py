@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from inspector.api.measures import text_loss
 from inspector.commands.flags import json_flags, model_flags
 from inspector.commands.kv_eval import read_text
 from inspector.units import format_bytes
@@ -57,23 +57,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def text_loss(loaded: Any, text: str, grad_norms: bool = False) -> tuple[Any, Any]:
-    """(TokenLosses, TrainingStep with --grad-norms else None) of `text` teacher-forced through `loaded`: what
-    this command prints (the Python API's too)."""
-    from inspector.errors import InputError
-
-    if not text.strip():
-        raise InputError("the text is empty: give a text to teacher-force")
-    return ids_loss(loaded, loaded.tokenizer.prompt_ids(text, False), grad_norms)
-
-
-def ids_loss(loaded: Any, ids: list[int], grad_norms: bool = False) -> tuple[Any, Any]:
-    """`text_loss` of token ids given as they are (the Python API's `loss(ids=...)`)."""
-    from inspector.analysis.training import check_text, token_losses, training_step
-
-    check_text(ids, loaded.config.max_position_embeddings)
-    pieces = loaded.tokenizer.pieces(ids)
-    if grad_norms:
-        step = training_step(loaded.model, ids, pieces)
-        return step.losses, step
-    return token_losses(loaded.model, ids, pieces)[0], None
