@@ -237,6 +237,7 @@ def session_for(request: RunRequest, loaded: LoadedModel, settings: DecodingSett
         session = Session(loaded, recompute=request.no_cache, record=record, lens=False,
                           on_context_full=request.on_context_full, levers=levers)
     session.set_decoding(settings)
+    session.request = request.to_json()
     return session
 
 

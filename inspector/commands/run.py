@@ -13,9 +13,10 @@ also names its seed and `stages`: every stage of the processor chain in the orde
 grammar, then
 temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the
 top tokens before and after it.
-`interventions` lists the label of each intervention the run applied, in order ([] without any):
-`--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
-TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
+`request` is the run's description, every flag's value (`inspector.generation.request.RunRequest.to_json()`,
+with its "version"). `interventions` lists the label of each intervention the run applied, in order ([]
+without any): `--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L
+--steer-towards TEXT --steer-away TEXT [--steer-alpha A]` (`RunRequest.lever_spec`), applied in the prefill and
 every step (and with `--no-cache`).
 Decoding flags (`--repetition-penalty`, `--no-repeat-ngram-size`, `--stop`, `--json-schema`, ...: `inspector
 run --help`) add those stages; `--num-beams B` runs beam search instead (`inspector.commands.decoding`).
@@ -101,7 +102,8 @@ def request_from(args: argparse.Namespace) -> RunRequest:
 
 
 def result_dict(session: Any) -> dict[str, Any]:
-    """The `--json` object of a finished session."""
+    """The `--json` object of a finished session, with its description ("request": `RunRequest.to_json()`)
+    when the session has one (`session.request`)."""
     steps = []
     for rec in session.records:
         s = rec.sample
@@ -120,7 +122,7 @@ def result_dict(session: Any) -> dict[str, Any]:
             "stages": stage_effects(s),
         })
     first = session.records[0]
-    return {
+    out = {
         "model": session.loaded.name,
         "prompt_ids": session.prompt_ids,
         "prompt_pieces": session.tokenizer.pieces(session.prompt_ids),
@@ -132,6 +134,20 @@ def result_dict(session: Any) -> dict[str, Any]:
         "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms,
                     "tokenize_ms": first.tokenize_ms, "prefill_ms": first.forward_ms},
     }
+    if getattr(session, "request", None) is not None:
+        out["request"] = session.request
+    return out
+
+
+def json_text(obj: Any) -> str:
+    """`obj` as JSON text, non-ASCII characters as they are; with \\u escapes when a text holds what UTF-8
+    cannot write (a lone surrogate: argv's undecodable bytes), so the printed object is the same."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettings]:
@@ -162,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         run.save(args.save_trace)
     session = run.session
     if args.json:
-        print(json.dumps(result_dict(session), ensure_ascii=False))
+        print(json_text(result_dict(session)))
         return 0
     print(flush=True)
     tpot = session.tpot_ms

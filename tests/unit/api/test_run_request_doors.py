@@ -54,3 +54,18 @@ def test_both_doors_refuse_in_their_own_names(model, tiny_llama_dir, capsys):  #
     assert main(["run", "--prompt", "Hello", "--model", str(tiny_llama_dir), "--speculative", "ngram",
                  "--no-cache"]) == 1
     assert "--speculative verifies drafts against the KV cache: drop --no-cache" in capsys.readouterr().err
+
+
+def test_the_json_and_the_trace_file_carry_the_request(model, tiny_llama_dir, tmp_path, capsys):  # noqa: F811
+    args = ["run", "--prompt", "Hello world", "--model", str(tiny_llama_dir), *FLAGS]
+    path = tmp_path / "run.safetensors"
+    assert main([*args, "--json", "--save-trace", str(path)]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert ran["request"] == request_from(build_parser().parse_args(args)).to_json()
+    assert main(["trace", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["request"] == ran["request"]
+    reopened = inspector.open_trace(path, model)
+    assert reopened.request == RunRequest.from_json(ran["request"])
+    api_run = model.prefill("Hello world", **KEYWORDS)
+    api_run.save(tmp_path / "api.safetensors")
+    assert inspector.open_trace(tmp_path / "api.safetensors").request == api_run.request
