@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.api.measures import PREFILL, kv_evaluation
+from inspector.api.measures import PREFILL
 from inspector.commands.flags import json_flags, model_flags
 from inspector.errors import InputError
 from inspector.generation.request import BUDGET, SINKS  # noqa: F401  the policies' numbers, as a run takes them
@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     spec.check()  # unknown policy, missing budget, sinks >= budget: before the model loads
     text = read_text(args.text_file)
 
-    from inspector.models.loader import load_model
+    from inspector.api.model import load
 
-    loaded = load_model(args.model)
-    result = kv_evaluation(loaded, text, spec, args.prefill)
+    result = load(args.model).kv_eval(text, policy=args.policy, budget=args.budget, sinks=args.sinks,
+                                      positions=args.positions, prefill=args.prefill)  # the API's Model.kv_eval
     if args.json:
         print(json.dumps(result))
         return 0

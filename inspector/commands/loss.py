@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.api.measures import text_loss
 from inspector.commands.flags import json_flags, model_flags
 from inspector.commands.kv_eval import read_text
 from inspector.units import format_bytes
@@ -35,11 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     text = read_text(args.text_file)  # missing, empty, non-UTF-8: before the model loads
 
-    from inspector.models.loader import load_model
+    from inspector.api.model import load
 
-    loaded = load_model(args.model, device=args.device)
-    losses, step = text_loss(loaded, text, args.grad_norms)
-    out = step.to_json() if step is not None else losses.to_json()
+    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms)  # the API's Model.loss
+    step = result if args.grad_norms else None
+    losses = result.losses if args.grad_norms else result
+    out = result.to_json()
     pieces = losses.pieces
     if args.json:
         print(json.dumps(out))
