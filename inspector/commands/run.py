@@ -45,17 +45,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from inspector.commands.decoding import run_beam, stage_effects
 from inspector.commands.flags import (chat_flags, decoding_flags, intervention_flags, json_flags,
                                       max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
 from inspector.generation.request import (ATTENTIONS, CONTEXT_FULL, DEFAULT_DRAFT_LEN, DRAFT_LEN, DTYPES, NAMES,
                                           RunRequest)
-
-if TYPE_CHECKING:
-    from inspector.engine.config import SamplingParams
-    from inspector.generation.settings import DecodingSettings
 
 TOP_N = 20
 
@@ -148,12 +144,6 @@ def json_text(obj: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(obj)
     return text
-
-
-def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettings]:
-    """The sampling parameters and decoding settings of `run`'s flags, after every check that needs no model
-    (InputError naming the flags that do not combine, one line each)."""
-    return request_from(args).check(save_trace=args.save_trace is not None)
 
 
 def run(args: argparse.Namespace) -> int:
