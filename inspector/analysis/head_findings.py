@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from inspector.validate import Bound
+
+PROBE_LEN = Bound("probe-len", True, 2)  # `inspector heads`'s numbers
+PROBES = Bound("probes", True, 1)
+TOP_K = Bound("top-k", True, 1)
 ROLES = ("previous_token", "first_token", "duplicate_token", "induction")
 ROLE_NAMES = {"previous_token": "previous-token", "first_token": "first-token (attention sink)",
               "duplicate_token": "duplicate-token", "induction": "induction"}

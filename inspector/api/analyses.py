@@ -1,10 +1,10 @@
 """The analyses of the CLI, as `Model` methods with the same results: each calls the function its command
-calls after parsing its flags (`inspector.commands.<command>`), so `result.to_json()` (a dict for
+calls after parsing its flags (`inspector.api.measures`), so `result.to_json()` (a dict for
 `kv_eval`, `summary()` for `quant`) is what `inspector <command> --json` prints for the same input, timings
 apart. Token arguments (`token`, `answer`, `wrong`) are one token's text or "#ID", as the flags take them,
 or an int id. `inspector.figure(result)` draws a result with the page's lab builders.
 
-Adding an analysis: one function here taking the `Model` first, calling the command's shared function,
+Adding an analysis: one function here taking the `Model` first, calling the shared function in `measures`,
 then one line in `Model` (`name = analyses.name`). The head atlas (`inspector heads`) is two methods: its
 scores (`head_scores`, the JSON's "heads" and "probe") and its causal check (`head_ablation`, its
 "ablation"), each calling the analysis functions the command calls, with its flags as keywords.
@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from functools import cache
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from inspector.api.args import text_or_ids, token_ids
-from inspector.api.options import Flags, keyword_errors
 from inspector.errors import InputError, InputTypeError
+from inspector.generation.request import bounded, keyword_errors
+from inspector.validate import shown
 
 if TYPE_CHECKING:
-    import argparse
-
     from inspector.analysis.findings import Attribution, PatchSweep, TokenLosses, TrainingStep
     from inspector.analysis.head_findings import HeadAblation, HeadAtlas
     from inspector.models.loader import LoadedModel
@@ -70,7 +69,7 @@ def attribute(self: Model, prompt: str | None = None, *, ids: Sequence[int] | No
               system: str | None = None, token: str | int | None = None) -> Attribution:
     """Direct logit attribution of the next token (`inspector attribute`) after `prompt` (text) or `ids`
     (token ids): its logit (the top-1, or `token`) split into the embedding, every head and every MLP."""
-    from inspector.commands.attribute import attribution
+    from inspector.api.measures import attribution
 
     given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
@@ -82,7 +81,7 @@ def patch(self: Model, clean: str | Sequence[int], corrupt: str | Sequence[int],
     """Activation patching over every layer x position (`inspector patch`): the logit difference recovered
     when `point` ("resid_pre" | "attn_out" | "mlp_out") of the clean run replaces the corrupted run's.
     `clean` and `corrupt` are both texts or both token ids (of one length)."""
-    from inspector.commands.patch import patching
+    from inspector.api.measures import patching
 
     given = None
     if not isinstance(clean, str) or not isinstance(corrupt, str):
@@ -98,7 +97,7 @@ def loss(self: Model, text: str | None = None, *, ids: Sequence[int] | None = No
     """`text` (or token `ids`) teacher-forced (`inspector loss`): per-token cross-entropy and perplexity
     (`TokenLosses`); with `grad_norms` one backward pass too (`TrainingStep`: gradient norms, training-step
     memory)."""
-    from inspector.commands.loss import ids_loss, text_loss
+    from inspector.api.measures import ids_loss, text_loss
 
     given = _ids(self, text, ids, "text")
     if not isinstance(grad_norms, bool):
@@ -114,7 +113,8 @@ def kv_eval(self: Model, text: str | None = None, *, ids: Sequence[int] | None =
             prefill: int | None = None) -> dict[str, Any]:
     """A KV-cache policy against the full cache, teacher-forced on `text` or token `ids` (`inspector
     kv-eval`): KL, top-1 agreement, perplexity, bytes kept."""
-    from inspector.commands.kv_eval import BUDGET, PREFILL, SINKS, kv_evaluation
+    from inspector.api.measures import PREFILL, kv_evaluation
+    from inspector.generation.request import BUDGET, SINKS
     from inspector.quant.kv_eval import CacheSpec
 
     if positions not in ("original", "contiguous"):
@@ -133,8 +133,8 @@ def quant(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None =
     """How far a quantized copy strays from this model, teacher-forced on its greedy tokens after `prompt`
     or token `ids` (`inspector quant`): quant "bf16" | "int8" | "int4[:GROUP]", kv_quant "int8";
     `summary()` is the CLI's JSON."""
-    from inspector.commands.flags import MAX_NEW_TOKENS
-    from inspector.commands.quant import fidelity
+    from inspector.api.measures import fidelity
+    from inspector.generation.request import MAX_NEW_TOKENS
 
     given = _ids(self, prompt, ids, "prompt", chat, system)
     with keyword_errors():
@@ -148,33 +148,40 @@ def beam_search(self: Model, prompt: str | None = None, *, ids: Sequence[int] | 
     candidate tree per step. Takes `Model.prefill`'s keywords that beam search combines with (chat, system,
     max_new_tokens, length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict`
     gives the CLI's JSON."""
-    from inspector.api.options import RUN_FLAGS
-    from inspector.commands.decoding import beam_record
-    from inspector.commands.run import check_args
+    from inspector.api.measures import beam_record
+    from inspector.generation.request import RunRequest
 
     given = _ids(self, prompt, ids, "prompt", options.get("chat", False), options.get("system"))
-    args = RUN_FLAGS.namespace(dict(options, num_beams=num_beams), prompt=prompt, save_trace=None,
-                               json=False, model=None, device=self.loaded.device, dtype=None, attention=None)
+    request = RunRequest.from_keywords(dict(options, num_beams=num_beams), prompt=prompt,
+                                       ids=None if given is None else tuple(given), device=self.loaded.device)
+    _, settings = request.check(names="keywords")
+    if settings.num_beams < 2:
+        raise InputError(f"num_beams must be at least 2 for a beam search, got {settings.num_beams}")
     with keyword_errors():
-        _, settings = check_args(args)
-        if settings.num_beams < 2:
-            raise InputError(f"num_beams must be at least 2 for a beam search, got {settings.num_beams}")
-        return beam_record(self.loaded, prompt, args.chat, args.system, settings, args.max_new_tokens, ids=given)
+        return beam_record(self.loaded, prompt, request.chat, request.system, settings, request.max_new_tokens,
+                           ids=given)
 
 
-@cache
-def _heads_flags() -> Flags:
-    """`inspector heads`'s own flags (probe_len, probes, seed, role, top_k: their checks and defaults)."""
-    import argparse
+def _heads_args(**given: Any) -> SimpleNamespace:
+    """`inspector heads`'s own values (probe_len, probes, seed, role, top_k) checked as its flags check them."""
+    from inspector.analysis.head_findings import PROBE_LEN, PROBES, ROLES, TOP_K
+    from inspector.validate import SEED
 
-    from inspector.commands.heads import register
+    bounds = {"probe_len": PROBE_LEN, "probes": PROBES, "seed": SEED, "top_k": TOP_K}
+    out = {}
+    for name, value in given.items():
+        if name in bounds:
+            out[name] = bounded(bounds[name], value, name)
+        elif not isinstance(value, str):
+            raise InputError(f"{name} must be a string, got {shown(value)}")
+        elif value not in ROLES:
+            raise InputError(f"{name} must be one of {', '.join(ROLES)}, got {shown(value)}")
+        else:
+            out[name] = value
+    return SimpleNamespace(**out)
 
-    sub = argparse.ArgumentParser(add_help=False).add_subparsers()
-    register(sub)
-    return Flags([sub.choices["heads"]], skip=("model", "device", "json"))
 
-
-def _atlas(self: Model, args: argparse.Namespace) -> HeadAtlas:
+def _atlas(self: Model, args: SimpleNamespace) -> HeadAtlas:
     """The atlas on the probe `inspector heads`'s parsed flags describe (kept per model and probe)."""
     from inspector.analysis import heads
 
@@ -195,7 +202,7 @@ def head_scores(self: Model, *, ids: Sequence[int] | Sequence[Sequence[int]] | N
 
         with keyword_errors():
             return heads.score_probe(self.loaded.model, given_probe(self, ids))
-    return _atlas(self, _heads_flags().namespace(dict(probe_len=probe_len, probes=probes, seed=seed)))
+    return _atlas(self, _heads_args(probe_len=probe_len, probes=probes, seed=seed))
 
 
 def given_probe(self: Model, ids: Any) -> Any:
@@ -228,7 +235,7 @@ def head_ablation(self: Model, *, role: str = "induction", top_k: int = 5, probe
     heads); `to_json()` is the command's "ablation"."""
     from inspector.analysis import heads_ablation
 
-    args = _heads_flags().namespace(dict(role=role, top_k=top_k, probe_len=probe_len, probes=probes, seed=seed))
+    args = _heads_args(role=role, top_k=top_k, probe_len=probe_len, probes=probes, seed=seed)
     try:
         k = heads_ablation.check_k(self.loaded.config, args.top_k)  # refused before the forwards, as the CLI does
     except InputError as exc:

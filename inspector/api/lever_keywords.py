@@ -1,6 +1,6 @@
 """The intervention keywords of `Model.prefill` in Python's own forms, turned into the CLI flags' forms that
-`inspector.api.options` checks: a head is (layer, head) or "L.H" (`ablate_head=(5, 3)` is one head,
-`[(5, 3), (6, 1)]` two), a scaled head (layer, head, factor) or "L.H=F", a layer an int (numpy's too) or
+`RunRequest.from_keywords` (`inspector.generation.request`) checks: a head is (layer, head) or "L.H"
+(`ablate_head=(5, 3)` is one head, `[(5, 3), (6, 1)]` two), a scaled head (layer, head, factor) or "L.H=F", a layer an int (numpy's too) or
 its text; a negative layer or head counts from the end, as in Python. Anything else is passed on as
 given, for the flag's own check to refuse in one line.
 """

@@ -1,20 +1,21 @@
 """`load()` and `Model`: a loaded model and the runs it makes, with `inspector run`'s levers as keywords.
 
 `load(source, dtype=, device=, attention=)` is `inspector.models.loader.load_model` (the engine's own
-load; no app start-up), with the CLI's `--dtype`, `--device` and `--attention` checked as the CLI checks
-them. `Model.prefill(prompt or ids=, ...)` builds the run as `inspector run` does: the flags' Namespace
-from the keywords (`inspector.api.options`, heads and layers in Python's forms first:
-`inspector.api.lever_keywords`), the run command's checks (`commands.run.check_args`), the interventions
-described once (`LeverSpec`, `commands.intervene.spec_from`; a mean-ablation averages over the prompt's ids)
-plus the hooks (`inspector.api.hooks`), its session (`commands.run.new_session`: decoding processors,
-quantized weights or KV cache), then one prefill of the token ids; `speculative=` gives a `SpeculativeRun`
-over the same drafters. A KV-cache eviction policy (`policy=`, `budget=`, `sinks=`: `inspector kv-eval`'s
-names, the page's KV view policies) goes into the session's levers. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
+load; no app start-up), with `--dtype`, `--device` and `--attention` checked as the CLI checks them.
+`Model.prefill(prompt or ids=, ...)` reads its keywords (heads and layers in Python's forms first:
+`inspector.api.lever_keywords`) into a `RunRequest` (`inspector.generation.request`: the run described once,
+each keyword checked as its flag is), then `Model.start(request)` runs it, as `inspector run` does with the
+request of its flags: the request's checks, its interventions (`LeverSpec`; a mean-ablation averages over the
+prompt's ids) plus the hooks (`inspector.api.hooks`), its session (`session_for`: decoding processors,
+quantized weights or KV cache, a KV-cache eviction policy: `policy=`, `budget=`, `sinks=`, `inspector
+kv-eval`'s names, the page's KV view policies), then one prefill of the token ids; `speculative=` gives a
+`SpeculativeRun` over the same drafters. The analyses (`attribute`, `patch`, `loss`, `kv_eval`, `quant`, `beam_search`,
 `head_scores`, `head_ablation`) are in `inspector.api.analyses`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,21 +26,23 @@ from typing import TYPE_CHECKING, Any
 from inspector.api import analyses, lever_keywords
 from inspector.api.args import text_or_ids, token_ids
 from inspector.api.hooks import hook_interventions
-from inspector.api.options import LOAD_FLAGS, POLICY_KEYWORDS, RUN_FLAGS, keyword_errors
 from inspector.api.run import Run
-from inspector.commands.intervene import spec_from
-from inspector.commands.kv_eval import BUDGET, SINKS
-from inspector.commands.run import DEFAULT_DRAFT_LEN, check_args, new_session
 from inspector.engine.trace import model_hook_names
 from inspector.errors import InputError, InputTypeError, InspectorError, first_line
 from inspector.generation.cache_policies import KeepAll
 from inspector.generation.levers import Levers
+from inspector.generation.request import KEYWORDS, Keywords, RunRequest, keyword_errors, keyword_value
 
 if TYPE_CHECKING:
     from inspector.api.speculative import SpeculativeRun
     from inspector.models.inventory import Inventory
+    from inspector.generation.settings import DecodingSettings
     from inspector.models.loader import LoadedModel
+    from inspector.session.session import Session
 
+
+POLICY_KEYWORDS = ("policy", "budget", "sinks")  # `inspector kv-eval`'s names, the eviction policies only
+RUN_FLAGS = Keywords(KEYWORDS)  # what `Model.prefill` takes by name besides its own parameters
 
 
 def load(source: str | os.PathLike[str] | None = None, *, dtype: str = "fp32", device: str = "cpu",
@@ -54,15 +57,16 @@ def load(source: str | os.PathLike[str] | None = None, *, dtype: str = "fp32", d
     from inspector.engine.model import set_attention
     from inspector.models.loader import load_model
 
-    ns = LOAD_FLAGS.namespace({"dtype": dtype, "device": device, "attention": attention})
+    dtype, device, attention = (keyword_value(n, v) for n, v in (("dtype", dtype), ("device", device),
+                                                                 ("attention", attention)))
     try:
         loaded = load_model(None if source is None else os.fspath(source),
-                            dtype=torch.bfloat16 if ns.dtype == "bf16" else torch.float32, device=ns.device)
+                            dtype=torch.bfloat16 if dtype == "bf16" else torch.float32, device=device)
     except TypeError:
         raise InputTypeError(f"source must be a model name, a path or a Hub repo id, got {source!r:.40}") from None
     except InspectorError as exc:  # a source not found or not convertible: one line, as the CLI prints it
         raise InputError(first_line(exc)) from None
-    set_attention(loaded.model, ns.attention)
+    set_attention(loaded.model, attention)
     return Model(loaded)
 
 
@@ -159,40 +163,49 @@ class Model:
         levers = lever_keywords.normalized(levers, cfg)
         given = dict(chat=chat, system=system, max_new_tokens=max_new_tokens, temperature=temperature,
                      top_k=top_k, top_p=top_p, min_p=min_p, seed=seed, **levers)
-        args = RUN_FLAGS.namespace(given, (*POLICY_KEYWORDS, "ids", "hooks", "ablate"), prompt=prompt,
-                                   save_trace=None, json=False, model=None, device=self.loaded.device, dtype=None,
-                                   attention=None)
-        args.ablate = ablate
-        if args.num_beams > 1:
+        request = RunRequest.from_keywords(given, (*POLICY_KEYWORDS, "ids", "hooks", "ablate"), prompt=prompt,
+                                           ids=None if ids is None else tuple(ids), ablate=ablate,
+                                           device=self.loaded.device, **policy)
+        if request.num_beams > 1:
             raise InputError("beam search runs as its own search: use Model.beam_search(prompt, num_beams=B)")
-        cache_policy = _policy(**policy)
-        with keyword_errors():
-            params, settings = check_args(args)
-            spec = spec_from(args, cfg)
+        return self.start(request, hooks=hooks)
+
+    def start(self, request: RunRequest, *, hooks: Mapping[str, Callable] | None = None,
+              record: bool = True, names: str = "keywords") -> Run | SpeculativeRun:
+        """Prefill the run `request` describes (`inspector.generation.request.RunRequest`, checked here) on
+        this model: what `prefill` does once its keywords are read, and what `inspector run` calls with its
+        flags' request. `record`: keep every forward's record (what the views read; a speculative run's top
+        tokens); `names`: refusals name "keywords" (top_p) or "flags" (--top-p)."""
+        cfg = self.config
+        cache_policy = request.cache_policy()
+        params, settings = request.check(names=names)
+        with keyword_errors() if names == "keywords" else contextlib.nullcontext():
+            spec = request.lever_spec(cfg)
             hook_ivs = hook_interventions(hooks or {}, model_hook_names(cfg))
-            if hook_ivs and (args.speculative is not None or args.quant or args.kv_quant):
+            if hook_ivs and (request.speculative is not None or request.quant or request.kv_quant):
                 raise InputError("hooks run on a plain run of the loaded model: drop speculative / quant / kv_quant")
-            if args.speculative is not None:
+            if request.speculative is not None:
                 if cache_policy is not None:
                     raise InputError("speculative runs plain decoding: drop policy")
                 from inspector.api.speculative import start
 
-                return start(self, args, params, DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len,
-                             ids)
-            if cache_policy is not None and (args.quant or args.kv_quant):
+                return start(self, request, params, keep_top=record)
+            if cache_policy is not None and (request.quant or request.kv_quant):
                 raise InputError("a KV-cache policy runs on the loaded model's own cache: drop quant / kv_quant")
             t0 = time.perf_counter()
-            prompt_ids = self.loaded.tokenizer.prompt_ids(prompt, args.chat, args.system) if ids is None else ids
+            ids = None if request.ids is None else list(request.ids)
+            prompt_ids = self.loaded.tokenizer.prompt_ids(request.prompt, request.chat, request.system) \
+                if ids is None else ids
             tokenize_ms = (time.perf_counter() - t0) * 1e3 if ids is None else 0.0
             if not prompt_ids:
                 raise InputError("prompt is empty")
             run_levers = Levers(cache_policy=cache_policy or KeepAll(), interventions=spec.interventions(
                 self.loaded.model, self.loaded.tokenizer.encode, prompt_ids) + hook_ivs)
-            session = new_session(args, self.loaded, settings, record=True, levers=run_levers)
-            session.prefill_ids(prompt_ids, params, max_new_tokens=args.max_new_tokens, tokenize_ms=tokenize_ms)
+            session = session_for(request, self.loaded, settings, record=record, levers=run_levers)
+            session.prefill_ids(prompt_ids, params, max_new_tokens=request.max_new_tokens, tokenize_ms=tokenize_ms)
         spec = replace(spec, hooks=tuple(iv.point for iv in hook_ivs))
-        return Run(session, params, model=self, prompt=prompt, chat=args.chat, system=args.system,
-                   unsaveable=_unsaveable(args, cache_policy), levers=spec)
+        return Run(session, params, model=self, prompt=request.prompt, chat=request.chat, system=request.system,
+                   unsaveable=_unsaveable(request, cache_policy), levers=spec, request=request)
 
     # ---- analyses: the CLI commands' results (`inspector.api.analyses`)
     attribute = analyses.attribute
@@ -205,23 +218,33 @@ class Model:
     head_ablation = analyses.head_ablation
 
 
-def _policy(policy: str = "full", budget: int | None = None, sinks: int = 4) -> Any:
-    """A fresh eviction policy object from kv-eval's names, each checked as kv-eval checks it (None: "full",
-    the whole cache)."""
-    from inspector.generation.cache_policies import POLICIES, make_policy
+def session_for(request: RunRequest, loaded: LoadedModel, settings: DecodingSettings, record: bool,
+                levers: Levers | None = None) -> Session:
+    """The generation session of `request` over `loaded`, with its decoding settings: over a quantized copy of
+    `loaded` (weights and/or KV cache) with quant / kv_quant, else over `loaded` with `levers` (default: the
+    request's interventions). The logit lens is computed when asked (`Session.logit_lens`), not on every step."""
+    from inspector.session.session import Session
 
-    if policy not in POLICIES:
-        raise InputError(f"policy must be one of {', '.join(POLICIES)} (int8 / int4 caches: kv_quant or "
-                         f"Model.kv_eval), got {policy!r:.40}")
-    budget = None if budget is None else BUDGET.parse(budget)
-    sinks = SINKS.parse(sinks)
-    return None if policy == "full" else make_policy(policy, budget, sinks)
+    if request.quant or request.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
+        from inspector.quant.session import quantized_session
+
+        _, session = quantized_session(loaded, request.quant, request.kv_quant, recompute=request.no_cache,
+                                       record=record, lens=False, on_context_full=request.on_context_full)
+    else:
+        if levers is None:
+            spec = request.lever_spec(loaded.config)
+            levers = Levers(interventions=spec.interventions(loaded.model, loaded.tokenizer.encode, ()))
+        session = Session(loaded, recompute=request.no_cache, record=record, lens=False,
+                          on_context_full=request.on_context_full, levers=levers)
+    session.set_decoding(settings)
+    session.request = request.to_json()
+    return session
 
 
-def _unsaveable(args: Any, cache_policy: Any) -> str | None:
+def _unsaveable(request: RunRequest, cache_policy: Any) -> str | None:
     """Why a run's trace file would not reproduce it, else None: a trace file keeps the interventions
     (`LeverSpec`), not quantized weights or caches or an eviction policy's state."""
-    kept = [name for name, on in (("quant", args.quant), ("kv_quant", args.kv_quant),
+    kept = [name for name, on in (("quant", request.quant), ("kv_quant", request.kv_quant),
                                   ("policy", cache_policy is not None)) if on]
     if not kept:
         return None

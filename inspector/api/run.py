@@ -22,7 +22,7 @@ import numpy as np
 
 from inspector.api import readings
 from inspector.api.args import index, integer
-from inspector.api.options import keyword_errors
+from inspector.generation.request import RunRequest, keyword_errors
 from inspector.errors import InputError
 from inspector.generation.lever_spec import LeverSpec
 
@@ -41,10 +41,11 @@ class Run:
 
     def __init__(self, session: Session, params: SamplingParams, *, model: Any = None, prompt: str | None = None,
                  chat: bool | None = None, system: str | None = None, unsaveable: str | None = None,
-                 levers: LeverSpec = LeverSpec()) -> None:
+                 levers: LeverSpec = LeverSpec(), request: RunRequest | None = None) -> None:
         """Made by `Model.prefill` and `inspector.open_trace`, not directly. `unsaveable`: None, or why `save`
         refuses (the levers a trace file does not keep); `levers`: the run's interventions as data (what
-        `save` writes)."""
+        `save` writes); `request`: the description it was made from (None: a run reopened from a file)."""
+        self.request = request
         self.session = session  # the engine's session: everything below reads it
         self.params = params  # the sampling parameters every step draws with
         self.model = model  # the `inspector.api.model.Model` that runs it (None: a read-only trace)

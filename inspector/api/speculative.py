@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from inspector.api.args import integer
 from inspector.errors import InputError
+from inspector.generation.request import DEFAULT_DRAFT_LEN, RunRequest
 from inspector.validate import shown
 
 if TYPE_CHECKING:
@@ -90,8 +91,6 @@ class SpeculativeRun:
 
     def to_json(self) -> dict[str, Any]:
         """What `inspector run --speculative ... --json` prints for this run."""
-        from inspector.commands.run import speculative_dict
-
         return speculative_dict(self.model.loaded, self.engine_run, self.tokenize_ms)
 
     def figure(self, view: str = "speculative") -> go.Figure | Html:
@@ -107,17 +106,51 @@ class SpeculativeRun:
         raise InputError(f"unknown view {shown(view)}: a speculative run's views are {', '.join(VIEWS)}")
 
 
-def start(model: Any, args: Any, params: SamplingParams, draft_len: int, ids: list[int] | None = None) -> SpeculativeRun:
-    """Prefill a speculative run as `inspector run --speculative` does (`run_speculative`); `ids`: token ids
-    given instead of the prompt's text."""
+def start(model: Any, request: RunRequest, params: SamplingParams, keep_top: bool = True) -> SpeculativeRun:
+    """Prefill the speculative run `request` describes (its token ids, or its prompt's); `keep_top`: keep the
+    top tokens of every position (the JSON's `top`)."""
     from inspector.speculative.decoding import SpeculativeDecoder as Engine
     from inspector.speculative.drafters import make_drafter
 
     loaded = model.loaded
-    drafter = make_drafter(args.speculative, loaded.model)
+    drafter = make_drafter(request.speculative, loaded.model)
+    draft_len = DEFAULT_DRAFT_LEN if request.draft_len is None else request.draft_len
     t0 = time.perf_counter()
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system) if ids is None else ids
+    ids = (loaded.tokenizer.prompt_ids(request.prompt, request.chat, request.system) if request.ids is None
+           else list(request.ids))
     tokenize_ms = (time.perf_counter() - t0) * 1e3
-    run = Engine(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=True)
+    run = Engine(loaded, drafter, draft_len, params, max_new_tokens=request.max_new_tokens, keep_top=keep_top)
     run.prefill(ids)
     return SpeculativeRun(run, model, tokenize_ms)
+
+
+def speculative_dict(loaded: Any, run: Any, tokenize_ms: float) -> dict[str, Any]:
+    """The `--json` object of a finished speculative run (the plain run's keys, plus `speculative`)."""
+    piece = loaded.tokenizer.piece
+    round_of = [None]  # the round that produced each generated token (None: the prefill's)
+    tpot: list[float] = []
+    for r in run.rounds:
+        round_of += [r.index] * len(r.emitted)
+        tpot += [(r.draft_ms + r.verify_ms) / len(r.emitted)] * len(r.emitted)
+    steps = [{"step": i, "chosen_id": t, "chosen_piece": piece(t), "round": round_of[i],
+              "top": [{"id": c, "piece": piece(c), "logit": lg, "prob": pr} for c, lg, pr in run.tops[i]]}
+             for i, t in enumerate(run.generated_ids)]
+    st = run.stats
+    return {
+        "model": loaded.name,
+        "prompt_ids": run.prompt_ids,
+        "prompt_pieces": loaded.tokenizer.pieces(run.prompt_ids),
+        "generated_ids": run.generated_ids,
+        "text": run.text,
+        "finished": run.finished,
+        "steps": steps,
+        "timings": {"ttft_ms": tokenize_ms + run.prefill_ms, "tpot_ms": tpot, "tokenize_ms": tokenize_ms,
+                    "prefill_ms": run.prefill_ms},
+        "speculative": {
+            "drafter": st.drafter, "draft_len": st.draft_len, "rounds": st.rounds, "drafted": st.drafted,
+            "accepted": st.accepted, "target_forwards": st.target_forwards,
+            "tokens_per_forward": st.tokens_per_forward, "acceptance_rate": st.acceptance_rate,
+            "per_round": [{"drafted": [d.id for d in r.drafts], "accepted": r.accepted, "correction": r.next_id,
+                           "kind": r.next_kind} for r in run.rounds],
+        },
+    }

@@ -14,6 +14,7 @@ from typing import Any
 
 from inspector.api.run import Run
 from inspector.errors import InputTypeError
+from inspector.generation.request import RunRequest
 
 
 def open_trace(path: str | os.PathLike[str], model: Any = None) -> Run:
@@ -31,5 +32,6 @@ def open_trace(path: str | os.PathLike[str], model: Any = None) -> Run:
     last = session.records[-1].sample
     params = last.params if last is not None else None
     settings = session.settings
+    request = None if settings.get("request") is None else RunRequest.from_json(settings["request"])
     return Run(session, params, model=model if session.read_only is None else None, prompt=settings.get("prompt"),
-               chat=settings.get("chat"), system=settings.get("system"), levers=session.lever_spec)
+               chat=settings.get("chat"), system=settings.get("system"), levers=session.lever_spec, request=request)

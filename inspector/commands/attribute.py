@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from inspector.api.measures import attribution
 from inspector.commands.flags import chat_flags, json_flags, model_flags, prompt_flags
 
 SHOWN = 15
@@ -64,17 +64,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def attribution(loaded: Any, prompt: str | None, *, chat: bool = False, system: str | None = None,
-                token: str | None = None, ids: list[int] | None = None) -> Any:
-    """The `Attribution` this command prints for `prompt` on `loaded` (the Python API's too; `ids`: token ids
-    given instead of the prompt); `token` as --token takes it (one token's text or #ID; None: the top-1)."""
-    from inspector.analysis.attribution import attribute
-    from inspector.commands.intervene import token_id
-    from inspector.errors import InputError
-
-    if ids is None and not prompt.strip():
-        raise InputError("prompt is empty")
-    tok = loaded.tokenizer
-    ids = tok.prompt_ids(prompt, chat, system) if ids is None else list(ids)
-    chosen = None if token is None else token_id(token, tok, "--token")
-    return attribute(loaded.model, ids, chosen, piece=tok.piece)

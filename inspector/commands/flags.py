@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound  # sampling: the engine's own ranges
-
-# Lengths: at least one; the upper limit is the model's context window, checked after loading it.
-MAX_NEW_TOKENS = Bound("max-new-tokens", True, 1)
-DRAFT_LEN = Bound("draft-len", True, 1)
+# lengths (the upper limit, the model's context window, is checked once it is loaded) and interventions (layers
+# and heads depend on the model): the ranges of the run's description
+from inspector.generation.request import MAX_NEW_TOKENS, STEER_ALPHA, STEER_LAYER
+from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P  # sampling: the engine's own ranges
 
 
 def _parent() -> argparse.ArgumentParser:
@@ -108,10 +107,6 @@ def decoding_flags() -> argparse.ArgumentParser:
                    help="force the output to equal one of the --choice strings; repeatable")
     return p
 
-
-# Interventions: layers and heads depend on the model and are checked once it is loaded.
-STEER_LAYER = Bound("steer layer", True, 0)
-STEER_ALPHA = Bound("steer-alpha", False, 0, 1000, note="(swap the prompts to steer the other way)")
 
 
 def intervention_flags() -> argparse.ArgumentParser:

@@ -22,13 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.analysis.head_findings import ROLE_NAMES, ROLES  # numpy only: no torch before a model loads
+from inspector.analysis.head_findings import PROBE_LEN, PROBES, ROLE_NAMES, ROLES, TOP_K  # numpy only: no torch
 from inspector.commands.flags import json_flags, model_flags
-from inspector.validate import SEED, Bound
-
-PROBE_LEN = Bound("probe-len", True, 2)
-PROBES = Bound("probes", True, 1)
-TOP_K = Bound("top-k", True, 1)
+from inspector.validate import SEED
 SHOWN = 5  # strongest heads listed per role
 
 

@@ -21,15 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
+from inspector.api.measures import PREFILL
 from inspector.commands.flags import json_flags, model_flags
 from inspector.errors import InputError
-from inspector.validate import Bound
-
-BUDGET = Bound("budget", True, 1, note="(positions each layer keeps)")
-SINKS = Bound("sinks", True, 1, note="(and below the budget)")
-PREFILL = Bound("prefill", True, 1, note="(and below the text's tokens)")
+from inspector.generation.request import BUDGET, SINKS  # noqa: F401  the policies' numbers, as a run takes them
 POLICY_NAMES = ("full", "window", "sinks", "h2o", "snapkv", "int8", "int4")
 
 
@@ -71,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     spec.check()  # unknown policy, missing budget, sinks >= budget: before the model loads
     text = read_text(args.text_file)
 
-    from inspector.models.loader import load_model
+    from inspector.api.model import load
 
-    loaded = load_model(args.model)
-    result = kv_evaluation(loaded, text, spec, args.prefill)
+    result = load(args.model).kv_eval(text, policy=args.policy, budget=args.budget, sinks=args.sinks,
+                                      positions=args.positions, prefill=args.prefill)  # the API's Model.kv_eval
     if args.json:
         print(json.dumps(result))
         return 0
@@ -85,24 +81,6 @@ def run(args: argparse.Namespace) -> int:
           f"KV {result['kv_bytes']:,} of {result['kv_bytes_full']:,} bytes{bytes_note(result)}, "
           f"{result['seconds']:.1f} s")
     return 0
-
-
-def kv_evaluation(loaded: Any, text: str | None, spec: Any, prefill: int | None = None,
-                  ids: list[int] | None = None) -> dict[str, Any]:
-    """The object `--json` prints for `text` under the checked `CacheSpec` `spec` on `loaded` (the Python
-    API's too; `ids`: token ids given instead of the text); `prefill` as --prefill (None: half the tokens)."""
-    from inspector.quant.kv_eval import evaluate
-
-    ids = loaded.tokenizer.prompt_ids(text, False) if ids is None else list(ids)
-    context = loaded.config.max_position_embeddings
-    if len(ids) > context:
-        raise InputError(f"the text is {len(ids)} tokens; the model's context window is {context} tokens")
-    if len(ids) < 2:
-        raise InputError(f"the text is {len(ids)} token: kv-eval needs at least 2 tokens")
-    prefill = len(ids) // 2 if prefill is None else prefill
-    if prefill >= len(ids):
-        raise InputError(f"prefill must be a whole number from 1 to {len(ids) - 1} (the text has {len(ids)} tokens)")
-    return evaluate(loaded.model, ids, spec, prefill)[0]
 
 
 def bytes_note(result: dict) -> str:

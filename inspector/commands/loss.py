@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
 from inspector.commands.kv_eval import read_text
@@ -35,11 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     text = read_text(args.text_file)  # missing, empty, non-UTF-8: before the model loads
 
-    from inspector.models.loader import load_model
+    from inspector.api.model import load
 
-    loaded = load_model(args.model, device=args.device)
-    losses, step = text_loss(loaded, text, args.grad_norms)
-    out = step.to_json() if step is not None else losses.to_json()
+    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms)  # the API's Model.loss
+    step = result if args.grad_norms else None
+    losses = result.losses if args.grad_norms else result
+    out = result.to_json()
     pieces = losses.pieces
     if args.json:
         print(json.dumps(out))
@@ -57,23 +57,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def text_loss(loaded: Any, text: str, grad_norms: bool = False) -> tuple[Any, Any]:
-    """(TokenLosses, TrainingStep with --grad-norms else None) of `text` teacher-forced through `loaded`: what
-    this command prints (the Python API's too)."""
-    from inspector.errors import InputError
-
-    if not text.strip():
-        raise InputError("the text is empty: give a text to teacher-force")
-    return ids_loss(loaded, loaded.tokenizer.prompt_ids(text, False), grad_norms)
-
-
-def ids_loss(loaded: Any, ids: list[int], grad_norms: bool = False) -> tuple[Any, Any]:
-    """`text_loss` of token ids given as they are (the Python API's `loss(ids=...)`)."""
-    from inspector.analysis.training import check_text, token_losses, training_step
-
-    check_text(ids, loaded.config.max_position_embeddings)
-    pieces = loaded.tokenizer.pieces(ids)
-    if grad_norms:
-        step = training_step(loaded.model, ids, pieces)
-        return step.losses, step
-    return token_losses(loaded.model, ids, pieces)[0], None

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from inspector.api.measures import POINTS, check_prompts, patching
 from inspector.commands.flags import json_flags, model_flags
-from inspector.errors import InputError
 
-POINTS = ("resid_pre", "attn_out", "mlp_out")
 SHOWN = 10
 
 
@@ -50,27 +48,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def patching(loaded: Any, clean: str | None, corrupt: str | None, answer: str, wrong: str, point: str = "resid_pre",
-             ids: tuple[list[int], list[int]] | None = None) -> Any:
-    """The `PatchSweep` this command prints (the Python API's too; `ids`: the clean and corrupted token ids
-    given instead of the texts); answer and wrong as --answer / --wrong take them (one token's text or #ID)."""
-    from inspector.analysis.patching import sweep
-    from inspector.commands.intervene import token_id
-
-    if ids is None:
-        check_prompts(clean, corrupt)
-    if point not in POINTS:
-        raise InputError(f"--point must be one of {', '.join(POINTS)}, got {point!r}")
-    tok = loaded.tokenizer
-    clean_ids, corrupt_ids = (tok.encode(clean), tok.encode(corrupt)) if ids is None else map(list, ids)
-    if len(clean_ids) != len(corrupt_ids):
-        raise InputError(f"--clean is {len(clean_ids)} tokens and --corrupt {len(corrupt_ids)}: patching needs "
-                         "prompts of the same token length")
-    answer_id, wrong_id = token_id(answer, tok, "--answer"), token_id(wrong, tok, "--wrong")
-    return sweep(loaded.model, clean_ids, corrupt_ids, answer_id, wrong_id, point,
-                 pieces=(tok.pieces(clean_ids), tok.pieces(corrupt_ids)))
-
-
-def check_prompts(clean: str, corrupt: str) -> None:
-    if not clean.strip() or not corrupt.strip():
-        raise InputError("--clean and --corrupt need text: both prompts are required")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from inspector.api.measures import fidelity
 from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, prompt_flags
 from inspector.errors import InputError
 
@@ -57,19 +57,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def fidelity(loaded: Any, prompt: str | None, quant: str, kv_quant: str | None = None, *, chat: bool = False,
-             system: str | None = None, max_new_tokens: int = 32, ids: list[int] | None = None) -> Any:
-    """The `FidelityRecord` this command prints for `prompt` on `loaded` (the Python API's too; `ids`: token
-    ids given instead of the prompt)."""
-    from inspector.quant.lab import QuantLab
-    from inspector.quant.schemes import check_shapes, parse_kv, parse_scheme
-
-    scheme, kv = parse_scheme(quant), parse_kv(kv_quant)
-    if ids is None and not prompt.strip():
-        raise InputError("prompt is empty")
-    check_shapes(scheme, loaded.config)
-    ids = loaded.tokenizer.prompt_ids(prompt, chat, system) if ids is None else list(ids)
-    if len(ids) + max_new_tokens > loaded.config.max_position_embeddings:
-        raise InputError(f"prompt plus --max-new-tokens exceed the context window "
-                         f"({loaded.config.max_position_embeddings} tokens)")
-    return QuantLab(loaded).compare(ids, max_new_tokens, scheme.name, kv)

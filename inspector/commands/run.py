@@ -13,9 +13,10 @@ also names its seed and `stages`: every stage of the processor chain in the orde
 grammar, then
 temperature, top-k, top-p, min-p), each with allowed, removed and moved token counts, mass_removed and the
 top tokens before and after it.
-`interventions` lists the label of each intervention the run applied, in order ([] without any):
-`--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L --steer-towards
-TEXT --steer-away TEXT [--steer-alpha A]` (`inspector.commands.intervene`), applied in the prefill and
+`request` is the run's description, every flag's value (`inspector.generation.request.RunRequest.to_json()`,
+with its "version"). `interventions` lists the label of each intervention the run applied, in order ([]
+without any): `--ablate-head L.H` and `--ablate-mlp L` (repeatable), `--scale-head L.H=F`, `--steer L
+--steer-towards TEXT --steer-away TEXT [--steer-alpha A]` (`RunRequest.lever_spec`), applied in the prefill and
 every step (and with `--no-cache`).
 Decoding flags (`--repetition-penalty`, `--no-repeat-ngram-size`, `--stop`, `--json-schema`, ...: `inspector
 run --help`) add those stages; `--num-beams B` runs beam search instead (`inspector.commands.decoding`).
@@ -46,17 +47,13 @@ import json
 import sys
 from typing import Any
 
-from inspector.commands.decoding import check_beam_args, run_beam, settings_from, stage_effects
-from inspector.commands.flags import (DRAFT_LEN, chat_flags, decoding_flags, intervention_flags, json_flags,
+from inspector.commands.decoding import run_beam, stage_effects
+from inspector.commands.flags import (chat_flags, decoding_flags, intervention_flags, json_flags,
                                       max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
-from inspector.commands.intervene import levers_from, wants_interventions
-from inspector.engine.config import SamplingParams
-from inspector.errors import InputError
-from inspector.generation.settings import DecodingSettings
+from inspector.generation.request import (ATTENTIONS, CONTEXT_FULL, DEFAULT_DRAFT_LEN, DRAFT_LEN, DTYPES, NAMES,
+                                          RunRequest)
 
-DTYPES = ("fp32", "bf16")
 TOP_N = 20
-DEFAULT_DRAFT_LEN = 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,10 +73,10 @@ def run_flags() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="recompute the full sequence at every step (slow)")
     p.add_argument("--quant", default=None, metavar="SCHEME", help="hold the weights as int8 | int4[:GROUP] | bf16")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
-    p.add_argument("--attention", choices=("standard", "tiled"), default="standard",
+    p.add_argument("--attention", choices=ATTENTIONS, default="standard",
                    help="the attention path: standard (full score rows) or tiled (FlashAttention's online softmax "
                         "over tiles of keys; the same result up to float rounding)")
-    p.add_argument("--on-context-full", choices=("stop", "window"), default="stop",
+    p.add_argument("--on-context-full", choices=CONTEXT_FULL, default="stop",
                    help="when prompt + output fill the context window: stop (finish reason context_full, the "
                         "default) or go on with a sliding window over the KV cache (4 sink tokens + the newest, each "
                         "at its original position: positions count on past the model's max_position_embeddings)")
@@ -95,19 +92,14 @@ def run_flags() -> argparse.ArgumentParser:
     return p
 
 
-def params_from(args: argparse.Namespace) -> SamplingParams:
-    """Validated sampling parameters (InputError with a one-line message when out of range)."""
-    params = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                            min_p=args.min_p, seed=args.seed)
-    try:
-        params.validate()
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    return params
+def request_from(args: argparse.Namespace) -> RunRequest:
+    """The run `inspector run`'s flags describe (unchecked: `RunRequest.check` checks it)."""
+    return RunRequest.of(**{name: getattr(args, name) for name in NAMES if hasattr(args, name)})
 
 
 def result_dict(session: Any) -> dict[str, Any]:
-    """The `--json` object of a finished session."""
+    """The `--json` object of a finished session, with its description ("request": `RunRequest.to_json()`)
+    when the session has one (`session.request`)."""
     steps = []
     for rec in session.records:
         s = rec.sample
@@ -126,7 +118,7 @@ def result_dict(session: Any) -> dict[str, Any]:
             "stages": stage_effects(s),
         })
     first = session.records[0]
-    return {
+    out = {
         "model": session.loaded.name,
         "prompt_ids": session.prompt_ids,
         "prompt_pieces": session.tokenizer.pieces(session.prompt_ids),
@@ -138,88 +130,45 @@ def result_dict(session: Any) -> dict[str, Any]:
         "timings": {"ttft_ms": session.ttft_ms, "tpot_ms": session.tpot_ms,
                     "tokenize_ms": first.tokenize_ms, "prefill_ms": first.forward_ms},
     }
+    if getattr(session, "request", None) is not None:
+        out["request"] = session.request
+    return out
 
 
-def check_args(args: argparse.Namespace) -> tuple[SamplingParams, DecodingSettings]:
-    """The sampling parameters and decoding settings of `run`'s flags, after every check that needs no model
-    (InputError naming the flags that do not combine)."""
-    if args.prompt is not None and not args.prompt.strip():  # None: the Python API's token ids instead
-        raise InputError("prompt is empty")
-    params = params_from(args)
-    settings = settings_from(args)
-    check_beam_args(args, params, settings)
-    if args.speculative is not None and not settings.is_default:
-        raise InputError("--speculative runs plain sampling: drop the penalty, ban, stop and constraint flags")
-    if args.speculative is None and args.draft_len is not None:
-        raise InputError("--draft-len needs --speculative ngram|early-exit:L")
-    if args.speculative is not None and args.no_cache:
-        raise InputError("--speculative verifies drafts against the KV cache: drop --no-cache")
-    if args.save_trace is not None and (args.speculative is not None or args.quant or args.kv_quant):
-        raise InputError("--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant")
-    if args.speculative is not None and args.on_context_full != "stop":
-        raise InputError("--on-context-full window applies to plain decoding: drop --speculative")
-    if wants_interventions(args) and (args.speculative is not None or args.quant or args.kv_quant
-                                      or settings.num_beams > 1):
-        raise InputError("interventions run on a plain run of the loaded model: "
-                         "drop --speculative / --quant / --kv-quant / --num-beams")
-    if args.speculative is not None and (args.quant or args.kv_quant):
-        raise InputError("--speculative runs the loaded model's weights: drop --quant / --kv-quant")
-    return params, settings
-
-
-def new_session(args: argparse.Namespace, loaded: Any, settings: DecodingSettings, record: bool,
-                levers: Any = None) -> Any:
-    """The generation session `run` steps, with the decoding flags' settings: over a quantized copy of `loaded`
-    (weights and/or KV cache) with --quant / --kv-quant, else over `loaded` with `levers` (default: the
-    intervention flags'). The logit lens is computed when asked (`Session.logit_lens`), not on every step."""
-    from inspector.session.session import Session
-
-    if args.quant or args.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
-        from inspector.quant.session import quantized_session
-
-        _, session = quantized_session(loaded, args.quant, args.kv_quant, recompute=args.no_cache,
-                                       record=record, lens=False, on_context_full=args.on_context_full)
-    else:
-        session = Session(loaded, recompute=args.no_cache, record=record, lens=False,
-                          on_context_full=args.on_context_full,
-                          levers=levers_from(args, loaded) if levers is None else levers)
-    session.set_decoding(settings)
-    return session
+def json_text(obj: Any) -> str:
+    """`obj` as JSON text, non-ASCII characters as they are; with \\u escapes when a text holds what UTF-8
+    cannot write (a lone surrogate: argv's undecodable bytes), so the printed object is the same."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
-    params, settings = check_args(args)
+    """`inspector run`: the flags' `RunRequest`, run through the Python API (`inspector.load`, `Model.start`,
+    `Run.play`, `Run.save`)."""
+    request = request_from(args)
+    _, settings = request.check(save_trace=args.save_trace is not None)  # before any model loads
 
-    import torch
+    from inspector.api.model import load
 
-    from inspector.models.loader import load_model
-
-    from inspector.engine.model import set_attention
-
-    draft_len = DEFAULT_DRAFT_LEN if args.draft_len is None else args.draft_len
-    loaded = load_model(args.model, dtype=torch.bfloat16 if args.dtype == "bf16" else torch.float32, device=args.device)
-    set_attention(loaded.model, args.attention)
-    if args.speculative is not None:
-        return run_speculative(args, loaded, params, draft_len)
+    model = load(args.model, dtype=args.dtype, device=args.device, attention=args.attention)
     if settings.num_beams > 1:
-        return run_beam(args, loaded, settings)
-    session = new_session(args, loaded, settings, record=args.json or args.save_trace is not None)
-    session.prefill(args.prompt, params, chat=args.chat, system=args.system, max_new_tokens=args.max_new_tokens)
-    shown = 0
-    if not args.json:
-        shown = _stream(session.text, shown)
-    for _ in session.play(params):
+        return run_beam(args, model.loaded, settings)
+    run = model.start(request, record=args.json or args.save_trace is not None, names="flags")
+    if request.speculative is not None:
+        return _print_speculative(args, run)
+    shown = 0 if args.json else _stream(run.text, 0)
+    for _ in run.play():
         if not args.json:
-            shown = _stream(session.text, shown)
+            shown = _stream(run.text, shown)
     if args.save_trace is not None:
-        from inspector.session.trace_file import save_trace
-
-        from inspector.commands.intervene import spec_from
-
-        save_trace(session, args.save_trace, prompt=args.prompt, chat=args.chat, system=args.system,
-                   levers=spec_from(args, loaded.config))
+        run.save(args.save_trace)
+    session = run.session
     if args.json:
-        print(json.dumps(result_dict(session), ensure_ascii=False))
+        print(json_text(result_dict(session)))
         return 0
     print(flush=True)
     tpot = session.tpot_ms
@@ -230,64 +179,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_speculative(args: argparse.Namespace, loaded: Any, params: SamplingParams, draft_len: int) -> int:
+def _print_speculative(args: argparse.Namespace, run: Any) -> int:
     """`run --speculative`: rounds of draft + one verify forward, streamed per round (or one JSON object)."""
-    import time
-
-    from inspector.speculative.decoding import SpeculativeDecoder
-    from inspector.speculative.drafters import make_drafter
-
-    drafter = make_drafter(args.speculative, loaded.model)
-    t0 = time.perf_counter()
-    ids = loaded.tokenizer.prompt_ids(args.prompt, args.chat, args.system)
-    tokenize_ms = (time.perf_counter() - t0) * 1e3
-    run = SpeculativeDecoder(loaded, drafter, draft_len, params, max_new_tokens=args.max_new_tokens, keep_top=args.json)
-    run.prefill(ids)
     shown = 0 if args.json else _stream(run.text, 0)
     for _ in run.play():
         if not args.json:
             shown = _stream(run.text, shown)
     if args.json:
-        print(json.dumps(speculative_dict(loaded, run, tokenize_ms), ensure_ascii=False))
+        print(json.dumps(run.to_json(), ensure_ascii=False))
         return 0
     print(flush=True)
     st = run.stats
-    print(f"[{len(run.generated_ids)} tokens, finished: {run.finished}, {st.drafter} k={draft_len}: "
+    print(f"[{len(run.generated_ids)} tokens, finished: {run.finished}, {st.drafter} k={st.draft_len}: "
           f"{st.rounds} rounds, acceptance {st.acceptance_rate:.0%}, {st.tokens_per_forward:.2f} tokens per "
           f"full-model forward, {st.tokens_per_s:.1f} tok/s after the prefill]", file=sys.stderr)
     return 0
-
-
-def speculative_dict(loaded: Any, run: Any, tokenize_ms: float) -> dict[str, Any]:
-    """The `--json` object of a finished speculative run (the plain run's keys, plus `speculative`)."""
-    piece = loaded.tokenizer.piece
-    round_of = [None]  # the round that produced each generated token (None: the prefill's)
-    tpot: list[float] = []
-    for r in run.rounds:
-        round_of += [r.index] * len(r.emitted)
-        tpot += [(r.draft_ms + r.verify_ms) / len(r.emitted)] * len(r.emitted)
-    steps = [{"step": i, "chosen_id": t, "chosen_piece": piece(t), "round": round_of[i],
-              "top": [{"id": c, "piece": piece(c), "logit": lg, "prob": pr} for c, lg, pr in run.tops[i]]}
-             for i, t in enumerate(run.generated_ids)]
-    st = run.stats
-    return {
-        "model": loaded.name,
-        "prompt_ids": run.prompt_ids,
-        "prompt_pieces": loaded.tokenizer.pieces(run.prompt_ids),
-        "generated_ids": run.generated_ids,
-        "text": run.text,
-        "finished": run.finished,
-        "steps": steps,
-        "timings": {"ttft_ms": tokenize_ms + run.prefill_ms, "tpot_ms": tpot, "tokenize_ms": tokenize_ms,
-                    "prefill_ms": run.prefill_ms},
-        "speculative": {
-            "drafter": st.drafter, "draft_len": st.draft_len, "rounds": st.rounds, "drafted": st.drafted,
-            "accepted": st.accepted, "target_forwards": st.target_forwards,
-            "tokens_per_forward": st.tokens_per_forward, "acceptance_rate": st.acceptance_rate,
-            "per_round": [{"drafted": [d.id for d in r.drafts], "accepted": r.accepted, "correction": r.next_id,
-                           "kind": r.next_kind} for r in run.rounds],
-        },
-    }
 
 
 def _stream(text: str, shown: int) -> int:

@@ -9,11 +9,10 @@ without it, a short summary: model, settings, tokens, finish reason, timings, an
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from inspector.commands.flags import json_flags
-from inspector.commands.run import result_dict
+from inspector.commands.run import json_text, result_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if tree is not None and len(tree.branches) > 1:
             out["branches"] = [branch_dict(i, b) for i, b in enumerate(tree.branches)]
             out["shown_branch"] = tree.current
-        print(json.dumps(out, ensure_ascii=False))
+        print(json_text(out))
     else:
         print("\n".join(summary_lines(session) + branch_lines(session)))
     return 0

@@ -110,6 +110,7 @@ class RestoredSession(Session):
                        tokenizer=loaded.tokenizer if read_only is None else None)
         seq.restore(generated, doc["finished"], str(doc["text"]))
         super().__init__(loaded, **flags, restored=(trace, seq))
+        self.request = settings.get("request")  # the RunRequest JSON it was saved with (None: not kept)
         self.eos_ids = eos_ids
         self.max_new_tokens = seq.max_new_tokens
         decoding = DecodingSettings.from_dict(settings.get("decoding"))

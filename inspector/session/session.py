@@ -90,6 +90,7 @@ class Session(SequenceOwner):
         # penalties, bans, stop strings and a grammar constraint: their processors run before the levers'
         self.decoding = DecodingSettings()
         self._decoding_procs: tuple = ()
+        self.request: dict | None = None  # the run's description (`RunRequest.to_json()`) when its maker gives it
         if restored is None:
             self._reset()
         else:

@@ -11,7 +11,8 @@ header's `__metadata__` (string -> string) holding "format", "version", "trace" 
 - JSON: the model (name, source, dtype, HF config, `weights_fingerprint`), the settings (prompt, chat,
   system when the caller gives them; the newest step's sampling params; max new tokens; the session's
   recompute/record/lens flags, its decoding settings: penalties, bans, stop strings, constraint, and its
-  interventions as a `LeverSpec` (a hook is kept by its trace point only); files written before those
+  interventions as a `LeverSpec` (a hook is kept by its trace point only), the run's `RunRequest` JSON
+  when the caller gives it (`inspector run --save-trace`, `Run.save`); files written before those
   existed read as the defaults), prompt and generated ids, the display piece of every vocabulary id and
   the special ids (a reader without the tokenizer shows any token, sampling previews included), text,
   finish reason, EOS ids, timings, and per committed forward its `ForwardRecord` without the arrays
@@ -105,6 +106,7 @@ class Settings:
     lens: bool
     decoding: DecodingSettings = field(default_factory=DecodingSettings)  # penalties, bans, stop, constraint
     levers: LeverSpec = field(default_factory=LeverSpec)  # the run's interventions (files before them: none)
+    request: dict[str, Any] | None = None  # the run's description, `RunRequest.to_json()` (None: not given)
 
 
 @dataclass
@@ -192,11 +194,12 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- writing
 def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None = None,
                chat: bool | None = None, system: str | None = None, branches: SavedTree | None = None,
-               levers: LeverSpec | None = None) -> int:
+               levers: LeverSpec | None = None, request: dict[str, Any] | None = None) -> int:
     """Write the session's committed forwards, KV cache and state to `path` (replaced atomically); the
     file's size in bytes. `prompt`, `chat`, `system` are saved as settings when given (the session keeps
     only the token ids), `branches` as the run's tree (its shown branch must be the session's tokens), and
-    `levers` as the description of the interventions the session runs with (`LeverSpec`).
+    `levers` as the description of the interventions the session runs with (`LeverSpec`), `request` (default:
+    the session's) as the run's whole description (`inspector.generation.request.RunRequest`'s JSON form).
     InputError when nothing was generated yet."""
     trace = session.trace
     if not trace.forwards:
@@ -207,7 +210,8 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
     if branches is not None:
         _check_tree(branches, session.generated_ids)
     arrays: dict[str, np.ndarray] = {}
-    doc = to_json(_document(session, prompt, chat, system, branches, levers or LeverSpec()), arrays)
+    request = getattr(session, "request", None) if request is None else request
+    doc = to_json(_document(session, prompt, chat, system, branches, levers or LeverSpec(), request), arrays)
     tensors = {tensor_name(p): torch.from_numpy(a) for p, a in arrays.items()}
     for k, f in enumerate(trace.forwards):  # what each forward kept besides its record
         tensors[f"forwards.{k}.logits"] = f.logits
@@ -233,7 +237,7 @@ def save_trace(session: Any, path: str | os.PathLike[str], *, prompt: str | None
 
 
 def _document(session: Any, prompt: str | None, chat: bool | None, system: str | None,
-              branches: SavedTree | None, levers: LeverSpec) -> TraceDocument:
+              branches: SavedTree | None, levers: LeverSpec, request: dict[str, Any] | None) -> TraceDocument:
     loaded, tok = session.loaded, session.tokenizer
     vocab = range(min(session.config.vocab_size, tok.vocab_size))  # ids past the tokenizer's have no piece
     last = session.records[-1].sample
@@ -241,7 +245,7 @@ def _document(session: Any, prompt: str | None, chat: bool | None, system: str |
         model=RecordedModel(loaded.name, str(loaded.source), dtype_name(loaded.dtype), session.config.to_hf(),
                             _fingerprint(session)),
         settings=Settings(prompt, chat, system, last.params if last is not None else None, session.max_new_tokens,
-                          session.recompute, session.record, session.lens, session.decoding, levers),
+                          session.recompute, session.record, session.lens, session.decoding, levers, request),
         prompt_ids=list(session.prompt_ids),
         generated_ids=list(session.generated_ids),
         pieces=tok.pieces(vocab),  # the whole vocabulary: a reader without the tokenizer shows any id

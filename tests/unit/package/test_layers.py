@@ -24,12 +24,12 @@ ALLOWED = {
     "analysis": {"engine", "models", "generation", "session"},  # patching, attribution, branch comparison
     "viz": {"session", "serving", "speculative", "quant", "generation", "analysis"},  # records -> figures (`records` modules only, below)
     "space": set(),  # the Space bundle and its upload
-    "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis"},  # the CLI
+    "commands": {"engine", "models", "generation", "session", "serving", "space", "speculative", "quant", "analysis",
+                 "api"},  # the CLI, over the Python API
     # the web app talks to sessions, labs and analyses, which own the model: no engine, no generation loop
     "ui": {"models", "session", "serving", "viz", "speculative", "quant", "analysis"},
-    # the Python API: the page's builders (viz) and the CLI's flags, checks and analyses (commands), never ui
-    "api": {"engine", "models", "generation", "session", "serving", "speculative", "quant", "analysis", "viz",
-            "commands"},
+    # the Python API: the page's builders (viz), never ui, never the CLI (commands/ is a door over api/)
+    "api": {"engine", "models", "generation", "session", "serving", "speculative", "quant", "analysis", "viz"},
 }
 # inspector/ui/views and inspector/ui/labs: the page's panels, part of the web app
 ALLOWED["views"] = ALLOWED["labs"] = ALLOWED["ui"] | {"ui"}

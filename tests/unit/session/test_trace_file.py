@@ -309,7 +309,7 @@ FIXTURE = Path(__file__).parents[2] / "data" / "trace_v1_tiny.safetensors"  # wr
 
 ADDED_SINCE_V1 = {"stages", "stage_probs", "position_bytes", "stage_stats", "decoding", "branches", "attn_out_raw",
                   "mlp_out_raw", "prob_precap", "softcap", "softcap_stat",
-                  "commitment", "routing", "levers"}  # record fields a first-version file does not have
+                  "commitment", "routing", "levers", "request"}  # record fields a first-version file does not have
 
 
 def without(value, keys: set[str]):

@@ -1,0 +1,71 @@
+"""Two doors, one description: the Python API's keywords and `inspector run`'s flags build equal `RunRequest`s
+for the same run, the run made from it keeps it (`run.request`), and the CLI's run through the API gives the
+API's tokens."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from tests.support.tiny import tiny_llama_dir  # noqa: F401 (fixture)
+
+import inspector
+from inspector.commands.cli import build_parser, main
+from inspector.commands.run import request_from
+from inspector.generation.request import RunRequest
+
+FLAGS = ["--chat", "--system", "Be brief.", "--max-new-tokens", "5", "--temperature", "0.7", "--top-k", "5",
+         "--top-p", "0.9", "--seed", "3", "--repetition-penalty", "1.2", "--logit-bias", "5=3.0", "--stop", "END",
+         "--ablate-head", "1.0", "--scale-head", "0.1=0.5", "--steer", "1", "--steer-towards", "love",
+         "--steer-away", "hate"]
+KEYWORDS = dict(chat=True, system="Be brief.", max_new_tokens=5, temperature=0.7, top_k=5, top_p=0.9, seed=3,
+                repetition_penalty=1.2, logit_bias={5: 3.0}, stop="END", ablate_head=(1, 0), scale_head=(0, 1, 0.5),
+                steer=1, steer_towards="love", steer_away="hate")
+
+
+@pytest.fixture(scope="module")
+def model(tiny_llama_dir):  # noqa: F811
+    return inspector.load(tiny_llama_dir)
+
+
+def test_keywords_and_flags_build_equal_requests(model, tiny_llama_dir):  # noqa: F811
+    args = build_parser().parse_args(["run", "--prompt", "Hello world", "--model", str(tiny_llama_dir), *FLAGS])
+    from_flags = request_from(args)
+    run = model.prefill("Hello world", **KEYWORDS)
+    assert isinstance(run.request, RunRequest)
+    assert run.request == replace(from_flags, model=None)  # the API's model is the loaded one, not a source
+    assert RunRequest.from_json(json.loads(json.dumps(run.request.to_json()))) == run.request
+    assert from_flags.check()[0] == run.params  # one check, the same sampling parameters
+
+
+def test_the_cli_run_gives_the_api_runs_tokens(model, tiny_llama_dir, capsys):  # noqa: F811
+    run = model.prefill("Hello world", **KEYWORDS)
+    list(run.play())
+    assert main(["run", "--prompt", "Hello world", "--model", str(tiny_llama_dir), *FLAGS, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["generated_ids"] == run.generated_ids
+    assert cli["interventions"] == [iv.label or iv.point for iv in run.session.levers.interventions]
+
+
+def test_both_doors_refuse_in_their_own_names(model, tiny_llama_dir, capsys):  # noqa: F811
+    with pytest.raises(inspector.InputError, match="^speculative verifies drafts against the KV cache: drop no_cache$"):
+        model.prefill("Hello", speculative="ngram", no_cache=True)
+    assert main(["run", "--prompt", "Hello", "--model", str(tiny_llama_dir), "--speculative", "ngram",
+                 "--no-cache"]) == 1
+    assert "--speculative verifies drafts against the KV cache: drop --no-cache" in capsys.readouterr().err
+
+
+def test_the_json_and_the_trace_file_carry_the_request(model, tiny_llama_dir, tmp_path, capsys):  # noqa: F811
+    args = ["run", "--prompt", "Hello world", "--model", str(tiny_llama_dir), *FLAGS]
+    path = tmp_path / "run.safetensors"
+    assert main([*args, "--json", "--save-trace", str(path)]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert ran["request"] == request_from(build_parser().parse_args(args)).to_json()
+    assert main(["trace", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["request"] == ran["request"]
+    reopened = inspector.open_trace(path, model)
+    assert reopened.request == RunRequest.from_json(ran["request"])
+    api_run = model.prefill("Hello world", **KEYWORDS)
+    api_run.save(tmp_path / "api.safetensors")
+    assert inspector.open_trace(tmp_path / "api.safetensors").request == api_run.request
