@@ -180,7 +180,8 @@ def panel_tabs(page: Page) -> dict[str, Any]:
     views)."""
     tabs: dict[str, Any] = {}
     with gr.Tabs(elem_id="tab-groups"):
-        for group, elem_id, panels in (("Views", "tab-views", registry.VIEWS), ("Labs", "tab-labs", registry.LABS)):
+        groups = (("Views", "tab-views", registry.page_views()), ("Labs", "tab-labs", registry.LABS))
+        for group, elem_id, panels in groups:
             with gr.Tab(group, elem_id=elem_id):
                 with gr.Tabs(overflow_behavior="wrap", elem_id=f"{elem_id[4:-1]}-tabs"):
                     for cls in panels:

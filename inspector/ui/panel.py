@@ -4,7 +4,8 @@ state, its handlers and how it refuses. `build_app` lays out and wires every pan
 
 The contract of a panel class (a subclass of `Panel`):
 - `key` names it: its line in the registry, its state in a browser session (`Entry.labs[key]`), the id
-  of its status line (`status_id`). `title` and `tab_id` are its tab's label and element id.
+  of its status line (`status_id`). `title` and `tab_id` are its tab's label and element id: a view's are
+  read from the registry of views (`inspector.viz.registry`) by its key, so its panel names only the key.
 - `applies(loaded)` (a classmethod; True by default) says whether the panel is on the page of that model:
   `registry.build_panels` makes only the panels that apply and the page lays out only their tabs (the
   Routing view applies to a mixture of experts only, so a dense model's page has no Routing tab).
@@ -38,6 +39,7 @@ from typing import Any, ClassVar
 from inspector.ui.app_model import AppLimits
 from inspector.ui.refusals import REFUSALS, refuses
 from inspector.ui.sessions import Entry, SessionStore
+from inspector.viz import registry as view_registry
 from inspector.viz.common import status_line_html
 
 # Events of the page: no progress overlay, not listed in the script API, never queued behind each other's
@@ -122,6 +124,13 @@ class Panel:
     status_id: ClassVar[str | None] = None  # element id of the status line (None: this panel has none)
     State: ClassVar[type[PanelState] | None] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A view's panel names its key only: its tab's label and id are the view's (`inspector.viz.registry`)."""
+        super().__init_subclass__(**kwargs)
+        view = view_registry.VIEWS.get(cls.__dict__.get("key", ""))
+        if view is not None and "title" not in cls.__dict__:
+            cls.title, cls.tab_id = view.title, view.tab_id
+
     def __init__(self, page: Page) -> None:
         self.page = page
         self.outputs: dict[str, Any] = {}  # name -> component, in the order registered
@@ -129,8 +138,10 @@ class Panel:
 
     @classmethod
     def applies(cls, loaded: Any) -> bool:
-        """Whether this panel is on the page of `loaded` (a `LoadedModel`): every model's by default."""
-        return True
+        """Whether this panel is on the page of `loaded` (a `LoadedModel`): a view's when the registry's view
+        applies to its config (`View.applies`), every model's otherwise."""
+        view = view_registry.VIEWS.get(getattr(cls, "key", ""))
+        return view is None or view.applies(loaded.config)
 
     # ---- what it shows
     def show(self, name: str, component: Any) -> Any:

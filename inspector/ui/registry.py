@@ -1,9 +1,12 @@
-"""The page's views and labs, in tab order: one line each, the panel class that draws it.
+"""The page's views and labs, in tab order: the panel class that draws each.
 
-A view draws the page's run (Prefill, Step, Play) in the Views group; a lab runs its own experiment on the
-page's model in the Labs group. Adding one is a module with its `Panel` subclass (`inspector.ui.panel`) and
-a line here. A page holds the panels that apply to its model (`Panel.applies`: Routing, a mixture of
-experts' only).
+A view draws the page's run (Prefill, Step, Play) in the Views group: the views are the registry of views'
+tabs, in its order (`inspector.viz.registry`: a view's name, tab and draw functions, which the API and the
+tour read too). A view with a panel of its own lists its `ViewPanel` subclass in `PANELS` (keyed by the
+view's key); any other registered view gets the panel that shows its figure and HTML (`drawn_view`). A lab
+runs its own experiment on the page's model in the Labs group: a module with its `Panel` subclass
+(`inspector.ui.panel`) and a line in `LABS`. A page holds the panels that apply to its model
+(`Panel.applies`: Routing, a mixture of experts' only).
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from inspector.ui.views.kv_cache import KVCacheView
 from inspector.ui.views.residual import ResidualView
 from inspector.ui.views.routing import RoutingView
 from inspector.ui.views.sampling import SamplingView
+from inspector.ui.views.drawn import drawn_view
 from inspector.ui.views.timing import TimingView
+from inspector.viz import registry as view_registry
 
+# the views whose panel is their own (each keyed by its view's key in the registry of views)
 VIEWS: tuple[type[Panel], ...] = (
     ResidualView,
     AttentionView,
@@ -46,7 +52,15 @@ LABS: tuple[type[Panel], ...] = (
 )
 
 
+def page_views() -> tuple[type[Panel], ...]:
+    """The Views group's panels: every tab of the registry of views in its order, each its own panel (`VIEWS`)
+    or one that shows its figure and HTML; then a panel of `VIEWS` the registry does not list."""
+    own = {cls.key: cls for cls in VIEWS}
+    listed = tuple(own.pop(v.key, None) or drawn_view(v) for v in view_registry.tabs())
+    return listed + tuple(own.values())
+
+
 def build_panels(page: Page) -> dict[str, Panel]:
     """One instance of every panel that applies to the page's model over `page`, by key (kept in `page.panels`)."""
-    page.panels = {cls.key: cls(page) for cls in VIEWS + LABS if cls.applies(page.loaded)}
+    page.panels = {cls.key: cls(page) for cls in page_views() + LABS if cls.applies(page.loaded)}
     return page.panels

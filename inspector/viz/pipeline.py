@@ -4,7 +4,8 @@ text → tokens → embeddings → N layers (attention + MLP) → final norm →
 piece. `pipeline_html(record, facts)` is a pure function of the newest `ForwardRecord` and a few model
 facts; it returns one HTML string. A prefill (all prompt tokens in one forward) and a decode step (one
 token at the next position) are drawn differently: the strip's class, its label and the numbers at each
-stage say which it is. A stage's `data-tab` names the view tab that shows it (static/app.js opens it).
+stage say which it is. A stage's `data-tab` names the view tab that shows it, the registry of views' title
+(`inspector.viz.registry`; static/app.js opens it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inspector.session.records import ForwardRecord
+from inspector.viz import registry as views
 from inspector.viz.common import esc, show_piece
 
 EMPTY = ('<div id="pipeline-strip" class="ii-pipeline ii-pipe-idle" data-kind="idle">'
@@ -28,6 +30,11 @@ class ModelFacts:
     num_heads: int
     num_kv_heads: int
     vocab_size: int
+
+
+def _tab(view_key: str) -> str:
+    """The tab label of a registered view (`inspector.viz.registry`), which static/app.js opens."""
+    return views.VIEWS[view_key].title
 
 
 def _stage(key: str, name: str, figure: str, tab: str | None, title: str) -> str:
@@ -57,17 +64,18 @@ def pipeline_html(rec: ForwardRecord | None, facts: ModelFacts, new_piece: str =
     stages = [
         _stage("text", "text", esc(text_fig), None, "the input text (chips on the left)"),
         _stage("tokens", "tokens", esc(token_fig), None, "token ids the tokenizer produced"),
-        _stage("embed", "embeddings", f"{n} × {facts.hidden_size}", "Residual stream",
+        _stage("embed", "embeddings", f"{n} × {facts.hidden_size}", _tab("residual"),
                "one vector per token from the embedding matrix"),
         _stage("layers", f"{facts.num_layers} layers", f"attention + MLP · {facts.num_heads} q / "
-               f"{facts.num_kv_heads} kv heads", "Attention", "each layer adds its attention output, then its MLP "
-               "output, to the residual stream"),
-        _stage("kv", "KV cache", f"{kv_len} positions ({'+' + str(n) if prefill else '+1'})", "KV cache",
+               f"{facts.num_kv_heads} kv heads", _tab("attention"),
+               "each layer adds its attention output, then its MLP output, to the residual stream"),
+        _stage("kv", "KV cache", f"{kv_len} positions ({'+' + str(n) if prefill else '+1'})", _tab("kv"),
                "keys and values written by this forward, read by every later one (on a local layer only while "
                "in its window; under an eviction policy only until evicted)"),
-        _stage("norm", "final norm", f"‖x‖ {norm:.0f} → RMSNorm", "Residual stream",
+        _stage("norm", "final norm", f"‖x‖ {norm:.0f} → RMSNorm", _tab("residual"),
                "the newest position's residual after the last layer (its L2 norm ‖x‖), then RMS-normalised"),
-        _stage("logits", "logits", f"{facts.vocab_size:,} logits", "Sampling", "LM head: one score per vocabulary entry"),
+        _stage("logits", "logits", f"{facts.vocab_size:,} logits", _tab("sampling"),
+               "LM head: one score per vocabulary entry"),
     ]
     if s is not None:
         greedy = s.params.temperature == 0
@@ -78,9 +86,9 @@ def pipeline_html(rec: ForwardRecord | None, facts: ModelFacts, new_piece: str =
         p = f" · p {prob:.2f}" if prob is not None else ""
         chain = f"the processor chain: {', '.join(s.stages)}" if s.stages else "no processors"
         stages += [
-            _stage("sampling", "sampling", esc(how), "Sampling",
+            _stage("sampling", "sampling", esc(how), _tab("sampling"),
                    chain + ("; then the top token, no draw" if greedy else "; then a seeded draw")),
-            _stage("token", "token", f"{esc(show_piece(s.token_piece, 12))} · id {s.token_id}{p}", "Sampling",
+            _stage("token", "token", f"{esc(show_piece(s.token_piece, 12))} · id {s.token_id}{p}", _tab("sampling"),
                    "the token this step produced; p: the model's probability of it (softmax of the logits)" if greedy
                    else "the token this step produced; p: its probability in the distribution it was drawn from"),
             _stage("piece", "text piece", esc(show_piece(new_piece, 12)) if new_piece else "(waits for more bytes)",
@@ -91,4 +99,5 @@ def pipeline_html(rec: ForwardRecord | None, facts: ModelFacts, new_piece: str =
     kind = rec.kind
     return (f'<div id="pipeline-strip" class="ii-pipeline ii-pipe-{kind}" data-kind="{kind}" data-step="{rec.step}"'
             f' data-tokens="{n}"><span class="ii-pipe-label">{esc(label)}</span>{arrow.join(stages)}'
-            f'<span class="ii-pipe-time" data-tab="Timing" role="link" tabindex="0">{esc(ms)}</span></div>')
+            f'<span class="ii-pipe-time" data-tab="{esc(_tab("timing"))}" role="link" tabindex="0">{esc(ms)}</span>'
+            '</div>')

@@ -3,7 +3,8 @@
 `tour_html(facts, rec, new_piece)` is a pure function of the model's numbers (`TourFacts`, built from its
 config by the UI) and the newest `ForwardRecord` (None before the first prefill). It returns one HTML string:
 a `<section class="ii-tour-step">` per step, each 2-4 plain sentences; the page's script shows one at a time.
-A step that explains a view names that view's tab (`data-tab`, its label; `data-tab-id`, its elem_id), so the
+A step that explains a view names that view's tab (`data-tab`, its label; `data-tab-id`, its elem_id: both the
+registry of views', `inspector.viz.registry`), so the
 "?" beside a view opens the tour at its step and the tour can open the view.
 
 The KV-cache step's bytes are `facts.kv_bytes_per_token × cached positions`: the per-token bytes are the one
@@ -20,29 +21,48 @@ from typing import Any
 from inspector.session.records import ForwardRecord
 from inspector.units import format_bytes
 from inspector.viz.common import esc, show_piece
+from inspector.viz import registry as views
 from inspector.viz.glossary import glossary_html
+from inspector.viz.registry import SLIDING
 
-SLIDING = "sliding_attention"  # a config's layer type for a sliding-window (local) layer (HF's name)
-
-# (key, title, tab label, tab elem_id) in the order of the pipeline strip (inspector/viz/pipeline.py), then
-# the two views that are not a stage of it, then the shortcuts and glossary
-STEPS: tuple[tuple[str, str, str, str], ...] = (
-    ("text", "Text in", "", ""),
-    ("tokens", "Tokens", "", ""),
-    ("embed", "Embeddings: the residual stream begins", "Residual stream", "tab-residual"),
-    ("layers", "Layers: attention, then an MLP", "Attention", "tab-attention"),
-    ("kv", "The KV cache", "KV cache", "tab-kv"),
-    ("norm", "Final norm", "Residual stream", "tab-residual"),
-    ("logits", "Logits", "Sampling", "tab-sampling"),
-    ("sampling", "Sampling", "Sampling", "tab-sampling"),
-    ("token", "The new token", "Sampling", "tab-sampling"),
-    ("piece", "Back to text, and again", "", ""),
-    ("weights", "The weights", "Tensor inventory", "tab-inventory"),
-    ("timing", "Where the time goes", "Timing", "tab-timing"),
-    ("keys", "Keys and words", "", ""),
+# (key, title, the view it shows: a key of the registry of views, or "") in the order of the pipeline strip
+# (inspector/viz/pipeline.py), then the two views that are not a stage of it, then the shortcuts and glossary.
+# A registered view with tour text of its own gets a step before the last (`steps`).
+STEPS: tuple[tuple[str, str, str], ...] = (
+    ("text", "Text in", ""),
+    ("tokens", "Tokens", ""),
+    ("embed", "Embeddings: the residual stream begins", "residual"),
+    ("layers", "Layers: attention, then an MLP", "attention"),
+    ("kv", "The KV cache", "kv"),
+    ("norm", "Final norm", "residual"),
+    ("logits", "Logits", "sampling"),
+    ("sampling", "Sampling", "sampling"),
+    ("token", "The new token", "sampling"),
+    ("piece", "Back to text, and again", ""),
+    ("weights", "The weights", "inventory"),
+    ("timing", "Where the time goes", "timing"),
+    ("keys", "Keys and words", ""),
 )
-# the step a view's "?" opens: the first step that names the view's tab
-VIEW_STEP = {tab_id: key for key, _t, _l, tab_id in reversed(STEPS) if tab_id}
+
+
+def steps() -> list[tuple[str, str, str]]:
+    """Every step: `STEPS`, with a step for each registered view that has tour text before the last one."""
+    own = [(f"{v.key}_view", v.title, v.key) for v in views.tabs() if v.tour]
+    return [*STEPS[:-1], *own, STEPS[-1]]
+
+
+def tab_of(view_key: str) -> tuple[str, str]:
+    """(tab label, tab elem_id) of a registered view ("", "" for none)."""
+    v = views.VIEWS.get(view_key) if view_key else None
+    return (v.title, v.tab_id) if v is not None else ("", "")
+
+
+def view_steps() -> dict[str, str]:
+    """The step a view's "?" opens, by tab elem_id: the first step that names the view's tab."""
+    return {tab_of(view)[1]: key for key, _t, view in reversed(steps()) if view}
+
+
+VIEW_STEP = view_steps()
 
 SHORTCUTS = (("→", "one decode step (Step)"), ("space", "Play / Pause"),
              ("Enter on a pipeline stage", "open its view"))
@@ -277,14 +297,17 @@ def _layers_text(f: TourFacts) -> str:
 def tour_html(facts: TourFacts, rec: ForwardRecord | None, new_piece: str = "") -> str:
     """Every tour step as a section (the page's script shows one); numbers of `rec` when given."""
     texts = _texts(facts, rec, new_piece)
-    total = len(STEPS)
+    listed = steps()
+    total = len(listed)
     sections = []
-    for i, (key, title, tab, tab_id) in enumerate(STEPS):
+    for i, (key, title, view_key) in enumerate(listed):
+        tab, tab_id = tab_of(view_key)
+        text = texts[key] if key in texts else esc(views.VIEWS[view_key].tour)
         view = (f' <a class="ii-tour-open" href="#" data-tab="{esc(tab)}">show the {esc(tab)} view</a>' if tab
                 else "")
         sections.append(
             f'<section class="ii-tour-step" data-stage="{key}" data-i="{i}" data-tab="{esc(tab)}" '
             f'data-tab-id="{tab_id}"><h4><small>{i + 1} / {total}</small> {esc(title)}</h4>'
-            f'<div class="ii-tour-text">{texts[key]}</div>{view}</section>')
+            f'<div class="ii-tour-text">{text}</div>{view}</section>')
     kind = rec.kind if rec is not None else "idle"
     return f'<div id="tour-steps" data-kind="{kind}" data-count="{total}">{"".join(sections)}</div>'

@@ -25,7 +25,7 @@ HINT = "Type a prompt and press Prefill"
 
 
 class AttentionView(ViewPanel):
-    key, title, tab_id = "attention", "Attention", "tab-attention"
+    key = "attention"  # its tab: the view "attention" of inspector.viz.registry
     caption = va.CAPTION
     slots = (Slot("attn_info", "attn-info"), Slot("attn_fig", "attn-pattern", plot=True),
              Slot("attn_overview", "attn-overview"))

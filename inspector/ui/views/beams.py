@@ -38,7 +38,7 @@ class BeamsState(PanelState):
 
 
 class BeamsView(Panel):
-    key, title, tab_id = "beams", "Beams", "tab-beams"
+    key = "beams"  # its tab: the view "beams" of inspector.viz.registry
     status_id = "beams-status-line"
     State = BeamsState
 

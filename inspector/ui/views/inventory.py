@@ -14,7 +14,7 @@ from inspector.viz.precision import precision_note
 
 
 class InventoryView(ViewPanel):
-    key, title, tab_id = "inventory", "Tensor inventory", "tab-inventory"
+    key = "inventory"  # its tab: the view "inventory" of inspector.viz.registry
     caption = vi.CAPTION
 
     def layout(self) -> None:

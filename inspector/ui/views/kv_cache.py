@@ -24,7 +24,7 @@ HINT = "Type a prompt and press Prefill"
 
 
 class KVCacheView(ViewPanel):
-    key, title, tab_id = "kv", "KV cache", "tab-kv"
+    key = "kv"  # its tab: the view "kv" of inspector.viz.registry
     caption = vk.CAPTION
     slots = (Slot("kv_summary", "kv-summary-view"), Slot("kv_bars", "kv-bars", plot=True),
              Slot("kv_growth", "kv-growth", plot=True), Slot("kv_recompute", "kv-recompute-view"))

@@ -22,7 +22,7 @@ PLAYING_LENS = ('<div id="logit-lens-playing" class="ii-caption">The logit lens 
 
 
 class ResidualView(ViewPanel):
-    key, title, tab_id = "residual", "Residual stream", "tab-residual"
+    key = "residual"  # its tab: the view "residual" of inspector.viz.registry
     caption = vr.CAPTION
     slots = (Slot("resid_heat", "resid-heatmap"), Slot("resid_pos", "resid-position", plot=True),
              Slot("lens", "logit-lens-view"))

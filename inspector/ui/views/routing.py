@@ -26,15 +26,10 @@ MIRROR = "(value) => value"  # a slider's value copied to the other in the brows
 
 
 class RoutingView(ViewPanel):
-    key, title, tab_id = "routing", "Routing", "tab-routing"
+    key = "routing"  # its tab: the view "routing" of inspector.viz.registry
     caption = CAPTION
     slots = (Slot("routing_map", "routing-map-view"), Slot("router_fig", "router-chart", plot=True),
              Slot("routing_load", "routing-load-view"))
-
-    @classmethod
-    def applies(cls, loaded: Any) -> bool:
-        """A mixture of experts' page only: a dense model routes nothing."""
-        return bool(loaded.config.moe)
 
     def layout(self) -> None:
         self.caption_md()

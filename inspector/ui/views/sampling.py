@@ -24,7 +24,7 @@ BRANCH_CHOICES = 10  # candidates offered as "what if it had picked..." buttons
 
 
 class SamplingView(ViewPanel):
-    key, title, tab_id = "sampling", "Sampling", "tab-sampling"
+    key = "sampling"  # its tab: the view "sampling" of inspector.viz.registry
     caption = vs.CAPTION
     slots = (Slot("samp_fig", "sampling-bars", plot=True), Slot("samp_info", "sampling-view"))
 

@@ -56,7 +56,7 @@ def peaks_for(loaded: Any) -> Any:
 
 
 class TimingView(ViewPanel):
-    key, title, tab_id = "timing", "Timing", "tab-timing"
+    key = "timing"  # its tab: the view "timing" of inspector.viz.registry
     caption = vt.CAPTION
     slots = (Slot("timing_fig", "timing-chart", plot=True), Slot("weights_fig", "weights-read-chart", plot=True))
 
