@@ -13,7 +13,8 @@ from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi
 
-from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece, vline
+from inspector.viz.common import (BLUES, CHOSEN, GENERATED, PROMPT, TITLE_OUTSIDE, esc, figure, position_ticks,
+                                  show_piece, vline)
 
 CAPTION = ("Attention: the weights (the softmax of the scores: each query's row adds up to 1) with which each "
            "query position reads itself and the positions before it. In the prefill every prompt token attends "
@@ -81,7 +82,7 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
         title += f"; {layer_kind(window)}"
         if query_pos - window + 1 > 0:
             shapes.append(vline(query_pos - window + 0.5, CHOSEN, 2, "dash"))
-    return figure(traces, title, 360, shapes=shapes,
+    return figure(traces, title, 360, shapes=shapes, meta=TITLE_OUTSIDE,
                   xaxis={"title": {"text": "key position in the KV cache"}, **position_ticks(labels), "tickangle": -60},
                   yaxis={"title": {"text": "attention weight"},
                          "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
