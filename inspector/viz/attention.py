@@ -90,7 +90,7 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
 
 def filled_steps(row: np.ndarray, labels: list[str], n_prompt: int, top: int, hover: str) -> list[dict]:
     """The same weights as bars, drawn as filled step lines (one SVG path per trace, not one per key): the
-    prompt's keys and the generated keys in their colors, the most-attended key as one orange bar on top.
+    prompt's keys and the generated keys in their colors, the most-attended key as an orange line on top.
     Hover names each key and its weight as a bar's does."""
     def part(lo: int, hi_: int, color: str) -> dict:
         return dict(type="scatter", x=np.arange(lo, hi_, dtype=np.int32), y=row[lo:hi_].astype(np.float32),
@@ -99,8 +99,9 @@ def filled_steps(row: np.ndarray, labels: list[str], n_prompt: int, top: int, ho
     n_k = row.shape[0]
     traces = [part(lo, hi_, color) for lo, hi_, color in ((0, min(n_prompt, n_k), PROMPT), (n_prompt, n_k, GENERATED))
               if hi_ > lo]
-    traces.append(dict(type="bar", x=[top], y=[float(row[top])], customdata=[labels[top]], width=max(1.0, n_k / 400),
-                       marker={"color": CHOSEN}, hovertemplate=hover, showlegend=False))
+    # the top key: an orange line from 0 to its weight, drawn after (over) the filled steps
+    traces.append(dict(type="scatter", x=[top, top], y=[0.0, float(row[top])], customdata=[labels[top]] * 2,
+                       mode="lines", line={"color": CHOSEN, "width": 3}, hovertemplate=hover, showlegend=False))
     return traces
 
 

@@ -116,11 +116,12 @@ def test_a_long_decode_row_draws_every_weight_without_one_bar_per_key():
     row /= row.sum()
     pieces = [f"t{k}" for k in range(n_keys)]
     fig = va.row_bars(row, pieces, n_prompt, n_keys - 1, 0, 0, 0)
-    lines = [t for t in fig.data if t.type == "scatter"]
+    assert all(t.type == "scatter" for t in fig.data)  # no bar trace: no SVG path per key
+    lines, top = fig.data[:2], fig.data[2]
     assert [t.fill for t in lines] == ["tozeroy", "tozeroy"] and [t.line.color for t in lines] == ["#3b82f6", "#10b981"]
     np.testing.assert_array_equal(np.concatenate([t.y for t in lines]), row)  # every weight, prompt then generated
     np.testing.assert_array_equal(np.concatenate([t.x for t in lines]), np.arange(n_keys))
     assert list(lines[0].customdata) + list(lines[1].customdata) == va._labels(pieces, n_keys)  # hover names each key
-    (top,) = [t for t in fig.data if t.type == "bar"]  # one bar: the most-attended key, orange
-    assert list(top.x) == [int(np.argmax(row))] and top.marker.color == "#f97316"
+    k = int(np.argmax(row))  # the most-attended key: an orange line from 0 to its weight, drawn last
+    assert list(top.x) == [k, k] and list(top.y) == [0.0, float(row[k])] and top.line.color == "#f97316"
     assert f"over {n_keys} cached keys" in fig.layout.title.text and not fig.layout.showlegend
