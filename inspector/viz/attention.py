@@ -13,7 +13,8 @@ from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi
 
-from inspector.viz.common import BLUES, CHOSEN, GENERATED, PROMPT, esc, figure, position_ticks, show_piece, vline
+from inspector.viz.common import (BLUES, CHOSEN, GENERATED, PROMPT, TITLE_OUTSIDE, esc, figure, position_ticks,
+                                  show_piece, vline)
 
 CAPTION = ("Attention: the weights (the softmax of the scores: each query's row adds up to 1) with which each "
            "query position reads itself and the positions before it. In the prefill every prompt token attends "
@@ -21,6 +22,10 @@ CAPTION = ("Attention: the weights (the softmax of the scores: each query's row 
            "the whole KV cache, or on a sliding-window (local) layer only its window. Query heads in one group "
            "share a KV head (GQA). The weights are recomputed from the recorded queries and the cached keys, as "
            "the model computes them.")
+
+# Above this many cached keys a decode row is drawn as filled step lines, not bars: plotly.js keeps one SVG
+# path per bar, and 2,841 bars took 298 ms of the page's time to redraw on each Step (bench/page.py).
+MAX_BARS = 512
 
 
 def _labels(pieces: list[str], n: int, start: int = 0) -> list[str]:
@@ -62,21 +67,42 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
     layer a dashed line marks where its window starts (keys left of it get weight 0)."""
     n_k = row.shape[0]
     labels = _labels(pieces, n_k)
-    colors = [PROMPT if k < n_prompt else GENERATED for k in range(n_k)]
     top = int(np.argmax(row)) if n_k else 0
-    colors[top] = CHOSEN
-    bars = dict(type="bar", x=list(range(n_k)), y=row.astype(np.float32), marker={"color": colors},
-                customdata=labels, hovertemplate="key %{customdata}<br>weight %{y:.3f}<extra></extra>")
+    hover = "key %{customdata}<br>weight %{y:.3f}<extra></extra>"
+    if n_k > MAX_BARS:
+        traces = filled_steps(row, labels, n_prompt, top, hover)
+    else:
+        colors = [PROMPT if k < n_prompt else GENERATED for k in range(n_k)]
+        colors[top] = CHOSEN
+        traces = [dict(type="bar", x=list(range(n_k)), y=row.astype(np.float32), marker={"color": colors},
+                       customdata=labels, hovertemplate=hover)]
     title = f"Layer {layer} head {head} (KV head {kv_head}): query at position {query_pos} over {n_k} cached keys"
     shapes = []
     if window is not None:
         title += f"; {layer_kind(window)}"
         if query_pos - window + 1 > 0:
             shapes.append(vline(query_pos - window + 0.5, CHOSEN, 2, "dash"))
-    return figure([bars], title, 360, shapes=shapes,
+    return figure(traces, title, 360, shapes=shapes, meta=TITLE_OUTSIDE,
                   xaxis={"title": {"text": "key position in the KV cache"}, **position_ticks(labels), "tickangle": -60},
                   yaxis={"title": {"text": "attention weight"},
                          "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
+
+
+def filled_steps(row: np.ndarray, labels: list[str], n_prompt: int, top: int, hover: str) -> list[dict]:
+    """The same weights as bars, drawn as filled step lines (one SVG path per trace, not one per key): the
+    prompt's keys and the generated keys in their colors, the most-attended key as an orange line on top.
+    Hover names each key and its weight as a bar's does."""
+    def part(lo: int, hi_: int, color: str) -> dict:
+        return dict(type="scatter", x=np.arange(lo, hi_, dtype=np.int32), y=row[lo:hi_].astype(np.float32),
+                    customdata=labels[lo:hi_], mode="lines", line={"shape": "hvh", "width": 1, "color": color},
+                    fill="tozeroy", fillcolor=color, hovertemplate=hover, showlegend=False)
+    n_k = row.shape[0]
+    traces = [part(lo, hi_, color) for lo, hi_, color in ((0, min(n_prompt, n_k), PROMPT), (n_prompt, n_k, GENERATED))
+              if hi_ > lo]
+    # the top key: an orange line from 0 to its weight, drawn after (over) the filled steps
+    traces.append(dict(type="scatter", x=[top, top], y=[0.0, float(row[top])], customdata=[labels[top]] * 2,
+                       mode="lines", line={"color": CHOSEN, "width": 3}, hovertemplate=hover, showlegend=False))
+    return traces
 
 
 BLUES_LUT = hi.colormap(sequential.Blues)  # light = 0, dark = 255

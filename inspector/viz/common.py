@@ -57,6 +57,9 @@ GRID = {"gridcolor": "#eef0f3", "zerolinecolor": "#d1d5db", "automargin": True, 
 # about 42 characters fit the narrowest plot (a 390 px phone), so longer titles wrap onto more lines.
 TITLE_LINE = 42
 TITLE_LINE_PX = 18  # the height one more title line takes from the plot (top margin)
+# `meta=TITLE_OUTSIDE` in a figure's layout: the page shows its title as text above the plot, not inside plotly,
+# for a figure whose title changes every Step (inspector/ui/bundle.py: then a Step changes the figure's data only)
+TITLE_OUTSIDE = {"title_outside": True}
 
 
 def wrap_title(title: str, width: int = TITLE_LINE) -> str:

@@ -16,7 +16,7 @@ from inspector.session.records import ForwardRecord
 from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi
-from inspector.viz.common import ATTN, MAX_TICKS, MLP, PROMPT, esc, figure, show_piece
+from inspector.viz.common import ATTN, MAX_TICKS, MLP, PROMPT, TITLE_OUTSIDE, esc, figure, show_piece
 
 CAPTION = ("Residual stream: the hidden vector each position carries through the layers. The heatmap is its "
            "size (L2 norm) after every layer, before the final norm; the chart shows, for the selected position, "
@@ -93,7 +93,8 @@ def position_chart(records: list[ForwardRecord], position: int, piece: str = "")
     what = "residual, what each layer adds, and the post-norms" if post else "residual and what each layer adds"
     title = f"Position {position} {show_piece(piece, 12)!s}: {what}"
     return figure(traces, title, 380 if post else 320, barmode="group", legend={"orientation": "h", "y": -0.25},
-                  xaxis={"title": {"text": "layer"}}, yaxis={"title": {"text": "L2 norm"}})
+                  xaxis={"title": {"text": "layer"}}, yaxis={"title": {"text": "L2 norm"}},
+                  meta=TITLE_OUTSIDE)
 
 
 def logit_lens_html(record: ForwardRecord, pieces_of_chosen: str | None = None) -> str:

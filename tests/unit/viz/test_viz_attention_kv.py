@@ -108,3 +108,20 @@ def test_recompute_caption():
     assert "without the cache" in vk.recompute_html(5.0, None, 10)
     html = vk.recompute_html(5.0, 20.0, 10)
     assert "4.0× slower" in html and "10 tokens" in html
+
+
+def test_a_long_decode_row_draws_every_weight_without_one_bar_per_key():
+    n_keys, n_prompt = va.MAX_BARS + 100, va.MAX_BARS + 90
+    row = np.random.default_rng(0).random(n_keys).astype(np.float32)
+    row /= row.sum()
+    pieces = [f"t{k}" for k in range(n_keys)]
+    fig = va.row_bars(row, pieces, n_prompt, n_keys - 1, 0, 0, 0)
+    assert all(t.type == "scatter" for t in fig.data)  # no bar trace: no SVG path per key
+    lines, top = fig.data[:2], fig.data[2]
+    assert [t.fill for t in lines] == ["tozeroy", "tozeroy"] and [t.line.color for t in lines] == ["#3b82f6", "#10b981"]
+    np.testing.assert_array_equal(np.concatenate([t.y for t in lines]), row)  # every weight, prompt then generated
+    np.testing.assert_array_equal(np.concatenate([t.x for t in lines]), np.arange(n_keys))
+    assert list(lines[0].customdata) + list(lines[1].customdata) == va._labels(pieces, n_keys)  # hover names each key
+    k = int(np.argmax(row))  # the most-attended key: an orange line from 0 to its weight, drawn last
+    assert list(top.x) == [k, k] and list(top.y) == [0.0, float(row[k])] and top.line.color == "#f97316"
+    assert f"over {n_keys} cached keys" in fig.layout.title.text and not fig.layout.showlegend
