@@ -96,13 +96,13 @@ def test_the_training_lab_reserves_its_step_while_it_runs(tiny_loaded, monkeypat
     step = training.training_step
     monkeypatch.setattr("inspector.ui.labs.training.training_step",
                         lambda *a, **k: (seen.append(real(page.store)), step(*a, **k))[1])
-    out = lab.run(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
+    out = lab.train(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
     assert 'data-error="0"' in out["status"], out["status"]
     n = len(tiny_loaded.tokenizer.prompt_ids("The quick brown fox jumps over the lazy dog", False))
     need = estimated_step_nbytes(tiny_loaded.config, page.inventory.params, n)
     assert seen == [need] and real(page.store) == 0  # reserved while it ran, released after
     page.limits = AppLimits(max_sessions=1, max_trace_mb=need / 2 / 2**20)  # a server smaller than the step
-    out = lab.run(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
+    out = lab.train(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
     assert "the server is full" in out["status"] and real(page.store) == 0
 
 
