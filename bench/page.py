@@ -351,10 +351,10 @@ def main() -> None:
             cli_before, played = cli_tok_s(STORY, args.play_tokens), []
             for tab in PLAY_TABS:
                 before = {n: run(engine(STORY, args.play_tokens))[1] for n, run in
-                          ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+                          ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
                 got = play_on_tab(page, tab, args.play_tokens, args.play_s)
                 after = {n: run(engine(STORY, args.play_tokens))[1] for n, run in
-                         ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+                         ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
                 played.append({**got, "tab": tab, "peer": max((before[n] + after[n]) / 2 for n in before)})
             cli_after = cli_tok_s(STORY, args.play_tokens)
             cli = (cli_before + cli_after) / 2

@@ -233,7 +233,7 @@ def engine_alone_factory(loaded):
     first (the first forwards page the weights in), then prefill + `steps` decode steps: (median ms per step
     from the records, tokens/s by the wall clock)."""
     from inspector.engine.config import SamplingParams
-    from inspector.ui.sessions import new_ui_session
+    from inspector.ui.visitors import new_ui_session
 
     def engine_alone(prompt: str, steps: int) -> Callable[[], tuple[float, float]]:
         def run() -> tuple[float, float]:
@@ -270,7 +270,7 @@ def main() -> None:
     # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
     # decode count (the decode thread)
     alone = {n: on_thread(engine_alone("What is gravity?", max(8, args.steps)))[0]
-             for n, on_thread in ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+             for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
     engine_ms = alone[all_threads]
 
     rows = []
@@ -335,7 +335,7 @@ def main() -> None:
 
         def engine_peers() -> dict[int, float]:
             return {n: on_thread(engine_alone(story, args.play_tokens))[1]
-                    for n, on_thread in ((all_threads, model_thread.run_prefill), (app_threads, model_thread.run))}
+                    for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
 
         for tab in PLAY_TABS if args.play_tokens > 0 else ():
             before = engine_peers()

@@ -1,1 +1,1 @@
-"""The Gradio web app: `build_app()` in `inspector.ui.app`; handlers, session store and API beside it."""
+"""The Gradio web app: `build_app()` in `inspector.ui.app`; handlers, visitor store and API beside it."""

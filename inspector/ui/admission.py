@@ -10,13 +10,13 @@ the requested number of new tokens against `max_steps`.
 model's shape alone; tests hold it to the real number.
 
 Memory of the panels. A browser session holds, besides the page's session, what its panels keep: each
-panel's state reports it (`PanelState.nbytes()`, `held_nbytes(entry)` sums them by panel): the Speculative
+panel's state reports it (`PanelState.nbytes()`, `held_nbytes(visitor)` sums them by panel): the Speculative
 lab's run, a target KV cache and, for the early-exit drafter, the drafter's cache of its first L layers
 (`estimated_speculative_nbytes` predicts both before Start); the Serving lab's block pool; the records
 every lab keeps. Process-wide, counted once for the server: the Quantization lab's models, and the Training
 lab's step while it runs (its gradients and activations: `reserved`, one step at a time since it holds the
 model's thread). The Quantization lab's models are process-wide, built once per
-scheme and shared by every visitor (kept in `SessionStore.shared`): `process_nbytes(store)` counts them
+scheme and shared by every visitor (kept in `Visitors.shared`): `process_nbytes(store)` counts them
 once, as built (`QuantLab.extra_bytes`); `planned_quant_nbytes` bounds a scheme's model before its build.
 The server's cap is what the session caps promise in all, `max_sessions` × `max_trace_mb`
 (`server_cap_bytes`); the shared models come off it once, so each session's cap is `max_trace_mb` less
@@ -124,12 +124,12 @@ def draft_layers(drafter: Any) -> int:
     return int(getattr(drafter, "layers", 0) or 0) if getattr(drafter, "cache", None) is not None else 0
 
 
-def held_nbytes(entry: Any) -> dict[str, int]:
+def held_nbytes(visitor: Any) -> dict[str, int]:
     """What one browser session holds now, by part (measured): SESSION and each panel whose state holds memory."""
     out: dict[str, int] = {}
-    if entry.session is not None:
-        out[SESSION] = entry.session.retained_nbytes
-    for key, state in list(entry.labs.items()):
+    if visitor.session is not None:
+        out[SESSION] = visitor.session.retained_nbytes
+    for key, state in list(visitor.labs.items()):
         n = state.nbytes()
         if n:
             out[key] = n
@@ -171,8 +171,8 @@ def _labs_note(store: Any, limits: AppLimits) -> str:
 def admit_memory(store: Any, sid: str | None, limits: AppLimits, part: str, need: int) -> None:
     """InputError when this session, holding `need` bytes for `part` (SESSION or a lab) in place of what that part
     holds now, would reach its cap (`session_cap_bytes`: the page and every lab together)."""
-    entry = store.get(sid)
-    parts = held_nbytes(entry) if entry is not None else {}
+    visitor = store.get(sid)
+    parts = held_nbytes(visitor) if visitor is not None else {}
     total = sum(parts.values()) - parts.get(part, 0) + need
     if total >= session_cap_bytes(store, limits):
         others = ", ".join(f"{k} {_mb(v)}" for k, v in parts.items() if k != part and v)
@@ -181,9 +181,9 @@ def admit_memory(store: Any, sid: str | None, limits: AppLimits, part: str, need
                          f"(INSPECTOR_MAX_TRACE_MB{_labs_note(store, limits)}): try a shorter prompt or fewer tokens")
 
 
-def over_session_cap(store: Any, entry: Any, limits: AppLimits) -> bool:
+def over_session_cap(store: Any, visitor: Any, limits: AppLimits) -> bool:
     """True when a session already holds its cap (the page and its labs): refuse its next step."""
-    return sum(held_nbytes(entry).values()) >= session_cap_bytes(store, limits)
+    return sum(held_nbytes(visitor).values()) >= session_cap_bytes(store, limits)
 
 
 def admit_process_memory(store: Any, limits: AppLimits, new_bytes: int) -> None:
@@ -193,7 +193,7 @@ def admit_process_memory(store: Any, limits: AppLimits, new_bytes: int) -> None:
         return
     labs = process_nbytes(store) + new_bytes
     cap = session_cap_bytes(store, limits, labs)
-    live = [sum(held_nbytes(e).values()) for e in store.entries()]
+    live = [sum(held_nbytes(e).values()) for e in store.live()]
     total = sum(max(n, cap) for n in live) + (limits.max_sessions - len(live)) * max(cap, 0) + labs
     if cap <= 0 or total > server_cap_bytes(limits):
         raise InputError(f"the server is full: {_mb(new_bytes)} more of the labs' shared models ({_mb(labs)} in all) "

@@ -5,7 +5,7 @@ panels the registry lists (`inspector.ui.registry`) as tabs in two groups, Views
 its own tab and wires its own events (`inspector.ui.panel`). The run's events (Prefill, Step, Play, ...) are
 `inspector.ui.handlers.Handlers`; every one has the view bundle as its output (`inspector.ui.bundle`): the
 views it changed, by name. The browser's `gr.State` holds only a session id; the per-session state lives in
-a `SessionStore` and is freed when the State is deleted (time-to-live) or the page unloads. Theme, CSS and
+a `Visitors` and is freed when the State is deleted (time-to-live) or the page unloads. Theme, CSS and
 JS go to `launch()` (Gradio 6): use `launch_kwargs()`. Besides the views: branching
 (`inspector.ui.branch_handlers`), links that reproduce a run (`inspector.ui.link_handlers`), trace files
 (`inspector.ui.trace_io`).
@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.ui import api, branch_handlers, link_handlers, trace_io
+from inspector.ui import branch_handlers, link_handlers, script_endpoints, trace_io
 from inspector.ui.app_model import app_limits, load_app_model
 from inspector.ui.bundle import ViewBundle, ViewSlot
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
@@ -32,7 +32,7 @@ from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
 from inspector.ui.selections import build_pin, reselect_pinned
-from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.visitors import Visitors, new_ui_session
 from inspector.ui.system_prompt import chat_checkbox, system_note_html, template_system
 from inspector.ui.tour_panel import TOUR_CSS_FILE, build_tour_button, build_tour_panel
 from inspector.viz import tokens as vtok
@@ -52,7 +52,7 @@ CHIP_START = '<span class="ii-chip '
 # The last link of the page-load chain marks the page: until then a load step may still write the controls
 # (a run link's values), so browser tests and scripts wait for `body[data-inspector-loaded]`.
 PAGE_READY_JS = "() => { document.body.dataset.inspectorLoaded = '1'; }"
-HIDDEN = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.api)
+HIDDEN = {"api_visibility": "undocumented"}  # the script API is /prefill and /step (inspector.ui.script_endpoints)
 
 
 def launch_kwargs() -> dict[str, Any]:
@@ -69,10 +69,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
     if loaded is None:
         loaded = load_app_model()
     limits = app_limits()
-    store = SessionStore(lambda: new_ui_session(loaded), limits)
+    store = Visitors(lambda: new_ui_session(loaded), limits)
     page = Page(loaded, store, limits)
     registry.build_panels(page)
-    h = page.run = Handlers(page)
+    h = page.handlers = Handlers(page)
 
     with gr.Blocks(title="Inference Inspector") as demo:
         demo.store = store  # tests and bench look at live sessions
@@ -99,7 +99,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
             panel.wire()
         wire_run(demo, page, buttons, run_controls, tabs)
         build_tour_panel()  # the guided tour's floating card, open on a first visit (inspector.ui.tour_panel)
-        api.register(h, page.sid, [page.prompt, page.chat, page.system])
+        script_endpoints.register(h, page.sid, [page.prompt, page.chat, page.system])
     return demo
 
 
@@ -196,7 +196,7 @@ def panel_tabs(page: Page) -> dict[str, Any]:
 
 def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], tabs: dict[str, Any]) -> None:
     """The run's events: every one outputs the view bundle (the views it changed)."""
-    h = page.run
+    h = page.handlers
     sid, layer, head, position = page.sid, page.layer, page.head, c["position"]
     sampling = list(page.sampling)
     fast = {**NO_LOADING_STATUS, "concurrency_limit": None}

@@ -9,8 +9,8 @@ one item per line (bad words, stop strings, choices) or `ID=V` pairs separated b
 bias).
 
 Applying: `apply(store, sid, *values)` (the controls' change events) keeps the settings in this browser
-session's entry (`entry.decoding`) and hands them to its run from the next draw on; a new
-Prefill starts with them (`step_settings(entry)`, read by the prefill handler). The step-by-step run
+session's visitor (`visitor.decoding`) and hands them to its run from the next draw on; a new
+Prefill starts with them (`step_settings(visitor)`, read by the prefill handler). The step-by-step run
 ignores the beam settings: the Beams tab runs beam search on its own.
 """
 
@@ -86,9 +86,9 @@ def settings_from_controls(rep: Any, pres: Any, freq: Any, ngram: Any, bias: Any
     return settings
 
 
-def step_settings(entry: Any) -> DecodingSettings:
-    """The settings a step-by-step run of this entry uses: the panel's, without beam search."""
-    s = entry.decoding or DecodingSettings()
+def step_settings(visitor: Any) -> DecodingSettings:
+    """The settings a step-by-step run of this visitor uses: the panel's, without beam search."""
+    s = visitor.decoding or DecodingSettings()
     return replace(s, num_beams=1, length_penalty=1.0)
 
 
@@ -128,13 +128,13 @@ def apply(store: Any, sid: str | None, *values: Any) -> str:
     its status line says why)."""
     try:
         settings = settings_from_controls(*values)
-        _, entry = store.get_or_create(sid)
+        _, visitor = store.get_or_create(sid)
     except (InspectorError, ValueError) as exc:
         return status_html(first_line(exc), error=True)
-    entry.decoding = settings
-    session = entry.session
-    if session is not None and session.records and not entry.lock.locked():
-        session.set_decoding(step_settings(entry))
+    visitor.decoding = settings
+    session = visitor.session
+    if session is not None and session.records and not visitor.lock.locked():
+        session.set_decoding(step_settings(visitor))
         return status_html(describe(settings) + " (from the next draw on)", settings=settings)
     return status_html(describe(settings) + " (from the next Prefill on)", settings=settings)
 

@@ -1,4 +1,4 @@
-"""The page's run: Prefill, Step, Play, Pause, Reset, Resample, the sampling preview and the selection, each
+"""The page's handlers: Prefill, Step, Play, Pause, Reset, Resample, the sampling preview and the selection, each
 browser input -> the browser session's `Session` -> the views that changed ({view key: value}).
 
 Every handler is decorated with `@refuses` (`inspector.ui.panel`): a refusal (`InspectorError`, `ValueError`)
@@ -6,7 +6,7 @@ puts one line in the status line, and every other view stays as it is. Numbers p
 field table (`inspector.ui.fields`). No tensor math here: the views come from `inspector.ui.render` and the
 view panels. Whatever touches the session's tensors runs on a model thread (`inspector.ui.model_thread`):
 prefills on the prefill thread, everything else on the decode thread. Every cap is checked before any model
-work (`inspector.ui.admission`). A session runs one model call at a time (`Entry.exclusive`); Play holds it
+work (`inspector.ui.admission`). A session runs one model call at a time (`Visitor.exclusive`); Play holds it
 (`inspector.ui.play`), and Play pressed while a prefill runs waits for it.
 """
 
@@ -23,14 +23,14 @@ from inspector.ui import admission, link_handlers
 from inspector.ui.bundle import bundled
 from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import head_bound, layer_bound, position_bound, sampling_params
-from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, run_prefill, submit, \
+from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, call_prefill, submit, \
     submit_after
 from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
-from inspector.ui.play import PREFILL_WAIT_S, PlayPace, entry_when_prefilled, play_steps
+from inspector.ui.play import PREFILL_WAIT_S, PlayPace, visitor_when_prefilled, play_steps
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Renderer
 from inspector.ui.selections import fresh_selections
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.ui.views.kv_policy import use_policy
 
 __all__ = ["Handlers", "PLOT_KEYS", "TOKEN_KEYS", "VIEW_KEYS", "sampling_params"]
@@ -61,8 +61,8 @@ class Handlers:
 
         page = Page.bare(loaded, store, limits)
         build_panels(page)
-        page.run = cls(page)
-        return page.run
+        page.handlers = cls(page)
+        return page.handlers
 
     # ---- wiring
     def on(self, triggers: Any, handler: Callable[..., Any], inputs: list, lead: list | None = None,
@@ -79,42 +79,42 @@ class Handlers:
         return self.render.error_views(self.store.get(sid), message)
 
     # ---- views
-    def views(self, entry: Entry, layer: Any, head: Any, message: str = "", error: bool = False,
+    def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
               plots: bool = True) -> dict[str, Any]:
-        return self.render.views(entry, layer, head, message, error, plots)
+        return self.render.views(visitor, layer, head, message, error, plots)
 
-    def need_session(self, sid: Any) -> Entry:
-        """The entry of a browser session that holds a run (InputError saying why there is none)."""
-        return self.store.run_entry(sid)
+    def need_session(self, sid: Any) -> Visitor:
+        """The visitor of a browser session that holds a run (InputError saying why there is none)."""
+        return self.store.run_visitor(sid)
 
     # ---- running ahead
-    def queue_forward_ahead(self, entry: Entry | None) -> None:
+    def queue_forward_ahead(self, visitor: Visitor | None) -> None:
         """Once a token's views are built, queue the next step's forward on the model thread
         (`Session.forward_ahead`): the next Step then only samples and draws. Never waits for it."""
-        if self.run_ahead and entry is not None:
-            submit_after(RUN_AHEAD_DELAY_S, self._forward_ahead, entry, done=_log_failure)
+        if self.run_ahead and visitor is not None:
+            submit_after(RUN_AHEAD_DELAY_S, self._forward_ahead, visitor, done=_log_failure)
 
-    def _forward_ahead(self, entry: Entry) -> None:
-        s = entry.session
-        if s is None or entry.lock.locked() or self._over_memory_cap(entry):
+    def _forward_ahead(self, visitor: Visitor) -> None:
+        s = visitor.session
+        if s is None or visitor.lock.locked() or self._over_memory_cap(visitor):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
         # every tab's chips show the token's commitment layer; a view showing the lens gets the whole lens
-        s.forward_ahead(lens=self.render.wants_lens(entry), commitment=True)
+        s.forward_ahead(lens=self.render.wants_lens(visitor), commitment=True)
 
-    def _play_ahead(self, entry: Entry) -> None:
+    def _play_ahead(self, visitor: Visitor) -> None:
         """During Play, queue the next step's forward (no lens) as soon as a step's views are built: it runs
         while Gradio sends the update and Play paces, and the next step only samples."""
         if self.run_ahead:
-            submit(self._next_forward, entry).add_done_callback(_log_failure)
+            submit(self._next_forward, visitor).add_done_callback(_log_failure)
 
-    def _next_forward(self, entry: Entry) -> None:
-        s = entry.session
-        if s is not None and not self._over_memory_cap(entry):
+    def _next_forward(self, visitor: Visitor) -> None:
+        s = visitor.session
+        if s is not None and not self._over_memory_cap(visitor):
             s.forward_ahead()
 
-    def _over_memory_cap(self, entry: Entry) -> bool:
+    def _over_memory_cap(self, visitor: Visitor) -> bool:
         """The page's session and the panels of this browser hold the session's cap (`admission.over_session_cap`)."""
-        return admission.over_session_cap(self.store, entry, self.limits)
+        return admission.over_session_cap(self.store, visitor, self.limits)
 
     # ---- run events
     def show_tab(self, tab: str) -> Callable[..., dict[str, Any]]:
@@ -127,42 +127,42 @@ class Handlers:
     @refuses
     def open_tab(self, sid: Any, tab: str, layer: Any, head: Any) -> dict[str, Any]:
         """View tab `tab` was opened: remember it and draw its views now."""
-        entry = self.store.get(sid)
-        if entry is None:
+        visitor = self.store.get(sid)
+        if visitor is None:
             return {}
-        entry.tab = tab
-        if entry.session is None or not entry.session.records or entry.lock.locked():
+        visitor.tab = tab
+        if visitor.session is None or not visitor.session.records or visitor.lock.locked():
             return {}  # playing: the next step draws it
-        views = self.views(entry, layer, head)
-        self.queue_forward_ahead(entry)  # a view showing the lens needs it for the next step too
+        views = self.views(visitor, layer, head)
+        self.queue_forward_ahead(visitor)  # a view showing the lens needs it for the next step too
         return views
 
     def run_prefill(self, sid: Any, prompt: Any, chat: Any, system: Any, params: SamplingParams,
-                    max_new: Any) -> tuple[str, Entry]:
+                    max_new: Any) -> tuple[str, Visitor]:
         """Start a new run for this browser session (raises InspectorError/ValueError). Every cap is checked
         before the prefill thread sees the request."""
         max_new = admission.admit_max_new(max_new, self.limits)
         admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system, store=self.store,
                                           sid=sid)
-        sid, entry = self.store.get_or_create(sid)
-        with entry.exclusive("prefill"):
+        sid, visitor = self.store.get_or_create(sid)
+        with visitor.exclusive("prefill"):
             self.store.prefill_started(sid)
-            self.store.reset_locked(entry)
-            entry.session.set_decoding(step_settings(entry))  # the settings panel's penalties, bans, constraint
-            use_policy(entry)  # the KV cache view's policy, if one was chosen
-            entry.max_new_tokens = max_new
-            run_prefill(entry.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
+            self.store.reset_locked(visitor)
+            visitor.session.set_decoding(step_settings(visitor))  # the settings panel's penalties, bans, constraint
+            use_policy(visitor)  # the KV cache view's policy, if one was chosen
+            visitor.max_new_tokens = max_new
+            call_prefill(visitor.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
                         tokenize_ms=admitted.tokenize_ms)
-            link_handlers.remember_run(entry, prompt, chat, system)  # its link and trace: the run's text, not the box's
-        return sid, entry
+            link_handlers.remember_run(visitor, prompt, chat, system)  # its link and trace: the run's text, not the box's
+        return sid, visitor
 
     @on_model_thread
-    def run_step(self, sid: Any, params: SamplingParams) -> Entry:
+    def run_step(self, sid: Any, params: SamplingParams) -> Visitor:
         """One decode step for this browser session (raises InspectorError/ValueError)."""
-        entry = self.need_session(sid)
-        with entry.exclusive("step"):
-            self._one_step(entry, params)
-        return entry
+        visitor = self.need_session(sid)
+        with visitor.exclusive("step"):
+            self._one_step(visitor, params)
+        return visitor
 
     @refuses(lead=keep_sid)
     def prefill(self, sid: Any, prompt: Any, chat: Any, system: Any, temperature: Any, top_k: Any, top_p: Any,
@@ -170,11 +170,11 @@ class Handlers:
         """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
         try:
             params = sampling_params(temperature, top_k, top_p, min_p, seed)
-            sid, entry = self.run_prefill(sid, prompt, chat, system, params, max_new)
+            sid, visitor = self.run_prefill(sid, prompt, chat, system, params, max_new)
         finally:
             self.store.prefill_started(sid)  # refused or done: a Step waiting for it goes on
-        views = self.views(entry, layer, head)
-        self.queue_forward_ahead(entry)
+        views = self.views(visitor, layer, head)
+        self.queue_forward_ahead(visitor)
         return sid, views
 
     def ask_prefill(self, sid: Any, pinned: Any) -> tuple:
@@ -182,8 +182,8 @@ class Handlers:
         runs waits for it, and the status line says the prefill is coming; the selections start fresh unless
         pinned (`inspector.ui.selections`). Returns (layer, head, position, views)."""
         self.store.ask_prefill(sid)
-        entry = self.store.get(sid)
-        status = self.render.status(entry, "prefill: queued, running when the model is free", pending="prefill")
+        visitor = self.store.get(sid)
+        status = self.render.status(visitor, "prefill: queued, running when the model is free", pending="prefill")
         return (*fresh_selections(pinned), {"status": status})
 
     def page_load(self) -> tuple[str, dict[str, Any]]:
@@ -191,18 +191,18 @@ class Handlers:
         return self.store.new_id(), self.render.blank_views()
 
     @on_model_thread
-    def _one_step(self, entry: Entry, params: SamplingParams) -> None:
-        s = entry.session
+    def _one_step(self, visitor: Visitor, params: SamplingParams) -> None:
+        s = visitor.session
         if s.finished:
             raise InputError(f"generation finished ({s.finished}): press Prefill to start again")
-        if len(s.generated_ids) >= entry.max_new_tokens:
+        if len(s.generated_ids) >= visitor.max_new_tokens:
             raise InputError("max new tokens reached")
-        if self._over_memory_cap(entry):
+        if self._over_memory_cap(visitor):
             raise InputError(f"memory cap reached: this session's KV cache and trace, with what its panels hold, fill "
                              f"the {self.limits.max_trace_mb} MiB this server allows (INSPECTOR_MAX_TRACE_MB); press "
                              "Prefill to start a new run")
-        entry.preview = None
-        entry.uncached_ms = None
+        visitor.preview = None
+        visitor.uncached_ms = None
         s.step(params)
 
     @refuses
@@ -216,9 +216,9 @@ class Handlers:
         bench/ui.py compares)."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
         self.store.wait_for_prefill(sid, PREFILL_WAIT_S)  # Step right after Prefill: steps the new run
-        entry = self.run_step(sid, params)
-        views = {**self.views(entry, layer, head), "drawn": self.render.drawn_marker(entry)}
-        self.queue_forward_ahead(entry)
+        visitor = self.run_step(sid, params)
+        views = {**self.views(visitor, layer, head), "drawn": self.render.drawn_marker(visitor)}
+        self.queue_forward_ahead(visitor)
         return views
 
     @refuses
@@ -234,40 +234,40 @@ class Handlers:
         if self.store.prefill_coming(sid):
             yield {"status": self.render.status(self.store.get(sid), "Play starts when the prefill finishes")}
             self.store.wait_for_prefill(sid, PREFILL_WAIT_S)
-        entry = entry_when_prefilled(self.store, sid)
-        if entry.activity == "prefill":
-            yield {"status": self.render.status(entry, "Play starts when the prefill finishes")}
+        visitor = visitor_when_prefilled(self.store, sid)
+        if visitor.activity == "prefill":
+            yield {"status": self.render.status(visitor, "Play starts when the prefill finishes")}
         message = ""
         try:
-            for update in play_steps(entry, lambda: self._advance(entry, params), pace,
+            for update in play_steps(visitor, lambda: self._advance(visitor, params), pace,
                                      check=lambda: self.need_session(sid)):
-                self._play_ahead(entry)  # the next forward runs while this update is sent and Play paces
+                self._play_ahead(visitor)  # the next forward runs while this update is sent and Play paces
                 if update.send:
-                    yield self.views(entry, layer, head, plots=update.plots)
+                    yield self.views(visitor, layer, head, plots=update.plots)
         except InspectorError as exc:
             message = str(exc)
-        if entry.session is not None:
-            views = self.views(entry, layer, head, message or ("paused" if entry.pause.is_set() else ""))
-            self.queue_forward_ahead(entry)
+        if visitor.session is not None:
+            views = self.views(visitor, layer, head, message or ("paused" if visitor.pause.is_set() else ""))
+            self.queue_forward_ahead(visitor)
             yield views
 
-    def _advance(self, entry: Entry, params: SamplingParams) -> bool:
+    def _advance(self, visitor: Visitor, params: SamplingParams) -> bool:
         """One of Play's steps; True while the run can go on."""
-        self._one_step(entry, params)
-        return entry.session is not None and not entry.session.finished
+        self._one_step(visitor, params)
+        return visitor.session is not None and not visitor.session.finished
 
     def pause(self, sid: Any) -> None:
         """Pause: ask whatever this browser session plays (the page's run or a lab) to stop after its current
         step. Its own handler, never queued behind Play."""
-        entry = self.store.get(sid)
-        if entry is not None:
-            entry.pause.set()
+        visitor = self.store.get(sid)
+        if visitor is not None:
+            visitor.pause.set()
 
     def reset(self, sid: Any, layer: Any, head: Any) -> dict[str, Any]:
         """Reset: a fresh session for this browser (Play stopped first), every view blank."""
         if self.store.get(sid) is not None:
             self.store.reset(sid)
-        return self.render.blank_views("reset: ready for a new prompt", entry=self.store.get(sid))
+        return self.render.blank_views("reset: ready for a new prompt", visitor=self.store.get(sid))
 
     # ---------- events without a forward ----------
     @refuses
@@ -275,12 +275,12 @@ class Handlers:
     def preview(self, sid: Any, temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any) -> dict[str, Any]:
         """A sampling control changed: redraw the newest step's distribution from its stored logits."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)  # a bad value is refused even before a run
-        entry = self.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records or entry.lock.locked():
+        visitor = self.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records or visitor.lock.locked():
             return {}  # nothing to redraw yet, or playing: the next step redraws
-        entry.preview = entry.session.preview_sample(params)
-        entry.new_version()
-        return {**self.page.panels["sampling"].draw(entry), "status": self.render.status(entry)}
+        visitor.preview = visitor.session.preview_sample(params)
+        visitor.new_version()
+        return {**self.page.panels["sampling"].draw(visitor), "status": self.render.status(visitor)}
 
     @refuses
     @on_model_thread
@@ -288,12 +288,12 @@ class Handlers:
                  head: Any) -> dict[str, Any]:
         """Re-draw the newest step's token from its stored logits with the current settings."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
-        entry = self.need_session(sid)
-        with entry.exclusive("resample"):
-            entry.preview = None
-            entry.session.resample(params)
-        views = self.views(entry, layer, head, "resampled the newest token")
-        self.queue_forward_ahead(entry)
+        visitor = self.need_session(sid)
+        with visitor.exclusive("resample"):
+            visitor.preview = None
+            visitor.session.resample(params)
+        views = self.views(visitor, layer, head, "resampled the newest token")
+        self.queue_forward_ahead(visitor)
         return views
 
     @refuses
@@ -303,16 +303,16 @@ class Handlers:
         On the model thread, so an update drawn before the change (a tab's draw) is wholly older than it."""
         layer_bound(self.loaded.config).parse(layer)  # a box left empty or out of range is named at once
         head_bound(self.loaded.config).parse(head)
-        entry = self.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
+        visitor = self.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records:
             return {}
-        last = entry.session.records[-1]
+        last = visitor.session.records[-1]
         pos = position_bound(last.start_pos + last.n_new - 1).parse(position)
-        entry.selected = None if pos < 0 else pos
-        if entry.lock.locked():
+        visitor.selected = None if pos < 0 else pos
+        if visitor.lock.locked():
             return {}  # playing: the next step draws the selection
-        entry.new_version()
-        return self.views(entry, layer, head)
+        visitor.new_version()
+        return self.views(visitor, layer, head)
 
 
 def _log_failure(done: Future) -> None:

@@ -25,10 +25,10 @@ from inspector.errors import InputError, InspectorError
 from inspector.session.branches import BranchTree, SavedTree
 from inspector.session.tree_replay import grow_tree
 from inspector.ui.fields import sampling_params
-from inspector.ui.model_thread import on_model_thread, run
+from inspector.ui.model_thread import call, on_model_thread
 from inspector.ui.refusals import keep_sid, refuses
 from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_fields
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
 MAX_LINK_CHARS = 16_000  # longer queries are refused: browsers and proxies cut long addresses
@@ -43,43 +43,43 @@ class RunOrigin:
     system: str
 
 
-def remember_run(entry: Entry, prompt: Any, chat: Any, system: Any) -> None:
-    """Keep what the entry's new run was prefilled from, for its link and its trace file."""
-    entry.origin = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
+def remember_run(visitor: Visitor, prompt: Any, chat: Any, system: Any) -> None:
+    """Keep what the visitor's new run was prefilled from, for its link and its trace file."""
+    visitor.origin = RunOrigin(str(prompt or ""), bool(chat), str(system or ""))
 
 
-def run_origin(entry: Entry) -> RunOrigin | None:
-    """The prompt, chat and system prompt of the entry's run: its prefill's, or a trace's saved ones."""
-    saved = getattr(entry.session, "settings", None)  # a session opened from a trace file
+def run_origin(visitor: Visitor) -> RunOrigin | None:
+    """The prompt, chat and system prompt of the visitor's run: its prefill's, or a trace's saved ones."""
+    saved = getattr(visitor.session, "settings", None)  # a session opened from a trace file
     if isinstance(saved, dict):
         return RunOrigin(saved["prompt"], bool(saved["chat"]), saved["system"] or "") if saved.get("prompt") else None
-    return entry.origin
+    return visitor.origin
 
 
-def link_for(entry: Entry) -> tuple[RunLink, int]:
-    """The link that reproduces what the entry's run shows, and how many branches it leaves out (`tree_of`);
+def link_for(visitor: Visitor) -> tuple[RunLink, int]:
+    """The link that reproduces what the visitor's run shows, and how many branches it leaves out (`tree_of`);
     InputError when there is none to make."""
-    s = entry.session if entry is not None else None
+    s = visitor.session if visitor is not None else None
     if s is None or not s.records:
         raise InputError("no run to link to yet: press Prefill first")
-    origin = run_origin(entry)
+    origin = run_origin(visitor)
     if origin is None:
         raise InputError("this run's prompt text is not known (a trace saved without it): save a trace instead")
     params = next(r.sample.params for r in reversed(s.records) if r.sample is not None)
-    tree, left_out = tree_of(entry)
+    tree, left_out = tree_of(visitor)
     decoding = s.decoding.to_dict()
     link = RunLink(prompt=origin.prompt, chat=origin.chat, system=origin.system, temperature=params.temperature,
                    top_k=params.top_k, top_p=params.top_p, min_p=params.min_p, seed=params.seed,
-                   max_new=entry.max_new_tokens, steps=len(tree.branches[0].generated_ids) - 1,
+                   max_new=visitor.max_new_tokens, steps=len(tree.branches[0].generated_ids) - 1,
                    decoding=json.dumps(decoding) if decoding else "", **tree_fields(tree))
     return link, left_out
 
 
-def tree_of(entry: Entry) -> tuple[SavedTree, int]:
-    """The entry's branch tree as a `SavedTree` (a single branch when it never branched), and how many
+def tree_of(visitor: Visitor) -> tuple[SavedTree, int]:
+    """The visitor's branch tree as a `SavedTree` (a single branch when it never branched), and how many
     branches it leaves out (intervention branches: their levers do not travel)."""
-    s = entry.session
-    tree = entry.branches if entry.branches is not None else BranchTree(s.generated_ids, s.text)
+    s = visitor.session
+    tree = visitor.branches if visitor.branches is not None else BranchTree(s.generated_ids, s.text)
     tree.sync(s.generated_ids, s.text)
     return tree.saved()
 
@@ -93,17 +93,17 @@ def no_link(sid: Any) -> str:
 def link_query_for(h: Any, sid: Any) -> tuple[str, dict[str, Any]]:
     """The button "Link to this run": ("?query" for the page to put its own address before, "" when refused;
     the status line)."""
-    entry = h.store.get(sid)
-    if entry is None:
+    visitor = h.store.get(sid)
+    if visitor is None:
         raise InputError("no run to link to yet: press Prefill first")
-    with entry.exclusive("link"):  # not while Play moves the run on
-        link, left_out = run(link_for, entry)  # on the model thread, which owns the session's state
+    with visitor.exclusive("link"):  # not while Play moves the run on
+        link, left_out = call(link_for, visitor)  # on the model thread, which owns the session's state
     query = link_query(link)
     if len(query) > MAX_LINK_CHARS:
         raise InputError(f"this run's link would be {len(query):,} characters, too long for an address: "
                          f"save a trace instead")
     note = f" (it leaves out {left_out} intervention branches: their changes do not fit in a link)" if left_out else ""
-    return f"?{query}", {"status": h.render.status(entry, f"link made from this run's prompt, settings and branches{note}")}
+    return f"?{query}", {"status": h.render.status(visitor, f"link made from this run's prompt, settings and branches{note}")}
 
 
 def link_fill(request: gr.Request) -> list:
@@ -130,24 +130,24 @@ def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> tuple[Any, d
     tree = link_tree(RunLink(**link))
     sid, linked = h.store.get_or_create(sid)
     linked.decoding = link_decoding(link.get("decoding", ""))  # the settings panel's, for the prefill
-    sid, entry = h.run_prefill(sid, link["prompt"], link["chat"], link["system"], params, link["max_new"])
+    sid, visitor = h.run_prefill(sid, link["prompt"], link["chat"], link["system"], params, link["max_new"])
     if tree is None:
-        for _ in range(min(link["steps"], entry.max_new_tokens - 1)):
-            if entry.session.finished:
+        for _ in range(min(link["steps"], visitor.max_new_tokens - 1)):
+            if visitor.session.finished:
                 break
             h.run_step(sid, params)
-        note = f"opened from a link: prefill + {len(entry.session.records) - 1} steps"
+        note = f"opened from a link: prefill + {len(visitor.session.records) - 1} steps"
     else:
-        with entry.exclusive("link"):
-            _grow(entry, tree)
+        with visitor.exclusive("link"):
+            _grow(visitor, tree)
         n = len(tree.branches)
         note = (f"opened from a link: prefill + {len(tree.branches[0].generated_ids) - 1} steps"
                 + (f", {n} branches, showing #{tree.current}" if n > 1 else ""))
-    views = h.views(entry, layer, head, note)
-    h.queue_forward_ahead(entry)
+    views = h.views(visitor, layer, head, note)
+    h.queue_forward_ahead(visitor)
     return sid, views
 
 
 @on_model_thread
-def _grow(entry: Entry, tree: SavedTree) -> None:
-    entry.branches = grow_tree(entry.session, tree)
+def _grow(visitor: Visitor, tree: SavedTree) -> None:
+    visitor.branches = grow_tree(visitor.session, tree)

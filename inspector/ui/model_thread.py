@@ -4,13 +4,13 @@ PyTorch's CPU kernels run on an OpenMP thread team that belongs to the calling t
 handlers from a pool of worker threads, so model calls made straight from handlers would create one team
 per worker thread, and idle teams spin against the busy one (a decode step about 2x slower). So tensors
 are only touched on two threads of ours:
-- the **decode thread** (`run`, `submit`, `on_model_thread`): decode steps, forwards run ahead, the views'
+- the **decode thread** (`call`, `submit`, `on_model_thread`): decode steps, forwards run ahead, the views'
   on-demand tensors (attention rows, logit lens), sampling; `decode_threads()` intra-op threads, one fewer
   than torch has (at least 1; `INSPECTOR_DECODE_THREADS` overrides). A decode step is hundreds of small
   memory-bound ops, each a parallel region whose threads wait for the slowest; on 2 cores, anything else
   that runs meanwhile (the page drawing when the browser is local, Gradio encoding a response, another
   visitor's request) stalls every region of a 2-thread decode.
-- the **prefill thread** (`run_prefill`, `on_prefill_thread`): prefills and full recomputes, large
+- the **prefill thread** (`call_prefill`, `on_prefill_thread`): prefills and full recomputes, large
   matmuls that use every thread torch has.
 One lock lets only one of them run at a time, so they never compete for the cores, and work keeps the
 order in which each thread received it.
@@ -87,12 +87,12 @@ def _call(kind: str, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
     return _executor(kind).submit(_locked, fn, args, kwargs).result()
 
 
-def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call `fn(*args, **kwargs)` on the decode thread and return its result (exceptions propagate)."""
     return _call("decode", fn, args, kwargs)
 
 
-def run_prefill(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def call_prefill(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call `fn(*args, **kwargs)` on the prefill thread (every torch thread) and return its result."""
     return _call("prefill", fn, args, kwargs)
 
@@ -133,14 +133,14 @@ def settle() -> None:
             break
         for timer in waiting:
             timer.join()
-    run(lambda: None)
+    call(lambda: None)
 
 
 def on_model_thread(fn: Callable[..., T]) -> Callable[..., T]:
     """Decorator: the function always runs on the decode thread."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        return run(fn, *args, **kwargs)
+        return call(fn, *args, **kwargs)
     return wrapper
 
 
@@ -148,7 +148,7 @@ def on_prefill_thread(fn: Callable[..., T]) -> Callable[..., T]:
     """Decorator: the function always runs on the prefill thread."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        return run_prefill(fn, *args, **kwargs)
+        return call_prefill(fn, *args, **kwargs)
     return wrapper
 
 

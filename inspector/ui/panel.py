@@ -3,7 +3,7 @@ state, its handlers and how it refuses. `build_app` lays out and wires every pan
 (`inspector.ui.registry`); nothing else knows a panel's components or reaches into its state.
 
 The contract of a panel class (a subclass of `Panel`):
-- `key` names it: its line in the registry, its state in a browser session (`Entry.labs[key]`), the id
+- `key` names it: its line in the registry, its state in a browser session (`Visitor.labs[key]`), the id
   of its status line (`status_id`). `title` and `tab_id` are its tab's label and element id: a view's are
   read from the registry of views (`inspector.viz.registry`) by its key, so its panel names only the key.
 - `applies(loaded)` (a classmethod; True by default) says whether the panel is on the page of that model:
@@ -20,10 +20,10 @@ The contract of a panel class (a subclass of `Panel`):
 - `State` (a `PanelState` dataclass) is what the panel keeps per browser session, made on first use by
   `self.state(sid)`; its `nbytes()` counts the memory it holds, which admission adds to the session's
   (`inspector.ui.admission.held_nbytes`). A panel without per-session state keeps `State = None`.
-- Model work goes through `inspector.ui.model_thread` under the entry's lock (`entry.exclusive`); every
+- Model work goes through `inspector.ui.model_thread` under the visitor's lock (`visitor.exclusive`); every
   cap is checked before it (`inspector.ui.admission`). No tensor math: figures come from `inspector.viz`.
 
-`Page` holds what panels share: the model, the session store, the caps and the page-wide inputs (the
+`Page` holds what panels share: the model, the visitor store, the caps and the page-wide inputs (the
 session id, prompt, chat toggle, system prompt, sampling controls, max new tokens, the decoding settings'
 controls, the attention view's layer and head). Tests build one without a browser (`Page.bare`).
 """
@@ -38,12 +38,12 @@ from typing import Any, ClassVar
 
 from inspector.ui.app_model import AppLimits
 from inspector.ui.refusals import REFUSALS, refuses
-from inspector.ui.sessions import Entry, SessionStore
+from inspector.ui.visitors import Visitor, Visitors
 from inspector.viz import registry as view_registry
 from inspector.viz.common import status_line_html
 
 # Events of the page: no progress overlay, not listed in the script API, never queued behind each other's
-# concurrency group (each session runs one model call at a time anyway: `Entry.exclusive`).
+# concurrency group (each session runs one model call at a time anyway: `Visitor.exclusive`).
 EVENT_DEFAULTS = {"show_progress": "hidden", "concurrency_limit": None, "api_visibility": "undocumented"}
 # An event that shows no progress keeps its outputs off Gradio's loading-status list (`show_progress_on=[]`):
 # the page's frontend updates every component ever on that list, copying its props, on each status message
@@ -83,7 +83,7 @@ class Page:
     """What every panel shares (see the module docstring); component fields are None outside a page."""
 
     loaded: Any  # inspector.models.loader.LoadedModel: the page's model, shared by every session
-    store: SessionStore
+    store: Visitors
     limits: AppLimits
     sid: Any = None  # gr.State: the browser session's id
     prompt: Any = None
@@ -95,7 +95,7 @@ class Page:
     layer: Any = None  # the attention view's layer and query-head sliders (inputs of every view event)
     head: Any = None
     panels: dict[str, "Panel"] = field(default_factory=dict)  # key -> panel, as the registry lists them
-    run: Any = None  # inspector.ui.handlers.Handlers: the page's run (prefill, step, ...), which views draw into
+    handlers: Any = None  # inspector.ui.handlers.Handlers: prefill, step, ... of the page, which views draw into
 
     @cached_property
     def inventory(self) -> Any:
@@ -110,7 +110,7 @@ class Page:
         return str(self.loaded.dtype).replace("torch.", "")
 
     @classmethod
-    def bare(cls, loaded: Any, store: SessionStore, limits: AppLimits) -> "Page":
+    def bare(cls, loaded: Any, store: Visitors, limits: AppLimits) -> "Page":
         """A page without components: handlers take their inputs as arguments (tests, scripts)."""
         return cls(loaded, store, limits)
 
@@ -159,24 +159,24 @@ class Panel:
         return {"status": self.status(message, error=True)}
 
     # ---- its state in a browser session
-    def state(self, sid: str | None) -> tuple[Entry, Any]:
-        """This browser session's entry and this panel's state there (made on first use). Raises
-        SessionCapError when the server has no free session slot."""
-        _, entry = self.page.store.get_or_create(sid)
-        if self.key not in entry.labs:
-            entry.labs[self.key] = self.State()  # type: ignore[misc]
-        return entry, entry.labs[self.key]
+    def state(self, sid: str | None) -> tuple[Visitor, Any]:
+        """This browser session's visitor and this panel's state there (made on first use). Raises
+        VisitorCapError when the server has no free session slot."""
+        _, visitor = self.page.store.get_or_create(sid)
+        if self.key not in visitor.labs:
+            visitor.labs[self.key] = self.State()  # type: ignore[misc]
+        return visitor, visitor.labs[self.key]
 
     def kept(self, sid: str | None) -> Any:
         """This browser session's state of the panel, or None when it has none yet (no slot is taken)."""
-        entry = self.page.store.get(sid)
-        return entry.labs.get(self.key) if entry is not None else None
+        visitor = self.page.store.get(sid)
+        return visitor.labs.get(self.key) if visitor is not None else None
 
     def pause(self, sid: str | None) -> None:
         """Pause: whatever this browser session plays stops after its current step (`inspector.ui.play`)."""
-        entry = self.page.store.get(sid)
-        if entry is not None:
-            entry.pause.set()
+        visitor = self.page.store.get(sid)
+        if visitor is not None:
+            visitor.pause.set()
 
     # ---- the page
     def layout(self) -> None:
@@ -244,7 +244,7 @@ class Slot:
 
 class ViewPanel(Panel):
     """A view of the page's run. Its slots are filled through the page's view bundle (`inspector.ui.bundle`):
-    `draw(entry, layer, head)` gives {slot key: value} from the browser session's run while its tab is open
+    `draw(visitor, layer, head)` gives {slot key: value} from the browser session's run while its tab is open
     (on the decode thread: it may ask the session for on-demand tensors), `blank()` their empty values.
     Events that change the run (Prefill, Step, ...) call `draw` of the open view only."""
 
@@ -254,7 +254,7 @@ class ViewPanel(Panel):
 
     def refusal(self, message: str, sid: Any = None) -> dict[str, Any]:
         """A view's refusal goes to the page's status line (with the run's phase); the views stay."""
-        return self.page.run.render.error_views(self.page.store.get(sid), message)
+        return self.page.handlers.render.error_views(self.page.store.get(sid), message)
 
     def slot(self, key: str) -> Any:
         """The `ViewSlot` component of slot `key` (lay it out where it is called)."""
@@ -272,6 +272,6 @@ class ViewPanel(Panel):
         """Every slot's value before a run (after Reset, at page load)."""
         return {s.key: "" for s in self.slots}
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        """Every slot's value for the newest state of the entry's run."""
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+        """Every slot's value for the newest state of the visitor's run."""
         raise NotImplementedError

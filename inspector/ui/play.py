@@ -1,12 +1,12 @@
 """Play: the one loop and the one pause for everything the page plays — the run's decode steps, the
 Speculative lab's rounds, the Serving lab's scheduler steps.
 
-`play_steps(entry, advance, pace)` holds the browser session's entry for "play" (one model call at a time
+`play_steps(visitor, advance, pace)` holds the browser session's visitor for "play" (one model call at a time
 per session: a Step or a lab's button pressed meanwhile is refused by name), then calls `advance()` (one
 step; True while there is more) until it says the end, raises an `InspectorError` (which ends Play with its
-message) or Pause sets `entry.pause`, and yields an `Update` after every step: whether to send the page an
+message) or Pause sets `visitor.pause`, and yields an `Update` after every step: whether to send the page an
 update now and whether with the open view's plots. It waits out `pace` between steps on the pause event, so
-Pause ends the wait at once and no lock but the entry's is held while waiting; the entry is released however
+Pause ends the wait at once and no lock but the visitor's is held while waiting; the visitor is released however
 Play ends (the end, a refusal, Pause, the browser gone). Every Pause button of the page sets the same event.
 
 Pace (`PlayPace`): the "Speed" control (tokens per second, 1 to 20, or as fast as the model goes) sets
@@ -27,7 +27,7 @@ from typing import Any
 
 from inspector.errors import InputError
 from inspector.ui.fields import PLAY_SPEED, FreeNumber
-from inspector.ui.sessions import Entry, SessionStore
+from inspector.ui.visitors import Visitor, Visitors
 
 DEFAULT_SPEED = 3  # slow enough to watch each token arrive
 PLOT_INTERVAL_S = 0.4  # the open view's plots at most 2.5 times a second
@@ -87,42 +87,42 @@ def wait_for_pace(pause: threading.Event, started: float, interval: float | None
         pause.wait(left)
 
 
-def entry_when_prefilled(store: SessionStore, sid: Any) -> Entry:
+def visitor_when_prefilled(store: Visitors, sid: Any) -> Visitor:
     """The session to play: one with a run, or one whose prefill is running (Play then waits for it). Play
     pressed together with Prefill may arrive first: wait briefly for that prefill to start."""
     deadline = time.monotonic() + PREFILL_START_WAIT_S
     while True:
-        entry = store.get(sid)
-        if entry is not None and (entry.activity == "prefill" or (entry.session is not None and entry.session.records)):
-            if entry.activity != "prefill" and entry.session.finished:
-                raise InputError(f"generation finished ({entry.session.finished}): press Prefill to start again")
-            return entry
+        visitor = store.get(sid)
+        if visitor is not None and (visitor.activity == "prefill" or (visitor.session is not None and visitor.session.records)):
+            if visitor.activity != "prefill" and visitor.session.finished:
+                raise InputError(f"generation finished ({visitor.session.finished}): press Prefill to start again")
+            return visitor
         if time.monotonic() >= deadline:
-            return store.run_entry(sid)  # raises why there is nothing to play
+            return store.run_visitor(sid)  # raises why there is nothing to play
         time.sleep(0.05)
 
 
-def play_steps(entry: Entry, advance: Callable[[], bool], pace: PlayPace = EVERY_STEP, *,
+def play_steps(visitor: Visitor, advance: Callable[[], bool], pace: PlayPace = EVERY_STEP, *,
                check: Callable[[], Any] | None = None, activity: str = "play", hold: bool = True) -> Iterator[Update]:
     """Step with `advance()` until the end, a refusal or Pause, yielding an `Update` after each step (see the
-    module docstring). A prefill running for the entry is waited for (`PREFILL_WAIT_S`); `check()` runs once
-    the entry is held (e.g. the prefill waited for may have failed). `hold=False`: the entry is held for each
+    module docstring). A prefill running for the visitor is waited for (`PREFILL_WAIT_S`); `check()` runs once
+    the visitor is held (e.g. the prefill waited for may have failed). `hold=False`: the visitor is held for each
     step only, so another request of the session (the Serving lab's Load, which replaces what plays) can come
     between two steps."""
     if hold:
-        entry.acquire(activity, wait_s=PREFILL_WAIT_S if entry.activity == "prefill" else 0.0)
-    entry.pause.clear()
-    entry.playing = True
+        visitor.acquire(activity, wait_s=PREFILL_WAIT_S if visitor.activity == "prefill" else 0.0)
+    visitor.pause.clear()
+    visitor.playing = True
     drawn = sent = 0.0
     try:
         if check is not None:
             check()
-        while not entry.pause.is_set():
+        while not visitor.pause.is_set():
             started = time.monotonic()
             if hold:
                 more = advance()
             else:
-                with entry.exclusive(activity):
+                with visitor.exclusive(activity):
                     more = advance()
             now = time.monotonic()
             if more and pace.interval is None and now - sent < pace.max_speed_update_s:
@@ -135,8 +135,8 @@ def play_steps(entry: Entry, advance: Callable[[], bool], pace: PlayPace = EVERY
                 drawn = now
             if not more:
                 break
-            wait_for_pace(entry.pause, started, pace.interval)
+            wait_for_pace(visitor.pause, started, pace.interval)
     finally:
-        entry.playing = False
+        visitor.playing = False
         if hold:
-            entry.release()
+            visitor.release()

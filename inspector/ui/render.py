@@ -1,6 +1,6 @@
 """What the page shows of one browser session's run: the token views every event updates, and the open view.
 
-`Renderer(page).views(entry, layer, head)` gives {view key: value}: the status line, the token chips and
+`Renderer(page).views(visitor, layer, head)` gives {view key: value}: the status line, the token chips and
 text, the pipeline strip, the branch tree and the guided tour's text on every event, and the slots of the
 open view tab, drawn by its panel (`ViewPanel.draw`: only the open tab's plots are drawn, so a step stays
 cheap however many views exist). `blank_views()` is every view before a run. The keys are the page's
@@ -18,7 +18,7 @@ from inspector.ui.branch_handlers import tree_html
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.panel import Page, ViewPanel
 from inspector.ui.registry import VIEWS
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.ui.tour_panel import tour_facts
 from inspector.viz import header as vh
 from inspector.viz import pipeline as vp
@@ -47,9 +47,9 @@ class Renderer:
                                    cfg.num_key_value_heads, cfg.vocab_size)
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
 
-    def blank_views(self, message: str = "", error: bool = False, entry: Entry | None = None) -> dict[str, Any]:
-        """Every view in its empty state (page load, Reset of `entry`)."""
-        v = {"status": self.status(entry, message, error),
+    def blank_views(self, message: str = "", error: bool = False, visitor: Visitor | None = None) -> dict[str, Any]:
+        """Every view in its empty state (page load, Reset of `visitor`)."""
+        v = {"status": self.status(visitor, message, error),
              "chips": vtok.token_chips_html([], [], [], 0), "text": vtok.generated_text_html(""),
              "pipeline": vp.pipeline_html(None, self.facts), "branches": tree_html(None),
              "tour": vtour.tour_html(self.tour_facts, None)}
@@ -57,12 +57,12 @@ class Renderer:
             v.update(view.blank())
         return v
 
-    def status(self, entry: Entry | None, message: str = "", error: bool = False, pending: str = "") -> str:
+    def status(self, visitor: Visitor | None, message: str = "", error: bool = False, pending: str = "") -> str:
         """The page's status line: the run's phase and timings, with a message, marked with the version of the
-        state it shows (`Entry.version`): the page applies no update older than the one it shows. `pending`:
+        state it shows (`Visitor.version`): the page applies no update older than the one it shows. `pending`:
         the phase is that action, asked for and not done yet (the last run's timings stay)."""
-        s = entry.session if entry else None
-        if entry is not None and not pending and (entry.activity == "prefill" or self.store.prefill_coming(entry.sid)):
+        s = visitor.session if visitor else None
+        if visitor is not None and not pending and (visitor.activity == "prefill" or self.store.prefill_coming(visitor.sid)):
             pending = "prefill"  # a view drawn while the page's new prefill is coming shows that it is
         if pending:
             records = s.records if s is not None and s.records else []
@@ -70,54 +70,54 @@ class Renderer:
         elif s is None or not s.records:
             line = vh.status_html("idle", vt.timing_stats([]), message, error)
         else:
-            phase = vh.phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished,
-                                  entry.playing)
+            phase = vh.phase_text(len(s.records), len(s.generated_ids), visitor.max_new_tokens, s.finished,
+                                  visitor.playing)
             memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
             line = vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
-        version = entry.version if entry is not None else 0
+        version = visitor.version if visitor is not None else 0
         return f'<span class="ii-version" hidden data-version="{version}"></span>' + line
 
-    def error_views(self, entry: Entry | None, error: Exception | str) -> dict[str, Any]:
+    def error_views(self, visitor: Visitor | None, error: Exception | str) -> dict[str, Any]:
         """The status line with the message (an exception's first line); every other view stays as it is."""
-        return {"status": self.status(entry, error if isinstance(error, str) else first_line(error), error=True)}
+        return {"status": self.status(visitor, error if isinstance(error, str) else first_line(error), error=True)}
 
-    def wants_lens(self, entry: Entry) -> bool:
+    def wants_lens(self, visitor: Visitor) -> bool:
         """True when the open view shows the logit lens (the forward run ahead computes it too)."""
-        view = self.views_by_tab.get(entry.tab)
+        view = self.views_by_tab.get(visitor.tab)
         return bool(view is not None and view.wants_lens)
 
     @on_model_thread
-    def views(self, entry: Entry, layer: Any, head: Any, message: str = "", error: bool = False,
+    def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
               plots: bool = True) -> dict[str, Any]:
         """The token views always; the open tab's slots when `plots` (the other tabs' are drawn when opened)."""
-        s = entry.session
+        s = visitor.session
         if s is None or not s.records:
-            return self.blank_views(message, error, entry)
+            return self.blank_views(message, error, visitor)
         tok = self.loaded.tokenizer
         ids = list(s.prompt_ids) + list(s.generated_ids)
         pieces = s.token_pieces()
         rec = s.records[-1]
-        if plots and s.record and rec.sample is not None and not entry.playing:
+        if plots and s.record and rec.sample is not None and not visitor.playing:
             # the newest token's commitment layer on its chip (kept once computed; from the top layer down, not
             # the whole lens); Play's steps skip it, so it never slows Play down, and the step Play stops at gets it
             s.commitment(rec.step)
         piece = tok.decode([rec.sample.token_id]) if rec.sample else ""
         v: dict[str, Any] = {
-            "status": self.status(entry, message, error),
+            "status": self.status(visitor, message, error),
             "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
-                                           entry.selected, vtok.decided_layers(s.records)),
+                                           visitor.selected, vtok.decided_layers(s.records)),
             "text": vtok.generated_text_html(s.text, s.finished),
             "pipeline": vp.pipeline_html(rec, self.facts, piece),
-            "branches": tree_html(entry),
+            "branches": tree_html(visitor),
             "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
-        view = self.views_by_tab.get(entry.tab)
+        view = self.views_by_tab.get(visitor.tab)
         if plots and view is not None:
-            v.update(view.draw(entry, layer, head))
+            v.update(view.draw(visitor, layer, head))
         return v
 
     @staticmethod
-    def drawn_marker(entry: Entry) -> str:
+    def drawn_marker(visitor: Visitor) -> str:
         """A hidden element naming the step and tab the plots were drawn for (tests and bench wait on it)."""
-        n = len(entry.session.records) if entry.session is not None else 0
-        return f'<span id="views-drawn-step" data-step="{n - 1}" data-tab="{entry.tab}"></span>'
+        n = len(visitor.session.records) if visitor.session is not None else 0
+        return f'<span id="views-drawn-step" data-step="{n - 1}" data-tab="{visitor.tab}"></span>'

@@ -1,6 +1,6 @@
 """Trace files in the web app: export this browser's run to a download, import an uploaded one.
 
-Two run events the page wires to its buttons, both taking the page's run (`Handlers`) as `h`:
+Two run events the page wires to its buttons, both taking the page's handlers (`Handlers`) as `h`:
 - `export_trace(h, sid)` -> (path of the written file for a `gr.DownloadButton`/`gr.File`, {"status": ...}).
   The file keeps the prompt the run was prefilled from (the controls' values only when it is not known) and
   every token-fork branch of the run (`BranchTree.saved`); opening it shows the same tree.
@@ -8,7 +8,7 @@ Two run events the page wires to its buttons, both taking the page's run (`Handl
   (Gradio copies a returned file into its own cache when it sends it). `export_trace_shown` is the same
   for a hidden `gr.File`: an update that shows it with the new file.
 - `import_trace(h, sid, file, layer, head)` -> what `Handlers.views` returns, so every view redraws from
-  the file without running the model. The restored session replaces this browser's, under the entry's
+  the file without running the model. The restored session replaces this browser's, under the visitor's
   lock; it steps on when the page's model recorded it, else Step says why in the status line (switching
   branches replays tokens, so it needs the recording model too).
 Caps come first: the file's size against the session memory cap before parsing, the restored session's
@@ -34,7 +34,7 @@ from inspector.errors import InputError
 from inspector.session.branches import BranchTree
 from inspector.session.trace_file import load_trace, save_trace
 from inspector.ui.link_handlers import run_origin, tree_of
-from inspector.ui.model_thread import run
+from inspector.ui.model_thread import call
 from inspector.ui.refusals import refuses
 from inspector.units import format_bytes
 
@@ -75,23 +75,23 @@ def no_file(sid: Any) -> None:
 def export_trace(h: Any, sid: str | None, prompt: str | None = None, chat: bool | None = None,
                  system: str | None = None) -> tuple[str | None, dict[str, Any]]:
     """Save this browser's run (prompt, chat, system: the page's settings, saved when given)."""
-    entry = h.store.get(sid)
-    if entry is None or entry.session is None or not entry.session.records:
+    visitor = h.store.get(sid)
+    if visitor is None or visitor.session is None or not visitor.session.records:
         raise InputError("nothing to export yet: press Prefill first")
-    path = _new_export_path(entry.session.loaded.name)
-    with entry.exclusive("export"):
-        origin = run_origin(entry)
+    path = _new_export_path(visitor.session.loaded.name)
+    with visitor.exclusive("export"):
+        origin = run_origin(visitor)
         if origin is not None:
             prompt, chat, system = origin.prompt, origin.chat, origin.system
-        tree, left_out = tree_of(entry)
+        tree, left_out = tree_of(visitor)
         note = f"; left out {left_out} intervention branches (their changes are not saved)" if left_out else ""
-        if tree.branches[tree.current].generated_ids != list(entry.session.generated_ids):
+        if tree.branches[tree.current].generated_ids != list(visitor.session.generated_ids):
             tree, note = None, "; only the shown intervention branch (an intervention's changes are not saved)"
         many = tree is not None and len(tree.branches) > 1
-        size = run(save_trace, entry.session, path, prompt=prompt, chat=chat, system=system,
+        size = call(save_trace, visitor.session, path, prompt=prompt, chat=chat, system=system,
                    branches=tree if many else None)
     kept = f", {len(tree.branches)} branches" if many else ""
-    return str(path), {"status": h.render.status(entry, f"exported the trace: {path.name} ({format_bytes(size)}"
+    return str(path), {"status": h.render.status(visitor, f"exported the trace: {path.name} ({format_bytes(size)}"
                                                         f"{kept}){note}")}
 
 
@@ -106,18 +106,18 @@ def import_trace(h: Any, sid: str | None, file: Any, layer: Any, head: Any) -> d
                          f"MiB per session (INSPECTOR_MAX_TRACE_MB)")
     if not sid:
         raise InputError("this page has no session id: reload the page")
-    sid, entry = h.store.get_or_create(sid)
-    with entry.exclusive("import"):
-        session = run(load_trace, path, h.loaded)
+    sid, visitor = h.store.get_or_create(sid)
+    with visitor.exclusive("import"):
+        session = call(load_trace, path, h.loaded)
         _admit(h, session, path.name, cap)
-        h.store.reset_locked(entry)  # clears what belonged to the old run (selection, preview, ...)
-        entry.session = session
+        h.store.reset_locked(visitor)  # clears what belonged to the old run (selection, preview, ...)
+        visitor.session = session
         if session.saved_tree is not None:  # the run's branches; switching replays them on this session
-            entry.branches = BranchTree.from_saved(session.saved_tree, levers=session.own_levers)
-        entry.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
+            visitor.branches = BranchTree.from_saved(session.saved_tree, levers=session.own_levers)
+        visitor.max_new_tokens = min(session.max_new_tokens, h.limits.max_steps)
     how = session.read_only or f"it steps on with {h.loaded.name}"
-    views = h.views(entry, layer, head, f"opened {path.name}: {how}")
-    h.queue_forward_ahead(entry)  # as after a prefill: the next Step only samples (nothing when read-only)
+    views = h.views(visitor, layer, head, f"opened {path.name}: {how}")
+    h.queue_forward_ahead(visitor)  # as after a prefill: the next Step only samples (nothing when read-only)
     return views
 
 

@@ -29,9 +29,9 @@ ROUTING_SLOTS = {"routing-map-view", "router-chart", "routing-load-view"}
 def moe_run(tiny_moe_loaded):
     """The bare page of the mixture, its session id after a prefill and two decode steps."""
     page = make_page(tiny_moe_loaded)
-    sid = page.run.prefill(None, PROMPT, False, "", *SAMPLING, 8, 0, 0)[0]
+    sid = page.handlers.prefill(None, PROMPT, False, "", *SAMPLING, 8, 0, 0)[0]
     for _ in range(2):
-        page.run.step(sid, *SAMPLING, 0, 0)
+        page.handlers.step(sid, *SAMPLING, 0, 0)
     return page, sid
 
 
@@ -46,7 +46,7 @@ def test_a_dense_page_has_no_routing_tab_and_a_mixtures_page_draws_it(tiny_loade
     assert "routing" not in make_page(tiny_loaded).panels
 
     page, sid = moe_run
-    h = page.run
+    h = page.handlers
     records = page.store.get(sid).session.records
     views = h.show_tab("routing")(sid, 1, 0)
     assert 'data-error="1"' not in views["status"]
@@ -64,7 +64,7 @@ def test_a_dense_page_has_no_routing_tab_and_a_mixtures_page_draws_it(tiny_loade
 def test_the_timing_view_counts_the_experts_each_step_read(tiny_loaded, moe_run):  # noqa: F811
     page, sid = moe_run
     cfg, inv = page.loaded.config, page.inventory
-    fig = page.run.show_tab("timing")(sid, 0, 0)["weights_fig"]
+    fig = page.handlers.show_tab("timing")(sid, 0, 0)["weights_fig"]
     records = page.store.get(sid).session.records
     shared, experts = fig.data
     read = [sum(len(set(r.routing.expert_ids[layer].ravel().tolist())) for layer in range(cfg.num_hidden_layers))
@@ -77,7 +77,7 @@ def test_the_timing_view_counts_the_experts_each_step_read(tiny_loaded, moe_run)
     assert np.allclose(np.array(experts.y) * 2**20, np.array(read) * per_expert)
     dense = make_page(tiny_loaded)
     assert [s.key for s in dense.panels["timing"].slots] == ["timing_fig"]
-    assert "weights_fig" not in dense.run.render.view_keys and "weights_fig" in page.run.render.view_keys
+    assert "weights_fig" not in dense.handlers.render.view_keys and "weights_fig" in page.handlers.render.view_keys
 
 
 def test_the_serving_labs_roofline_counts_the_experts_a_batch_read(tiny_moe_loaded):

@@ -1,4 +1,4 @@
-"""Fuzz of the script API, `/prefill` and `/step` (inspector.ui.api), through gradio_client and, for what
+"""Fuzz of the script API, `/prefill` and `/step` (inspector.ui.script_endpoints), through gradio_client and, for what
 gradio_client cannot send (NaN, Infinity, a wrong number of inputs), raw JSON posted to
 `/gradio_api/call/<endpoint>`.
 
@@ -408,7 +408,7 @@ def _memory_cap_mb(loaded: Any) -> tuple[int, int]:
     """A memory cap 1-2 MB above what a one-token prompt holds (a few decode steps), and a prompt length
     over it."""
     from inspector.engine.config import SamplingParams
-    from inspector.ui.sessions import new_ui_session
+    from inspector.ui.visitors import new_ui_session
 
     s = new_ui_session(loaded)
     s.prefill("Hello", SamplingParams(), max_new_tokens=8)

@@ -1,5 +1,5 @@
 """The handler tests' pieces (pages without a browser, over a tiny model): `make(loaded, **limits)` builds bare
-handlers and their session store, `status(out)` reads a handler's status line, `SAMPLING` is greedy sampling
+handlers and their visitor store, `status(out)` reads a handler's status line, `SAMPLING` is greedy sampling
 as the page's five boxes send it, `other_token` a candidate the run did not take (to branch on), and the
 `no_run_ahead` fixture (autouse where imported) turns off forwards run ahead."""
 
@@ -10,7 +10,7 @@ import pytest
 from inspector.session.session import Session
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import Handlers
-from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.visitors import Visitors, new_ui_session
 
 
 SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
@@ -18,7 +18,7 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 
 def make(loaded, **limits):
     lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
+    store = Visitors(lambda: new_ui_session(loaded), lim)
     return Handlers.bare(loaded, store, lim), store
 
 

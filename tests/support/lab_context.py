@@ -1,8 +1,8 @@
-"""A page without a browser, for testing panels' handlers: the model, a session store and caps, every panel
+"""A page without a browser, for testing panels' handlers: the model, a visitor store and caps, every panel
 of the registry and the page's run; the page's components are None (handlers take their values as arguments).
 
 `make_page(loaded, **limits)` -> `Page`; `page.panels[key]` is a panel (`page.panels["speculative"].start(...)`),
-`page.run` the run's handlers. A handler returns {output name: value}; `status(out)` is its status line.
+`page.handlers` the run's handlers. A handler returns {output name: value}; `status(out)` is its status line.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import html
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import Handlers
 from inspector.ui.panel import Page
-from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.visitors import Visitors, new_ui_session
 
 
-def make_page(loaded, store: SessionStore | None = None, **limits) -> Page:
+def make_page(loaded, store: Visitors | None = None, **limits) -> Page:
     lim = AppLimits(**limits) if store is None else store.limits
-    store = store or SessionStore(lambda: new_ui_session(loaded), lim)
+    store = store or Visitors(lambda: new_ui_session(loaded), lim)
     return Handlers.bare(loaded, store, lim).page
 
 
@@ -26,7 +26,7 @@ def make_ctx(loaded, **limits) -> Page:
     return make_page(loaded, **limits)
 
 
-def panel(loaded, key: str, store: SessionStore | None = None, **limits):
+def panel(loaded, key: str, store: Visitors | None = None, **limits):
     """One panel of a fresh bare page (`make_page`)."""
     return make_page(loaded, store, **limits).panels[key]
 

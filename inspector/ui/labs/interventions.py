@@ -12,8 +12,8 @@ The tab lays out four parts:
   MLP bar to ablate it: the same as Apply) and the commitment layer of every step along the token strip.
 - Patching (`inspector.ui.labs.patching`): clean and corrupted prompts, answer and wrong token, point; the
   layer x position table; a click on a cell shows that patched run's next tokens.
-The page's run is the browser session's `entry.session` (Prefill on the page first). Model work runs on the
-model threads under the entry's lock; a refusal is one line in the tab's status.
+The page's run is the browser session's `visitor.session` (Prefill on the page first). Model work runs on the
+model threads under the visitor's lock; a refusal is one line in the tab's status.
 """
 
 from __future__ import annotations
@@ -43,18 +43,18 @@ CAPTION = ("Change the model while it generates: switch off a head, an attention
            "activations from a clean prompt into a corrupted one.")
 
 
-def tree_of(entry: Any) -> BranchTree:
+def tree_of(visitor: Any) -> BranchTree:
     """The page run's branch tree (made when first needed), in step with the run."""
-    s = entry.session
-    if entry.branches is None:
-        entry.branches = BranchTree(s.generated_ids, s.text, levers=s.own_levers)
-    entry.branches.sync(s.generated_ids, s.text)
-    return entry.branches
+    s = visitor.session
+    if visitor.branches is None:
+        visitor.branches = BranchTree(s.generated_ids, s.text, levers=s.own_levers)
+    visitor.branches.sync(s.generated_ids, s.text)
+    return visitor.branches
 
 
-def branches_html(entry: Any) -> str:
+def branches_html(visitor: Any) -> str:
     """The branches of the page's run: id, what it changed, its text; the one in use marked."""
-    tree = entry.branches if entry is not None else None
+    tree = visitor.branches if visitor is not None else None
     if tree is None:
         return "<div id='iv-branches' data-branches='1'>one branch: the run as sampled</div>"
     rows = []
@@ -66,8 +66,8 @@ def branches_html(entry: Any) -> str:
     return f"<div id='iv-branches' data-branches='{len(tree.branches)}'>{''.join(rows)}</div>"
 
 
-def run_text(entry: Any) -> str:
-    s = entry.session
+def run_text(visitor: Any) -> str:
+    s = visitor.session
     return (f"<div id='iv-run-text' data-generated='{len(s.generated_ids)}' style='white-space:pre-wrap'>"
             f"{esc(s.text)}</div>")
 
@@ -81,13 +81,13 @@ class InterventionsLab(Panel):
         self.patching = PatchingSection(page, self)
 
     def run_session(self, sid: str | None) -> tuple[Any, Any]:
-        entry = self.page.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
+        visitor = self.page.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records:
             raise InputError("nothing to change yet: press Prefill on the page first")
-        return entry, entry.session
+        return visitor, visitor.session
 
-    def run_views(self, entry: Any, message: str) -> dict[str, Any]:
-        return {"status": self.status(message), "branches": branches_html(entry), "text": run_text(entry)}
+    def run_views(self, visitor: Any, message: str) -> dict[str, Any]:
+        return {"status": self.status(message), "branches": branches_html(visitor), "text": run_text(visitor)}
 
     def layout(self) -> None:
         import gradio as gr
@@ -144,15 +144,15 @@ class InterventionsLab(Panel):
         self.on(self.dla_btn.click, self.attribution, [p.sid, self.step], ["status", "dla", "strip"])
         self.patching.wire()
 
-    def _apply_on_thread(self, entry: Any, args: tuple) -> str:
-        s = entry.session
-        tree = tree_of(entry)
+    def _apply_on_thread(self, visitor: Any, args: tuple) -> str:
+        s = visitor.session
+        tree = tree_of(visitor)
         point, *rest = args
         new = interventions_for(self.page.loaded, s, POINTS.get(point, point), *rest)
         levers = levers_with(s, new)
         label = " + ".join(dict.fromkeys(iv.label for iv in new))
         rerun(s, levers)
-        entry.preview = entry.uncached_ms = None
+        visitor.preview = visitor.uncached_ms = None
         b = tree.fork_levers(label, levers, s.generated_ids, s.text)
         return f"branch #{b.id}: {label} ({len(s.generated_ids)} tokens run again under it)"
 
@@ -160,10 +160,10 @@ class InterventionsLab(Panel):
     def apply(self, sid: str | None, *args: Any) -> dict[str, Any]:
         """Apply to this run: a new branch, the page's run under the branch in use's levers and this change.
         `args`: point, op, layer, head, factor, query, key, towards, away, alpha."""
-        entry, _ = self.run_session(sid)
-        with entry.exclusive(self.key):
-            message = model_thread.run(self._apply_on_thread, entry, args)
-        return self.run_views(entry, message)
+        visitor, _ = self.run_session(sid)
+        with visitor.exclusive(self.key):
+            message = model_thread.call(self._apply_on_thread, visitor, args)
+        return self.run_views(visitor, message)
 
     def ablate_part(self, sid: str | None, part: Any) -> dict[str, Any]:
         """A click on a DLA bar: "head L.H" or "mlp L" -> zero it (as Apply)."""
@@ -178,33 +178,33 @@ class InterventionsLab(Panel):
     @refuses
     def switch(self, sid: str | None, branch: Any) -> dict[str, Any]:
         """Make the page's run the chosen branch (its levers and tokens)."""
-        entry, _ = self.run_session(sid)
-        tree = tree_of(entry)
+        visitor, _ = self.run_session(sid)
+        tree = tree_of(visitor)
         target = tree.get(int(branch_bound(len(tree)).parse(branch)))
-        with entry.exclusive(self.key):
-            model_thread.run(replay, entry.session, target.levers, target.generated_ids)
+        with visitor.exclusive(self.key):
+            model_thread.call(replay, visitor.session, target.levers, target.generated_ids)
         tree.current = target.id
-        entry.preview = entry.uncached_ms = None
-        return self.run_views(entry, f"switched to branch #{target.id}")
+        visitor.preview = visitor.uncached_ms = None
+        return self.run_views(visitor, f"switched to branch #{target.id}")
 
     @refuses
     def compare_branches(self, sid: str | None, a: Any, b: Any) -> dict[str, Any]:
         """Two branches side by side (replayed in sessions of their own)."""
-        entry, s = self.run_session(sid)
-        tree = tree_of(entry)
+        visitor, s = self.run_session(sid)
+        tree = tree_of(visitor)
         ids = [int(branch_bound(len(tree), f"branch {n}").parse(v)) for n, v in (("A", a), ("B", b))]
         ba, bb = tree.get(ids[0]), tree.get(ids[1])
         params = s.records[-1].sample.params
         side = [(f"#{x.id} {x.label or ('as sampled' if x.at_step is None else f'step {x.at_step} forced')}",
                  x.levers, x.generated_ids) for x in (ba, bb)]
-        with entry.exclusive(self.key):
-            c = model_thread.run(compare, self.page.loaded, s.prompt_ids, params, *side, max_new_tokens=s.max_new_tokens)
+        with visitor.exclusive(self.key):
+            c = model_thread.call(compare, self.page.loaded, s.prompt_ids, params, *side, max_new_tokens=s.max_new_tokens)
         return {"status": self.status(f"compared #{ba.id} and #{bb.id}"), "compare": viv.compare_html(c),
                 "compare_fig": viv.resid_diff_figure(c)}
 
     @staticmethod
-    def _attribution_views(entry: Any, step: int) -> tuple[str, str]:
-        s = entry.session
+    def _attribution_views(visitor: Any, step: int) -> tuple[str, str]:
+        s = visitor.session
         a = attribute_step(s, step)
         layers = []
         for k in range(len(s.records)):
@@ -216,9 +216,9 @@ class InterventionsLab(Panel):
     @refuses
     def attribution(self, sid: str | None, step: Any) -> dict[str, Any]:
         """The DLA bars of one step (-1: the newest) and the commitment layer of every step."""
-        entry, s = self.run_session(sid)
+        visitor, s = self.run_session(sid)
         k = int(generated_step_bound(len(s.generated_ids)).parse(step))
         k = len(s.generated_ids) - 1 if k < 0 else k
-        with entry.exclusive(self.key):
-            bars, strip = model_thread.run(self._attribution_views, entry, k)
+        with visitor.exclusive(self.key):
+            bars, strip = model_thread.call(self._attribution_views, visitor, k)
         return {"status": self.status(f"attribution of step {k}"), "dla": bars, "strip": strip}

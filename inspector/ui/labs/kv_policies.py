@@ -12,7 +12,7 @@ and m, l per query row.
 
 Run uses the page's prompt, chat toggle, system prompt and max new tokens (caps first: `admit_prompt`,
 `admit_max_new`, the context window) and runs `inspector.quant.kv_watch.watch_policy` on the decode thread
-under the entry's lock (greedy; the full cache runs alongside on the same tokens). The state keeps the last
+under the visitor's lock (greedy; the full cache runs alongside on the same tokens). The state keeps the last
 `KVPolicyRun` and `FlashWalk`; the selectors redraw from them without model work. The helpers `spec_of`,
 `kv_head_bound`, `policy_controls`, `run_views` and `policy_views` serve the KV cache view's policy section
 too (`inspector.ui.views.kv_policy`).
@@ -160,10 +160,10 @@ class KVPoliciesLab(Panel):
         overflow = OVERFLOW.get(on_context_full, on_context_full)
         if overflow not in OVERFLOW.values():
             raise InputError(f"when the context is full: choose {' or '.join(OVERFLOW)}, got {str(on_context_full)[:40]!r}")
-        entry, state = self.state(sid)
+        visitor, state = self.state(sid)
         tok = loaded.tokenizer
-        with entry.exclusive(self.key):
-            run = model_thread.run(watch_policy, loaded.model, admitted.ids, n, spec, tok.piece, tok.decode,
+        with visitor.exclusive(self.key):
+            run = model_thread.call(watch_policy, loaded.model, admitted.ids, n, spec, tok.piece, tok.decode,
                                    loaded.stop_ids, overflow)
         state.run, state.layer, state.head = run, lv, hv
         return {"status": self.status(f"{run.label}: {len(run.steps)} tokens generated with the full cache alongside "
@@ -189,9 +189,9 @@ class KVPoliciesLab(Panel):
         lv, hv = int(layer_bound(cfg).parse(layer)), int(head_bound(cfg).parse(head))
         loaded = self.page.loaded
         admitted = admit_prompt(loaded, self.page.limits, prompt, bool(chat), system)
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            walk = model_thread.run(flash_walk, loaded.model, admitted.ids, lv, hv, loaded.tokenizer.piece)
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            walk = model_thread.call(flash_walk, loaded.model, admitted.ids, lv, hv, loaded.tokenizer.piece)
         state.flash = walk
         return {"status": self.status(f"layer {lv}, head {hv}: {len(walk.tiles)} tiles"),
                 "flash_text": vk.flash_html(walk), "flash_tile": vk.flash_tile_figure(walk, 0),

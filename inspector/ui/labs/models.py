@@ -85,13 +85,13 @@ class ModelsLab(Panel):
     def compare(self, sid: str | None, key: Any, prompt: Any, chat: Any, system: Any) -> dict[str, Any]:
         loaded = self.page.loaded
         admitted = admit_prompt(loaded, self.page.limits, prompt, bool(chat), system)  # every cap first
-        _, entry = self.page.store.get_or_create(sid)
-        with entry.exclusive(self.key):
-            other = model_thread.run_prefill(self.second_model, str(key))
+        _, visitor = self.page.store.get_or_create(sid)
+        with visitor.exclusive(self.key):
+            other = model_thread.call_prefill(self.second_model, str(key))
             chat_other = bool(chat) and bool(other.tokenizer.chat_template)
             system_text = system if system else None
-            left = model_thread.run(next_tokens, loaded, prompt, bool(chat), system=system_text)
-            right = model_thread.run(next_tokens, other, prompt, chat_other, system=system_text if chat_other else None)
+            left = model_thread.call(next_tokens, loaded, prompt, bool(chat), system=system_text)
+            right = model_thread.call(next_tokens, other, prompt, chat_other, system=system_text if chat_other else None)
         note = "" if chat_other == bool(chat) else f"; {other.name} has no chat template, so it reads the plain prompt"
         return {"status": self.status(f"{len(admitted.ids)} and {len(right.ids)} prompt tokens{note}"),
                 "side": side_by_side_html(left, right)}
@@ -124,22 +124,22 @@ class DeviceSection(Panel):
         loaded, store = self.page.loaded, self.page.store
         held = []
         try:
-            for entry in store.entries():
-                if not entry.lock.acquire(blocking=False):
+            for visitor in store.live():
+                if not visitor.lock.acquire(blocking=False):
                     raise InputError("a session is running a model call (a step, Play or a lab): try again when it "
                                      "ends")
-                held.append(entry)
-            if not model_thread.run_prefill(reload_on_device, loaded, device):
+                held.append(visitor)
+            if not model_thread.call_prefill(reload_on_device, loaded, device):
                 return {"status": self.status(f"the model is already on {loaded.device}")}
-            for entry in held:  # their caches and records belong to the old weights
-                store.reset_locked(entry)
-                entry.labs.clear()
+            for visitor in held:  # their caches and records belong to the old weights
+                store.reset_locked(visitor)
+                visitor.labs.clear()
             with _loading:
                 _loaded.clear()  # second models load again beside the page model, on its new device
                 for shared in [k for k in store.shared if k.startswith("models:")]:
                     del store.shared[shared]
         finally:
-            for entry in held:
-                entry.lock.release()
+            for visitor in held:
+                visitor.lock.release()
         return {"status": self.status(f"{loaded.name} now runs on {loaded.device}; every session starts afresh: "
                                       "press Prefill")}

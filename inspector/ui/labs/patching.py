@@ -98,9 +98,9 @@ class PatchingSection(Panel):
             raise InputError(f"unknown patching point {point!r}: use one of {', '.join(patching.POINTS)}")
         a, w = self.token(answer, "answer"), self.token(wrong, "wrong")
         tok = loaded.tokenizer
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            s = model_thread.run_prefill(patching.sweep, loaded.model, c, r, a, w, point,
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            s = model_thread.call_prefill(patching.sweep, loaded.model, c, r, a, w, point,
                                          pieces=(tok.pieces(c), tok.pieces(r)))
             state.setup = PatchSetup(c, r, a, w, point)
         return {"status": self.status(f"patched {len(s.layers)} layers x {len(s.positions)} positions in "
@@ -117,10 +117,10 @@ class PatchingSection(Panel):
         layer, _, position = str(cell or "").partition(":")
         L = check_layer(self.page.loaded.config, layer)
         p = int(patch_position_bound(len(setup.corrupt)).parse(position))
-        entry = self.page.store.get(sid)
+        visitor = self.page.store.get(sid)
         loaded = self.page.loaded
         tok = loaded.tokenizer
-        with entry.exclusive(self.key):
-            run = model_thread.run(patching.patched_run, loaded.model, setup.clean, setup.corrupt, setup.answer,
+        with visitor.exclusive(self.key):
+            run = model_thread.call(patching.patched_run, loaded.model, setup.clean, setup.corrupt, setup.answer,
                                    setup.wrong, setup.point, L, p, piece=tok.piece, decode=tok.decode, n=PATCH_SHOW)
         return {"status": self.status(f"patched run at layer {L}, position {p}"), "patched": viv.patched_run_html(run)}

@@ -8,7 +8,7 @@ cosine, the two next-token distributions of the selected step, one matrix's hist
 quantization, and the tensor inventory at that precision.
 
 Run uses the page's prompt, chat toggle, system prompt and max new tokens (caps first: `admit_prompt`,
-`admit_max_new`). On the decode thread, under the entry's lock: the fp32 greedy continuation, the chosen
+`admit_max_new`). On the decode thread, under the visitor's lock: the fp32 greedy continuation, the chosen
 precision teacher-forced on it, and its decode speed with the fp32 peer's (a few steps each, measured once
 per precision and kept). The quantized models are process-wide (`QuantLab`, one per server in the session
 store's shared state, each scheme built on first use once the server has room for it: admission counts them
@@ -38,7 +38,7 @@ from inspector.viz.common import empty_figure
 from inspector.viz.precision import quant_lab_note
 
 LABELS = {parse_scheme(c).label: c for c in CHOICES}  # "int4-g32" -> "int4:32"
-SHARED = "quant"  # the session store's shared state of the process-wide lab
+SHARED = "quant"  # the visitor store's shared state of the process-wide lab
 _labs_lock = threading.Lock()
 
 
@@ -70,7 +70,7 @@ class QuantizationLab(Panel):
     State = QuantState
 
     def lab(self) -> QuantLab:
-        """The process-wide lab of the page's model, kept in the session store's shared state (admission counts
+        """The process-wide lab of the page's model, kept in the visitor store's shared state (admission counts
         its models once for the server); made on first use, cheap: it builds nothing yet."""
         store = self.page.store
         with _labs_lock:
@@ -154,7 +154,7 @@ class QuantizationLab(Panel):
 
     def wire(self) -> None:
         p = self.page
-        self.on(self.run_btn.click, self.run, [p.sid, self.precision, self.kv, p.prompt, p.chat, p.system, p.max_new],
+        self.on(self.run_btn.click, self.compare, [p.sid, self.precision, self.kv, p.prompt, p.chat, p.system, p.max_new],
                 ["status", "summary", "memory", "speed", "strip", "layers", "dists", "step", "inventory"])
         self.on(self.outputs["step"].release, self.select_step, [p.sid, self.outputs["step"]],
                 ["status", "strip", "dists"], trigger_mode="always_last")
@@ -170,7 +170,7 @@ class QuantizationLab(Panel):
         return rec, stats, list(lab.inventory(scheme).entries)
 
     @refuses
-    def run(self, sid: str | None, label: Any, kv: Any, prompt: Any, chat: Any, system: Any,
+    def compare(self, sid: str | None, label: Any, kv: Any, prompt: Any, chat: Any, system: Any,
             max_new: Any) -> dict[str, Any]:
         """The Run button: caps first, then fp32 greedy, the precision teacher-forced on it, speeds."""
         loaded, limits = self.page.loaded, self.page.limits
@@ -181,9 +181,9 @@ class QuantizationLab(Panel):
         if len(admitted.ids) + n > loaded.config.max_position_embeddings:
             raise InputError(f"prompt plus max new tokens exceed the context window "
                              f"({loaded.config.max_position_embeddings} tokens)")
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            rec, stats, inventory = model_thread.run(self._measure, self.admitted_lab(scheme), admitted.ids, n,
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            rec, stats, inventory = model_thread.call(self._measure, self.admitted_lab(scheme), admitted.ids, n,
                                                      scheme, kv)
             state.record, state.stats, state.kv, state.inventory = rec, stats, kv, inventory
             state.step = rec.first_divergence_step or 0
@@ -207,8 +207,8 @@ class QuantizationLab(Panel):
         check_shapes(parse_scheme(scheme), self.page.loaded.config)
         if matrix not in matrices(self.page.loaded.config):
             raise InputError(f"unknown matrix {str(matrix)[:60]!r}")
-        entry, _ = self.state(sid)
-        with entry.exclusive(self.key):
-            h = model_thread.run(self.admitted_lab(scheme).histogram, scheme, matrix)
+        visitor, _ = self.state(sid)
+        with visitor.exclusive(self.key):
+            h = model_thread.call(self.admitted_lab(scheme).histogram, scheme, matrix)
         return {"status": self.status(f"{matrix}: {h.label} error max {h.max_abs_err:.3g}"),
                 "histogram": vq.histogram_figure(h)}

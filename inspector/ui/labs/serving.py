@@ -10,7 +10,7 @@ The scheduler is this panel's state (its block pool counted by `nbytes`). Before
 checks every cap: each prompt through `admit_prompt`, each max-new-tokens through `admit_max_new`, the
 whole run's tokens (prompts + continuations x max new tokens, summed) against `token_cap(limits)` = max
 prompt tokens + max steps, and the pool's bytes against max_trace_mb and the session's others. Steps run
-on the decode thread under the entry's lock; Play (`inspector.ui.play`) holds it for each step only, so a
+on the decode thread under the visitor's lock; Play (`inspector.ui.play`) holds it for each step only, so a
 Load pressed during Play replaces the run and that Play ends. Prompts use the page's chat-template toggle,
 system prompt and sampling controls.
 """
@@ -210,7 +210,7 @@ class ServingLab(Panel):
             raise InputError(f"a pool of {pool_blocks} blocks of {block_size} takes {format_bytes(pool_bytes)}; "
                              f"this server allows {limits.max_trace_mb} MiB per visitor (INSPECTOR_MAX_TRACE_MB)")
         admit_memory(self.page.store, sid, limits, self.key, pool_bytes)  # with the page's session and the others
-        entry, state = self.state(sid)
+        visitor, state = self.state(sid)
 
         def build() -> tuple[Scheduler, Any]:
             cache = PagedKVCache(config, pool_blocks, block_size, dtype=loaded.dtype, prefix_caching=bool(prefix_caching))
@@ -219,9 +219,9 @@ class ServingLab(Panel):
                 sched.add(prompt_ids, m, arrival, n=n, params=params)
             return sched, cached_peaks(peaks_directory(loaded.weights_path), loaded.dtype)
 
-        with entry.exclusive("serving load"):
+        with visitor.exclusive("serving load"):
             state.sched = None  # drop the previous pool first
-            state.sched, state.peaks = model_thread.run(build)
+            state.sched, state.peaks = model_thread.call(build)
             # sequence i is continuation i % n of request i // n (Scheduler.add numbers them in order)
             state.labels = [f"#{i} {requests[i // n][0][:24]}" for i in range(len(requests) * n)]
         sched = state.sched
@@ -238,11 +238,11 @@ class ServingLab(Panel):
         return self.page.store.get(sid), state
 
     def one_step(self, state: ServingState) -> str:
-        """One scheduler step on the decode thread (the caller holds the entry); what it did, in one line."""
+        """One scheduler step on the decode thread (the caller holds the visitor); what it did, in one line."""
         sched = state.sched
         if sched.done:
             return "every request has finished (or was refused): press Load to start again"
-        rec = model_thread.run(sched.step)
+        rec = model_thread.call(sched.step)
         rows = ", ".join(f"#{r.request_id} {r.kind} {r.num_tokens}" for r in rec.rows) or "idle (nothing arrived yet)"
         pc = sched.cache.prefix_stats()
         prefix = (f"; prefix cache: {pc.hits}/{pc.lookups} blocks hit ({pc.hit_rate:.0%}), {pc.tokens_reused} tokens "
@@ -251,8 +251,8 @@ class ServingLab(Panel):
 
     @refuses
     def step(self, sid: str | None) -> dict[str, Any]:
-        entry, state = self.loaded_state(sid)
-        with entry.exclusive("serving step"):
+        visitor, state = self.loaded_state(sid)
+        with visitor.exclusive("serving step"):
             message = self.one_step(state)
         return self.views(state, message)
 
@@ -260,7 +260,7 @@ class ServingLab(Panel):
     def play(self, sid: str | None) -> Iterator[dict[str, Any]]:
         """Step until every request is done or Pause is pressed, drawing after each step; a Load meanwhile
         replaces the run and ends this Play."""
-        entry, state = self.loaded_state(sid)
+        visitor, state = self.loaded_state(sid)
         sched, said, steps = state.sched, [""], [0]
         if sched.done:
             yield self.views(state, "all done")
@@ -273,10 +273,10 @@ class ServingLab(Panel):
             steps[0] += 1
             return not sched.done and steps[0] < PLAY_MAX_STEPS
 
-        for update in play_steps(entry, advance, activity="serving step", hold=False):
+        for update in play_steps(visitor, advance, activity="serving step", hold=False):
             if state.sched is not sched:
                 return  # a new Load: it shows its own run
             yield self.views(state, said[0])
         if state.sched is sched:
-            yield self.views(state, "paused" if entry.pause.is_set() else "all done" if sched.done
+            yield self.views(state, "paused" if visitor.pause.is_set() else "all done" if sched.done
                              else f"stopped after {PLAY_MAX_STEPS} steps")

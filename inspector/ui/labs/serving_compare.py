@@ -9,7 +9,7 @@ and one of the library questions (`QUESTIONS`); request i arrives at step 2i; ba
 
 Every cap before model work: each prompt through `admit_prompt`, the new tokens through `admit_max_new`,
 the whole run's tokens against the Serving lab's `token_cap`, the pool's bytes with the session's others
-(`admit_memory`). The runs go on the model thread under the entry's lock; nothing is kept.
+(`admit_memory`). The runs go on the model thread under the visitor's lock; nothing is kept.
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ class ServingCompare(Panel):
         blocks = MAX_BATCH * -(-longest // BLOCK_SIZE) + 8  # as `prefix_compare.serve` sizes its pool
         admit_memory(self.page.store, sid, limits, PART, kv_bytes(loaded.config, blocks * BLOCK_SIZE,
                                                                   loaded.dtype.itemsize))
-        _, entry = self.page.store.get_or_create(sid)
-        with entry.exclusive("serving compare"):
-            runs = model_thread.run(compare, loaded.model, loaded.config, loaded.dtype, prompts, new, chunk=ch,
+        _, visitor = self.page.store.get_or_create(sid)
+        with visitor.exclusive("serving compare"):
+            runs = model_thread.call(compare, loaded.model, loaded.config, loaded.dtype, prompts, new, chunk=ch,
                                     arrival_every=ARRIVAL_EVERY, block_size=BLOCK_SIZE, max_batch=MAX_BATCH)
         lengths = sorted(len(p) for p in prompts)
         return {"status": self.status(f"{n} requests of {lengths[0]}-{lengths[-1]} prompt tokens sharing the system "

@@ -9,7 +9,7 @@ timed on the same model thread, for the speedup.
 Start uses the page's prompt, chat toggle, system prompt, sampling controls and max new tokens, and checks
 every cap before any model work (`admit_prompt`, `admit_max_new`, the run's memory with the session's
 others: `admit_memory`). The `SpeculativeDecoder` is this panel's state (its caches counted by `nbytes`). The
-prefill runs on the prefill thread, rounds and the plain decode on the decode thread, all under the entry's
+prefill runs on the prefill thread, rounds and the plain decode on the decode thread, all under the visitor's
 lock; Play holds it until it stops (`inspector.ui.play`), and Pause stops it after the current round.
 """
 
@@ -137,10 +137,10 @@ class SpeculativeLab(Panel):
         admit_memory(self.page.store, sid, limits, self.key, estimated_speculative_nbytes(
             loaded.config, elem, len(admitted.ids), max_new, draft_layers(drafter)))
         run = SpeculativeDecoder(loaded, drafter, k, params, max_new_tokens=max_new)
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
             state.run = None  # drop the previous run (and its caches) first
-            model_thread.run_prefill(run.prefill, admitted.ids)
+            model_thread.call_prefill(run.prefill, admitted.ids)
             state.run = run
         return self.views(run, f"prefill done ({len(admitted.ids)} prompt tokens): press Round or Play")
 
@@ -156,21 +156,21 @@ class SpeculativeLab(Panel):
     @refuses
     def round(self, sid: str | None) -> dict[str, Any]:
         """The Round button: draft, verify in one forward, accept, roll back."""
-        entry, run = self.need_run(sid)
-        with entry.exclusive(self.key):
-            message = model_thread.run(one_round, run)
+        visitor, run = self.need_run(sid)
+        with visitor.exclusive(self.key):
+            message = model_thread.call(one_round, run)
         return self.views(run, message)
 
     @refuses
     def play(self, sid: str | None) -> Iterator[dict[str, Any]]:
         """Rounds until the run finishes or Pause is pressed, the views after each round."""
-        entry, run = self.need_run(sid)
+        visitor, run = self.need_run(sid)
         said = [""]
 
         def advance() -> bool:
-            said[0] = model_thread.run(one_round, run)
+            said[0] = model_thread.call(one_round, run)
             return not run.finished
 
-        for _ in play_steps(entry, advance):
+        for _ in play_steps(visitor, advance):
             yield self.views(run, "playing — " + said[0])
-        yield self.views(run, ("paused after " if entry.pause.is_set() and not run.finished else "") + said[0])
+        yield self.views(run, ("paused after " if visitor.pause.is_set() and not run.finished else "") + said[0])

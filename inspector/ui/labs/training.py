@@ -37,8 +37,8 @@ class TrainingLab(Panel):
 
     def current_text(self, sid: str | None, prompt: Any) -> str:
         """The browser's current run as text (prompt + generated, special tokens included), else the page's prompt."""
-        entry = self.page.store.get(sid)
-        session = entry.session if entry is not None else None
+        visitor = self.page.store.get(sid)
+        session = visitor.session if visitor is not None else None
         ids = list(getattr(session, "prompt_ids", []) or []) + list(getattr(session, "generated_ids", []) or [])
         if ids:
             return self.page.loaded.tokenizer.decode(ids)
@@ -100,12 +100,12 @@ class TrainingLab(Panel):
         text = self.outputs["text"]
         self.on(self.tab.select, self.fill_if_empty, [p.sid, text, p.prompt], ["text"])
         self.on(self.use_btn.click, self.use_run, [p.sid, p.prompt], ["text"])
-        self.on(self.run_btn.click, self.run, [p.sid, text, p.prompt],
+        self.on(self.run_btn.click, self.train, [p.sid, text, p.prompt],
                 ["status", "summary", "tokens", "layers", "weights", "outside", "memory", "memory_fig"],
                 show_progress="minimal", concurrency_limit=1)
 
     @refuses
-    def run(self, sid: str | None, text: Any, prompt: Any = None) -> dict[str, Any]:
+    def train(self, sid: str | None, text: Any, prompt: Any = None) -> dict[str, Any]:
         """Run: caps first, then one forward and backward over the text (an empty box: the current run's text,
         else the page's prompt); every view of the tab."""
         if not (isinstance(text, str) and text.strip()):
@@ -114,9 +114,9 @@ class TrainingLab(Panel):
         loaded, store = self.page.loaded, self.page.store
         tok = loaded.tokenizer
         need = estimated_step_nbytes(loaded.config, self.page.inventory.params, len(ids))
-        _, entry = store.get_or_create(sid)
-        with entry.exclusive(self.key), reserved(store, self.page.limits, self.key, need):
-            step = model_thread.run_prefill(training_step, loaded.model, ids, tok.pieces(ids), MAX_TOKENS)
+        _, visitor = store.get_or_create(sid)
+        with visitor.exclusive(self.key), reserved(store, self.page.limits, self.key, need):
+            step = model_thread.call_prefill(training_step, loaded.model, ids, tok.pieces(ids), MAX_TOKENS)
         return {"status": self.status(f"{len(ids)} tokens teacher-forced, one backward pass (no weight changed)"),
                 "summary": vt.summary_html(step), "tokens": vt.tokens_html(step),
                 "layers": vt.layer_norms_figure(step), "weights": vt.weight_norms_figure(step),

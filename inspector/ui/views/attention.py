@@ -16,7 +16,7 @@ from typing import Any
 from inspector.ui.fields import head_bound, layer_bound, slider
 from inspector.ui.panel import Page, Slot, ViewPanel
 from inspector.ui.views.head_atlas import HeadAtlasSection
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz import attention as va
 from inspector.viz import residual as vr
 from inspector.viz.common import empty_figure
@@ -59,16 +59,16 @@ class AttentionView(ViewPanel):
         cfg = self.page.loaded.config
         return cfg.sliding_window if cfg.layer_type(layer) == "sliding_attention" else None
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        s = entry.session
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+        s = visitor.session
         cfg = self.page.loaded.config
         layer, head = layer_bound(cfg).parse(layer), head_bound(cfg).parse(head)  # refused, never clamped
         n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        pos = entry.selected_position()
+        pos = visitor.selected_position()
         rec, col = vr.locate(s.records, pos)
         pieces = s.token_pieces()
         kv_head = head // n_rep
-        if rec.kind == "prefill" and entry.selected is None:
+        if rec.kind == "prefill" and visitor.selected is None:
             pat = s.attention_pattern(rec.step, layer, head)  # (n_new, n_keys)
             fig = va.pattern_heatmap(pat, pieces, rec.start_pos, layer, head, kv_head, self.window(layer))
             n_keys = pat.shape[1]

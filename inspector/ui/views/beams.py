@@ -6,7 +6,7 @@ finished, the chosen output highlighted; and the finished hypotheses with their 
 penalty and the penalties and bans come from the decoding controls of the page's settings panel
 (`inspector.ui.decoding_controls`); prompt, chat toggle, system prompt and max new tokens from the page.
 Every cap is checked before model work; the search (`inspector.session.beams.search`) runs on the decode
-thread under the entry's lock; the state keeps its record, which the slider redraws without model work.
+thread under the visitor's lock; the state keeps its record, which the slider redraws without model work.
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ class BeamsView(Panel):
 
     def wire(self) -> None:
         p = self.page
-        self.on(self.run_btn.click, self.run, [p.sid, p.prompt, p.chat, p.system, p.max_new, *p.decoding.inputs])
+        self.on(self.run_btn.click, self.search, [p.sid, p.prompt, p.chat, p.system, p.max_new, *p.decoding.inputs])
         self.on(self.outputs["step"].release, self.show_step, [p.sid, self.outputs["step"]], ["status", "tree"],
                 trigger_mode="always_last")
 
     @refuses
-    def run(self, sid: str | None, prompt: Any, chat: Any, system: Any, max_new: Any, *decoding: Any) -> dict[str, Any]:
+    def search(self, sid: str | None, prompt: Any, chat: Any, system: Any, max_new: Any, *decoding: Any) -> dict[str, Any]:
         """Run button: the whole search, then the tree and the hypotheses."""
         import gradio as gr
 
@@ -69,10 +69,10 @@ class BeamsView(Panel):
             raise InputError("beams must be at least 2 for beam search: set beams in the settings panel")
         max_new = admit_max_new(max_new, self.page.limits)
         admitted = admit_prompt(self.page.loaded, self.page.limits, prompt, bool(chat), system)
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
             state.record = None
-            rec = state.record = model_thread.run(search, self.page.loaded, admitted.ids, settings, max_new)
+            rec = state.record = model_thread.call(search, self.page.loaded, admitted.ids, settings, max_new)
         best = rec.hypotheses[0]
         n = len(rec.steps)
         return {"status": self.status(f"{rec.num_beams} beams, {n} steps: best score {best.score:.3f}, "

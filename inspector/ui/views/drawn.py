@@ -13,7 +13,7 @@ from typing import Any
 
 from inspector.errors import InputError
 from inspector.ui.panel import Slot, ViewPanel
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz.common import empty_figure
 from inspector.viz.registry import Picked, View
 
@@ -69,9 +69,9 @@ def drawn_view(view: View) -> type[ViewPanel]:
         def blank(self) -> dict[str, Any]:
             return {s.key: empty_figure(HINT) if s.plot else "" for s in self.slots}
 
-        def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-            run = PageRun(entry.session)
-            at = Picked(run, len(run.records) - 1, entry.selected_position(), entry.selected is not None)
+        def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+            run = PageRun(visitor.session)
+            at = Picked(run, len(run.records) - 1, visitor.selected_position(), visitor.selected is not None)
             views = {}
             if view.figure:
                 views[f"{view.key}_fig"] = view.figure(at, layer, head)

@@ -33,7 +33,7 @@ from inspector.ui.fields import HEAD_PROBE_LEN, HEAD_PROBES, FreeNumber, head_bo
 from inspector.ui.labs.interventions import tree_of
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.validate import SEED
 from inspector.viz import heads as vh
 from inspector.viz.common import empty_figure
@@ -128,7 +128,7 @@ class HeadAtlasSection(Panel):
                           ["status", "map", "legend", "in_run"])
         # then the page's views: the Attention view at the clicked head; the run's tokens and branch tree
         for event, name in ((clicked, "heads_redraw_head"), (ablated, "heads_redraw_run")):
-            p.run.on(event.then, p.run.show_tab("attention"), [p.sid, p.layer, p.head], api_name=name)
+            p.handlers.on(event.then, p.handlers.show_tab("attention"), [p.sid, p.layer, p.head], api_name=name)
 
     # ---- helpers
     def _probe(self, n: Any, count: Any, seed: Any) -> Probe:
@@ -140,11 +140,11 @@ class HeadAtlasSection(Panel):
         state.atlas = atlas
         return {"map": vh.atlas_figure(atlas), "legend": vh.legend_text(atlas.probe)}
 
-    def _run_entry(self, sid: str | None) -> Entry:
-        entry = self.page.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
+    def _run_visitor(self, sid: str | None) -> Visitor:
+        visitor = self.page.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records:
             raise InputError("nothing to ablate in yet: press Prefill on the page first")
-        return entry
+        return visitor
 
     # ---- handlers
     @refuses
@@ -153,9 +153,9 @@ class HeadAtlasSection(Panel):
         probe = self._probe(n, count, seed)
         model = self.page.loaded.model
         kept = heads.cached(model, probe) is not None
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            atlas = model_thread.run(heads.atlas, model, probe)
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            atlas = model_thread.call(heads.atlas, model, probe)
         layers, per_layer = atlas.shape
         strongest = "; ".join(f"{ROLE_NAMES[r]} {L}.{h} ({v:.2f})" for r in ROLES for L, h, v in atlas.top(r, 1))
         when = "kept from an earlier computation" if kept else f"in {atlas.seconds:.1f} s"
@@ -163,11 +163,11 @@ class HeadAtlasSection(Panel):
                    f"{strongest}")
         return {"status": self.status(message), **self._atlas_views(state, atlas)}
 
-    def _patterns(self, entry: Entry, probe: Probe, layer: int, head: int) -> tuple[HeadPattern, Any, Any]:
+    def _patterns(self, visitor: Visitor, probe: Probe, layer: int, head: int) -> tuple[HeadPattern, Any, Any]:
         """On the model thread: the head's pattern on the probe's first sequence, and on the page's run with
         the run's previous-token and first-token scores (None, None without a run)."""
         on_probe = heads.probe_pattern(self.page.loaded, probe, layer, head)
-        s = entry.session
+        s = visitor.session
         if s is None or not s.records:
             return on_probe, None, None
         return on_probe, heads.run_pattern(s, layer, head), heads.run_scores(s)
@@ -179,9 +179,9 @@ class HeadAtlasSection(Panel):
         state = self.kept(sid)
         if state is None or state.atlas is None:
             raise InputError("no atlas yet: press Compute the atlas, then click a head")
-        entry, _ = self.state(sid)
-        with entry.exclusive(self.key):
-            on_probe, on_run, scores = model_thread.run(self._patterns, entry, state.atlas.probe, layer, head)
+        visitor, _ = self.state(sid)
+        with visitor.exclusive(self.key):
+            on_probe, on_run, scores = model_thread.call(self._patterns, visitor, state.atlas.probe, layer, head)
         state.head, state.patterns = (layer, head), (on_probe, on_run)
         a = state.atlas
         probe_scores = ", ".join(f"{ROLE_NAMES[r]} {a.scores[r][layer, head]:.2f}" for r in ROLES)
@@ -202,10 +202,10 @@ class HeadAtlasSection(Panel):
         probe = self._probe(n, count, seed)
         role, k = self._checked(role, k)
         model = self.page.loaded.model
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            atlas = model_thread.run(heads.atlas, model, probe)
-            result = model_thread.run(heads_ablation.ablation, model, atlas, role, k, probe.seed)
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            atlas = model_thread.call(heads.atlas, model, probe)
+            result = model_thread.call(heads_ablation.ablation, model, atlas, role, k, probe.seed)
         state.ablation = result
         none, top, rand = result.rows
         message = (f"loss on the repeated copy {none.loss_repeat:.2f} nats with every head, {top.loss_repeat:.2f} "
@@ -214,12 +214,12 @@ class HeadAtlasSection(Panel):
         return {"status": self.status(message), **self._atlas_views(state, atlas),
                 "ablation": vh.ablation_figure(result)}
 
-    def _in_run(self, entry: Entry, top: list[tuple[int, int]], rand: list[tuple[int, int]],
+    def _in_run(self, visitor: Visitor, top: list[tuple[int, int]], rand: list[tuple[int, int]],
                 labels: tuple[str, str]) -> tuple[RunAblation, RunAblation, str]:
         """On the model thread: the page's run again with the random heads off, then with the top-k heads off,
         each from the run as it was and a branch of it; the run holds the top-k branch after."""
-        s = entry.session
-        tree = tree_of(entry)
+        s = visitor.session
+        tree = tree_of(visitor)
         if len(tree) + 2 > MAX_BRANCHES:
             raise InputError(f"this run has {len(tree)} branches and keeps at most {MAX_BRANCHES}: press Prefill "
                              "to start over")
@@ -229,7 +229,7 @@ class HeadAtlasSection(Panel):
         tree.current = origin  # both branch off the run as it was (the session is run again from its prompt)
         top_rec, top_levers = heads_ablation.ablate_in_run(s, top, labels[0], before)
         b_top = tree.fork_levers(labels[0], top_levers, s.generated_ids, s.text)
-        entry.preview = entry.uncached_ms = None
+        visitor.preview = visitor.uncached_ms = None
         n = len(s.generated_ids)
         return top_rec, rand_rec, (f"branch #{b_top.id}: {labels[0]}, beside #{b_rand.id}: {labels[1]}; the page's "
                                    f"run is #{b_top.id} now ({n} token{'s' if n != 1 else ''} run again)")
@@ -239,15 +239,15 @@ class HeadAtlasSection(Panel):
         """Ablate in this run: the page's run with the top-k heads off and with k random heads off, as branches."""
         probe = self._probe(n, count, seed)
         role, k = self._checked(role, k)
-        entry = self._run_entry(sid)
+        visitor = self._run_visitor(sid)
         _, state = self.state(sid)
         model, cfg = self.page.loaded.model, self.page.loaded.config
-        with entry.exclusive(self.key):
-            atlas = model_thread.run(heads.atlas, model, probe)
+        with visitor.exclusive(self.key):
+            atlas = model_thread.call(heads.atlas, model, probe)
             top = [(L, h) for L, h, _ in atlas.top(role, k)]
             rand = heads_ablation.random_heads(cfg, top, k, probe.seed)
             labels = (branch_label(f"top {k} {ROLE_NAMES[role]} heads", top), branch_label(f"{k} random heads", rand))
-            top_rec, rand_rec, message = model_thread.run(self._in_run, entry, top, rand, labels)
+            top_rec, rand_rec, message = model_thread.call(self._in_run, visitor, top, rand, labels)
         state.in_run = (top_rec, rand_rec)
         return {"status": self.status(message), **self._atlas_views(state, atlas),
                 "in_run": vh.run_ablation_figure(top_rec, rand_rec)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.ui.panel import ViewPanel
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz import inventory as vi
 from inspector.viz.precision import precision_note
 
@@ -37,5 +37,5 @@ class InventoryView(ViewPanel):
         """The highlight dropdown: the table with that layer's rows marked."""
         return {"inventory": self.inventory_html(layer)}
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
         return {}

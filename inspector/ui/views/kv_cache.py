@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.errors import InputError
-from inspector.ui.model_thread import run_prefill
+from inspector.ui.model_thread import call_prefill
 from inspector.ui.panel import Page, Slot, ViewPanel
 from inspector.ui.refusals import refuses
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.ui.views.kv_policy import KVPolicySection
 from inspector.viz import kvcache as vk
 from inspector.viz.common import empty_figure
@@ -47,34 +47,34 @@ class KVCacheView(ViewPanel):
         self.policy.layout()
 
     def wire(self) -> None:
-        self.page.run.on(self.recompute_btn.click, self.recompute, [self.page.sid])
+        self.page.handlers.on(self.recompute_btn.click, self.recompute, [self.page.sid])
         self.policy.wire()
 
     def blank(self) -> dict[str, Any]:
         return {"kv_bars": empty_figure(HINT), "kv_growth": empty_figure(HINT), "kv_summary": "",
                 "kv_recompute": vk.recompute_html(0.0, None, 0)}
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        s = entry.session
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+        s = visitor.session
         rec = s.records[-1]
         weight_bytes = self.page.inventory.bytes
         return {"kv_bars": vk.layer_bars(rec.kv), "kv_growth": vk.growth_chart(s.records, weight_bytes),
                 "kv_summary": vk.summary_html(rec.kv, weight_bytes, self.page.dtype_name),
-                "kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new,
+                "kv_recompute": vk.recompute_html(rec.forward_ms, visitor.uncached_ms, rec.start_pos + rec.n_new,
                                                   rec.n_new)}
 
     @refuses
     def recompute(self, sid: Any) -> dict[str, Any]:
         """The button: time the newest step again without the cache (the session is left as it was)."""
-        entry = self.page.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
+        visitor = self.page.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records:
             raise InputError("nothing to recompute yet: press Prefill first")
-        with entry.exclusive("recompute"):
-            rec = entry.session.records[-1]
-            entry.uncached_ms = run_prefill(uncached_forward_ms, entry.session)
-        return {"kv_recompute": vk.recompute_html(rec.forward_ms, entry.uncached_ms, rec.start_pos + rec.n_new,
+        with visitor.exclusive("recompute"):
+            rec = visitor.session.records[-1]
+            visitor.uncached_ms = call_prefill(uncached_forward_ms, visitor.session)
+        return {"kv_recompute": vk.recompute_html(rec.forward_ms, visitor.uncached_ms, rec.start_pos + rec.n_new,
                                                   rec.n_new),
-                "status": self.page.run.render.status(entry)}
+                "status": self.page.handlers.render.status(visitor)}
 
 
 def uncached_forward_ms(session: Any) -> float:

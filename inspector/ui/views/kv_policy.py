@@ -36,7 +36,7 @@ from inspector.ui.fields import layer_bound
 from inspector.ui.labs.kv_policies import kv_head_bound, policy_controls, policy_views, run_views, spec_of
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 
 
 @dataclass
@@ -50,12 +50,12 @@ class KVPolicyState(PanelState):
     head: int = 0
 
 
-def use_policy(entry: Entry) -> None:
+def use_policy(visitor: Visitor) -> None:
     """Put this browser's chosen policy in its session's levers (a new session, as Prefill makes, has none)."""
-    state = entry.labs.get(KVPolicySection.key)
-    if state is not None and state.spec is not None and entry.session is not None:
+    state = visitor.labs.get(KVPolicySection.key)
+    if state is not None and state.spec is not None and visitor.session is not None:
         state.policy = state.spec.eviction_policy()
-        use_cache_policy(entry.session, state.policy)
+        use_cache_policy(visitor.session, state.policy)
 
 
 class KVPolicySection(Panel):
@@ -93,17 +93,17 @@ class KVPolicySection(Panel):
         self.on([self.layer.release, self.head.release], self.select, [self.page.sid, self.layer, self.head],
                 ["status", "map"], trigger_mode="always_last")
 
-    def _apply_and_compare(self, entry: Entry, spec: CacheSpec, state: KVPolicyState) -> tuple[str, Any]:
+    def _apply_and_compare(self, visitor: Visitor, spec: CacheSpec, state: KVPolicyState) -> tuple[str, Any]:
         """On the model thread: the session under the policy (its run again when the session holds another
         one), then the comparison with the full cache over its tokens. (what happened, KVPolicyRun or None)."""
-        s = entry.session
+        s = visitor.session
         changed = state.spec != spec or s.own_levers.cache_policy is not state.policy
         if changed:
             state.spec = spec
-            use_policy(entry)
+            use_policy(visitor)
             if s.records and s.records[-1].sample is not None:
                 rerun(s, s.own_levers)
-                entry.preview = entry.uncached_ms = None
+                visitor.preview = visitor.uncached_ms = None
         if not s.generated_ids:
             return "generation runs under it from the next Prefill", None
         loaded = self.page.loaded
@@ -122,9 +122,9 @@ class KVPolicySection(Panel):
         spec = spec_of(policy, budget, sinks)
         cfg = self.page.loaded.config
         lv, hv = int(layer_bound(cfg).parse(layer)), int(kv_head_bound(cfg).parse(head))
-        entry, state = self.state(sid)
-        with entry.exclusive(self.key):
-            message, run = model_thread.run(self._apply_and_compare, entry, spec, state)
+        visitor, state = self.state(sid)
+        with visitor.exclusive(self.key):
+            message, run = model_thread.call(self._apply_and_compare, visitor, spec, state)
         label = "the full cache" if spec.policy == "full" else f"{spec.policy}, budget {spec.budget}"
         state.run, state.layer, state.head = run, lv, hv
         return self.views(state, f"{label}: {message}; the session does not run the full cache beside it, so the "

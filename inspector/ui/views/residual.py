@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.ui.panel import Slot, ViewPanel
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz import residual as vr
 from inspector.viz.common import empty_figure
 
@@ -36,14 +36,14 @@ class ResidualView(ViewPanel):
     def blank(self) -> dict[str, Any]:
         return {"resid_heat": "", "resid_pos": empty_figure(HINT), "lens": ""}
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        s = entry.session
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+        s = visitor.session
         rec = s.records[-1]
         pieces = s.token_pieces()
-        pos = entry.selected_position()
+        pos = visitor.selected_position()
         views = {"resid_heat": vr.residual_heatmap(s.records, pieces, pos),
                  "resid_pos": vr.position_chart(s.records, pos, pieces[pos] if pos < len(pieces) else "")}
-        if entry.playing:
+        if visitor.playing:
             views["lens"] = PLAYING_LENS
         else:
             s.logit_lens(rec.step)  # an LM-head product per layer, once per step (kept)

@@ -4,7 +4,7 @@ Slots: the waterfall of every stage's distribution (`inspector.viz.stages`: the 
 decoding processors, temperature, top-k, top-p, min-p) and the table of the chosen token and candidates,
 with "what if it had picked..." buttons for the step's ten most likely tokens (the run branches there).
 When a sampling control has just moved, the view shows the preview it computed from the stored logits
-(`Entry.preview`) until the next step. "Resample this step's token" draws the newest token again with the
+(`Visitor.preview`) until the next step. "Resample this step's token" draws the newest token again with the
 controls' settings (a run event: `inspector.ui.handlers.Handlers.resample`).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from inspector.ui.panel import Slot, ViewPanel
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz import branches as vb
 from inspector.viz import sampling as vs
 from inspector.viz import stages as vst
@@ -38,18 +38,18 @@ class SamplingView(ViewPanel):
 
     def wire(self) -> None:
         p = self.page
-        p.run.on(self.resample_btn.click, p.run.resample, [p.sid, *p.sampling, p.layer, p.head], api_name="ui_resample")
+        p.handlers.on(self.resample_btn.click, p.handlers.resample, [p.sid, *p.sampling, p.layer, p.head], api_name="ui_resample")
 
     def blank(self) -> dict[str, Any]:
         return {"samp_fig": empty_figure(HINT), "samp_info": ""}
 
-    def draw(self, entry: Entry, layer: Any = None, head: Any = None) -> dict[str, Any]:
-        rec = entry.session.records[-1]
-        if entry.preview is not None:
+    def draw(self, visitor: Visitor, layer: Any = None, head: Any = None) -> dict[str, Any]:
+        rec = visitor.session.records[-1]
+        if visitor.preview is not None:
             actual = rec.sample.token_id if rec.sample else None
-            return {"samp_fig": vst.chain_waterfall(entry.preview, preview=True),
-                    "samp_info": vs.sampling_info_html(entry.preview, rec.step, preview_of=actual)
-                    + vst.chain_table_html(entry.preview)}
+            return {"samp_fig": vst.chain_waterfall(visitor.preview, preview=True),
+                    "samp_info": vs.sampling_info_html(visitor.preview, rec.step, preview_of=actual)
+                    + vst.chain_table_html(visitor.preview)}
         if rec.sample is None:
             return {"samp_fig": empty_figure("no sample recorded"), "samp_info": ""}
         top = [(c.id, c.piece, c.prob_raw) for c in rec.sample.candidates[:BRANCH_CHOICES]]

@@ -25,7 +25,7 @@ from inspector.ui import model_thread
 from inspector.ui.fields import OP_STEP, FreeNumber, op_runs_bound
 from inspector.ui.panel import Page, Panel, Slot, ViewPanel
 from inspector.ui.refusals import refuses
-from inspector.ui.sessions import Entry
+from inspector.ui.visitors import Visitor
 from inspector.viz import optiming as vo
 from inspector.viz import timing as vt
 from inspector.viz.common import empty_figure
@@ -88,8 +88,8 @@ class TimingView(ViewPanel):
     def blank(self) -> dict[str, Any]:
         return {s.key: empty_figure(HINT) for s in self.slots}
 
-    def draw(self, entry: Entry, layer: Any, head: Any) -> dict[str, Any]:
-        records = entry.session.records
+    def draw(self, visitor: Visitor, layer: Any, head: Any) -> dict[str, Any]:
+        records = visitor.session.records
         views = {"timing_fig": vt.timing_chart(records)}
         if self.moe:
             views["weights_fig"] = vt.weights_read_chart(records, *self.sizes)
@@ -124,15 +124,15 @@ class OpTimingSection(Panel):
     def time_operations(self, sid: Any, step: Any, runs: Any) -> dict[str, Any]:
         """The button: time one step's operations."""
         step, runs = OP_STEP.parse(step), OP_RUNS.parse(runs)
-        entry = self.page.store.get(sid)
-        if entry is None or entry.session is None or not entry.session.records:
+        visitor = self.page.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records:
             raise InputError("nothing to time yet: press Prefill first")
-        newest = len(entry.session.records) - 1
+        newest = len(visitor.session.records) - 1
         if step > newest:
             raise InputError(f"step to time must be -1 or 0..{newest} (this run's steps), got {step}")
-        with entry.exclusive("time operations"):
-            timing = model_thread.run_prefill(time_step_ops, entry.session, step, runs)
-        peaks = model_thread.run_prefill(peaks_for, self.page.loaded)
+        with visitor.exclusive("time operations"):
+            timing = model_thread.call_prefill(time_step_ops, visitor.session, step, runs)
+        peaks = model_thread.call_prefill(peaks_for, self.page.loaded)
         done = f"timed {timing.kind} step {timing.step}: {timing.seconds * 1e3:.2f} ms over {len(timing.totals)} operations"
         return {"status": self.status(done), "table": vo.op_table_html(timing, peaks) + vo.op_layers_html(timing),
                 "roofline": vo.op_roofline(timing, peaks)}

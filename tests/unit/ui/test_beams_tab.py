@@ -18,7 +18,7 @@ def test_the_step_slider_redraws_the_tree_and_refuses_a_bad_step(tiny_loaded):  
     sid = ctx.store.new_id()
     beams = ctx.panels["beams"]
     assert "press Run beam search first" in html.unescape(beams.show_step(sid, 1)["status"])
-    out = beams.run(sid, "Hello there", False, "", 4, *DECODING)
+    out = beams.search(sid, "Hello there", False, "", 4, *DECODING)
     assert 'data-error="0"' in out["status"], out["status"]
     n = len(ctx.store.get(sid).labs["beams"].record.steps)
     shown = beams.show_step(sid, 1)

@@ -135,15 +135,15 @@ def page_tree(h, store) -> str:
     return sid
 
 
-def tree_shape(entry) -> list[tuple]:
-    t = entry.branches
+def tree_shape(visitor) -> list[tuple]:
+    t = visitor.branches
     return [(b.parent, b.at_step, b.forced_id, b.generated_ids, b.text) for b in t.branches] + [t.current]
 
 
 def test_a_link_carries_every_branch_and_the_shown_one(tiny_loaded):  # noqa: F811
     h, store = make(tiny_loaded)
     sid = page_tree(h, store)
-    entry = store.get(sid)
+    visitor = store.get(sid)
     query, line = link_query_for(h, sid)
     assert query.startswith("?prompt=") and "ii-error" not in status(line)
     params = dict(parse_qsl(query[1:]))
@@ -158,14 +158,14 @@ def test_a_link_carries_every_branch_and_the_shown_one(tiny_loaded):  # noqa: F8
     out = link_run(h, sid2, filled[-1], 0, 0)
     assert "opened from a link: prefill + 6 steps, 4 branches, showing #1" in status(out[1:])
     opened = store.get(sid2)
-    assert tree_shape(opened) == tree_shape(entry)
-    assert opened.session.generated_ids == entry.session.generated_ids
-    for a, b in zip(opened.session.records, entry.session.records):
+    assert tree_shape(opened) == tree_shape(visitor)
+    assert opened.session.generated_ids == visitor.session.generated_ids
+    for a, b in zip(opened.session.records, visitor.session.records):
         np.testing.assert_allclose(a.logits.astype(np.float32), b.logits.astype(np.float32), atol=1e-3)
     # the opened tree is live: switching replays branch 3 there as on the original page
     switch(h, sid2, "3", 0, 0)
     switch(h, sid, "3", 0, 0)
-    assert opened.session.generated_ids == entry.session.generated_ids
+    assert opened.session.generated_ids == visitor.session.generated_ids
 
 
 def test_a_link_without_branches_is_sampled_as_before(tiny_loaded):  # noqa: F811
@@ -209,7 +209,7 @@ def test_grow_tree_refuses_before_a_prefill(tiny_loaded):  # noqa: F811
 def test_a_saved_trace_keeps_every_branch(tiny_loaded, tmp_path):  # noqa: F811
     h, store = make(tiny_loaded)
     sid = page_tree(h, store)
-    entry = store.get(sid)
+    visitor = store.get(sid)
     path, line = trace_io.export_trace(h, sid, "the box's edited text", True, "")
     assert "4 branches" in status(line)
     back = load_trace(path, tiny_loaded)
@@ -220,12 +220,12 @@ def test_a_saved_trace_keeps_every_branch(tiny_loaded, tmp_path):  # noqa: F811
     sid2 = store2.new_id()
     views = trace_io.import_trace(h2, sid2, path, 0, 0)
     opened = store2.get(sid2)
-    assert "opened" in status(views) and tree_shape(opened) == tree_shape(entry)
+    assert "opened" in status(views) and tree_shape(opened) == tree_shape(visitor)
     assert 'data-branches="4" data-current="1"' in views_branches(views)
     assert views_branches(views).count('class="ii-diverge"') == 3
     switch(h, sid, "2", 0, 0)
     switch(h2, sid2, "2", 0, 0)  # switching replays the branch with the recording model
-    assert opened.session.generated_ids == entry.session.generated_ids
+    assert opened.session.generated_ids == visitor.session.generated_ids
     query, _ = link_query_for(h2, sid2)  # a link from the opened trace: its saved prompt and tree
     assert dict(parse_qsl(query[1:]))["prompt"] == PROMPT
 

@@ -34,10 +34,10 @@ def section(page):
 
 def prefill(page, sid, steps: int = 3):
     params = sampling_params(0.8, 0, 1.0, 0.0, 2)
-    sid, entry = page.run.run_prefill(sid, PROMPT, False, "", params, 8)
+    sid, visitor = page.handlers.run_prefill(sid, PROMPT, False, "", params, 8)
     for _ in range(steps):
-        page.run.run_step(sid, params)
-    return entry
+        page.handlers.run_step(sid, params)
+    return visitor
 
 
 def ok(out) -> str:
@@ -71,18 +71,18 @@ def test_a_clicked_head_shows_its_patterns_and_moves_the_sliders(ui, tiny_loaded
     np.testing.assert_allclose(np.nan_to_num(np.array(alone.z, dtype=float)),
                                heads.probe_pattern(tiny_loaded, probe, 1, 2).pattern, atol=1e-6)
 
-    entry = prefill(ui, sid)
+    visitor = prefill(ui, sid)
     out = sec.show_head(sid, "0.3")
     left, right = out["pair"].data
-    run = heads.run_pattern(entry.session, 0, 3)
+    run = heads.run_pattern(visitor.session, 0, 3)
     np.testing.assert_allclose(np.nan_to_num(np.array(right.z, dtype=float)), run.pattern, atol=1e-6)
     assert np.array(left.z).shape == (probe.length, probe.length)
-    scores = heads.run_scores(entry.session)
+    scores = heads.run_scores(visitor.session)
     line = ok(out)
-    assert f"on this run ({len(heads.run_ids(entry.session))} tokens)" in line
+    assert f"on this run ({len(heads.run_ids(visitor.session))} tokens)" in line
     assert f"previous-token {scores.scores['previous_token'][0, 3]:.2f}" in line
     assert (out["layer"], out["head"]) == (0, 3)
-    views = ui.run.show_tab("attention")(sid, out["layer"], out["head"])  # what the click's chained redraw does
+    views = ui.handlers.show_tab("attention")(sid, out["layer"], out["head"])  # what the click's chained redraw does
     assert views["attn_fig"].layout.title.text.replace("<br>", " ").startswith("Layer 0 head 3")
 
 
@@ -103,15 +103,15 @@ def test_ablate_in_this_run_makes_two_branches_of_it(ui, tiny_loaded):  # noqa: 
     from inspector.ui.branch_handlers import tree_html
 
     sec, sid = section(ui), ui.store.new_id()
-    entry = prefill(ui, sid)
-    s = entry.session
+    visitor = prefill(ui, sid)
+    s = visitor.session
     was_ids, was_text = list(s.generated_ids), s.text
     out = sec.ablate_in_run(sid, *PROBE, "induction", 2)
     line = ok(out)
     atlas = heads.atlas(tiny_loaded.model, heads.model_probe(tiny_loaded, *PROBE))
     top = [(L, h) for L, h, _ in atlas.top("induction", 2)]
     rand = heads_ablation.random_heads(tiny_loaded.config, top, 2, PROBE[2])
-    tree = entry.branches
+    tree = visitor.branches
     assert [(b.id, b.parent) for b in tree.branches] == [(0, None), (1, 0), (2, 0)] and tree.current == 2
     assert tree.branches[0].generated_ids == was_ids and tree.branches[0].text == was_text
     assert tree.branches[1].label.startswith("2 random heads off (") and tree.branches[2].label.startswith(
@@ -127,13 +127,13 @@ def test_ablate_in_this_run_makes_two_branches_of_it(ui, tiny_loaded):  # noqa: 
         assert b.generated_ids == fresh.generated_ids
         assert [iv.label for iv in b.levers.interventions] == [f"head {L}.{h} off" for L, h in chosen]
     assert s.generated_ids == tree.branches[2].generated_ids
-    top_rec, rand_rec = entry.labs["head_atlas"].in_run
+    top_rec, rand_rec = visitor.labs["head_atlas"].in_run
     assert top_rec.top_before == rand_rec.top_before and top_rec.step_before == rand_rec.step_before == len(was_ids) - 1
     as_was, top_bars, rand_bars = out["in_run"].data
     assert list(as_was.x)[::-1] == [p for _, p in top_rec.top_before]
     assert list(top_bars.x)[::-1] == [p for _, p in top_rec.top_after]
     assert list(rand_bars.x)[::-1] == [p for _, p in rand_rec.top_after]
-    page_tree = html.unescape(tree_html(entry))  # the page's branch tree shows both
+    page_tree = html.unescape(tree_html(visitor))  # the page's branch tree shows both
     assert "top 2 induction heads off" in page_tree and "2 random heads off" in page_tree
     switched = ui.panels["interventions"].switch(sid, "1")  # and they are branches like any other
     assert "switched to branch #1" in status(switched) and s.generated_ids == tree.branches[1].generated_ids

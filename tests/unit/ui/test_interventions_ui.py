@@ -23,26 +23,26 @@ def page_run(tiny_loaded):  # noqa: F811
     from inspector.engine.config import SamplingParams
 
     ctx = make_ctx(tiny_loaded)
-    sid, entry = ctx.store.get_or_create(None)
-    entry.session.prefill("The quick brown fox", SamplingParams(temperature=0.8, seed=2), max_new_tokens=8)
+    sid, visitor = ctx.store.get_or_create(None)
+    visitor.session.prefill("The quick brown fox", SamplingParams(temperature=0.8, seed=2), max_new_tokens=8)
     for _ in range(6):
-        entry.session.step(SamplingParams(temperature=0.8, seed=2))
-    return ctx, sid, entry
+        visitor.session.step(SamplingParams(temperature=0.8, seed=2))
+    return ctx, sid, visitor
 
 
 def test_apply_makes_a_labelled_branch_and_switching_restores_each(page_run):
-    ctx, sid, entry = page_run
-    before = list(entry.session.generated_ids)
+    ctx, sid, visitor = page_run
+    before = list(visitor.session.generated_ids)
     out = ctx.panels["interventions"].apply(sid, "head output (attn.hook_z)", "zero", "1", "2", "0", "1", "0", "", "", "0")
     assert status(out) == "branch #1: head 1.2 off (7 tokens run again under it)"
     assert "head 1.2 off ◀ in use" in out["branches"] and "data-branches='2'" in out["branches"]
-    assert len(entry.session.generated_ids) == len(before) and entry.session.levers.interventions[0].label == "head 1.2 off"
+    assert len(visitor.session.generated_ids) == len(before) and visitor.session.levers.interventions[0].label == "head 1.2 off"
     out = ctx.panels["interventions"].ablate_part(sid, "mlp 0")  # a DLA bar click stacks on the branch in use
-    assert status(out).startswith("branch #2: MLP 0 off") and len(entry.session.levers.interventions) == 2
-    assert entry.branches.branches[2].parent == 1
+    assert status(out).startswith("branch #2: MLP 0 off") and len(visitor.session.levers.interventions) == 2
+    assert visitor.branches.branches[2].parent == 1
     out = ctx.panels["interventions"].switch(sid, "0")
-    assert status(out) == "switched to branch #0" and entry.session.generated_ids == before
-    assert entry.session.levers.interventions == ()
+    assert status(out) == "switched to branch #0" and visitor.session.generated_ids == before
+    assert visitor.session.levers.interventions == ()
     out = ctx.panels["interventions"].compare_branches(sid, "0", "2")
     assert status(out) == "compared #0 and #2" and "compare-table" in out["compare"]
     out = ctx.panels["interventions"].attribution(sid, "-1")

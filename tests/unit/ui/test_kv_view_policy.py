@@ -23,10 +23,10 @@ PROMPT = "The quick brown fox jumps over the lazy dog, and the cache grows by on
 
 def prefill_and_step(h, sid, n, temperature=0.0):
     params = sampling_params(temperature, 0, 1.0, 0.0, 3)
-    sid, entry = h.run_prefill(sid, PROMPT, False, "", params, n + 1)
+    sid, visitor = h.run_prefill(sid, PROMPT, False, "", params, n + 1)
     for _ in range(n):
         h.run_step(sid, params)
-    return entry
+    return visitor
 
 
 def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loaded):  # noqa: F811
@@ -35,8 +35,8 @@ def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loa
     sid = store.new_id()
     out = policy.apply(sid, "h2o", 8, 4, 0, 0)
     assert 'data-error="0"' in status(out) and "from the next Prefill" in status(out), status(out)
-    entry = prefill_and_step(h, sid, 5)
-    s = entry.session
+    visitor = prefill_and_step(h, sid, 5)
+    s = visitor.session
     first = s.own_levers.cache_policy
     assert isinstance(first, HeavyHitters) and first.budget == 8
     for layer in range(tiny_loaded.config.num_hidden_layers):
@@ -50,20 +50,20 @@ def test_generation_runs_under_the_policy_and_is_compared_on_its_tokens(tiny_loa
     ids = list(s.generated_ids)
     out = policy.apply(sid, "h2o", 8, 4, 1, 1)  # the same policy again: compare only, no rerun
     assert "6 tokens of this run compared" in status(out) and "run again" not in status(out), status(out)
-    assert entry.session.generated_ids == ids
-    run = entry.labs[KEY].run
+    assert visitor.session.generated_ids == ids
+    run = visitor.labs[KEY].run
     assert [st.token_id for st in run.steps] == ids and (run.kept == 6).any()  # something was evicted
     assert out["map"].layout.title.text.startswith("Layer 1, KV head 1") and len(out["metrics"].data[0].y) == 6
     assert "a cache that freed the evicted ones would save" in out["summary"] and 'id="kv-policy-summary-text"' in out["summary"]
 
-    entry = prefill_and_step(h, sid, 2)  # Prefill keeps the choice, with a fresh policy object
-    assert isinstance(entry.session.own_levers.cache_policy, HeavyHitters)
-    assert entry.session.own_levers.cache_policy is not first
+    visitor = prefill_and_step(h, sid, 2)  # Prefill keeps the choice, with a fresh policy object
+    assert isinstance(visitor.session.own_levers.cache_policy, HeavyHitters)
+    assert visitor.session.own_levers.cache_policy is not first
 
     out = policy.apply(sid, "full", 8, 4, 0, 0)  # a new choice: the run again under it
     assert "the run again under it, 3 tokens" in status(out), status(out)
-    assert isinstance(entry.session.own_levers.cache_policy, KeepAll)
-    run = entry.labs[KEY].run
+    assert isinstance(visitor.session.own_levers.cache_policy, KeepAll)
+    run = visitor.labs[KEY].run
     assert run.kl_mean == 0.0 and run.top1_agreement == 1.0
     sel = policy.select(sid, 1, 0)
     assert 'data-error="0"' in status(sel) and np.array_equal(sel["map"].data[0].z, run.kept[1, 0].T)
@@ -74,10 +74,10 @@ def test_a_sampled_run_is_compared_on_its_own_tokens(tiny_loaded):  # noqa: F811
     policy = h.page.panels["kv"].policy
     sid = store.new_id()
     policy.apply(sid, "sinks", 6, 2, 0, 0)
-    entry = prefill_and_step(h, sid, 6, temperature=1.5)
+    visitor = prefill_and_step(h, sid, 6, temperature=1.5)
     out = policy.apply(sid, "sinks", 6, 2, 0, 0)
-    run = entry.labs[KEY].run
-    assert [st.token_id for st in run.steps] == entry.session.generated_ids, status(out)
+    run = visitor.labs[KEY].run
+    assert [st.token_id for st in run.steps] == visitor.session.generated_ids, status(out)
     assert (run.kept[0, 0, -1, :2] == 2).all()  # the two sinks stay
 
 

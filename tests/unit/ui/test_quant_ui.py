@@ -17,7 +17,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog."
 def test_run_fills_every_view_and_the_step_selector_redraws(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    out = ctx.panels["quant"].run(sid, "int4-g32", "int8", PROMPT, False, "", 6)
+    out = ctx.panels["quant"].compare(sid, "int4-g32", "int8", PROMPT, False, "", 6)
     assert 'data-error="0"' in status(out), status(out)
     summary = out["summary"]
     assert 'data-scheme="int4:32"' in summary and 'data-kv="int8"' in summary and 'data-positions="6"' in summary
@@ -40,10 +40,10 @@ def test_run_fills_every_view_and_the_step_selector_redraws(tiny_loaded):  # noq
 def test_quantized_models_are_built_once_per_scheme_per_process(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     a, b = ctx.store.new_id(), ctx.store.new_id()
-    ctx.panels["quant"].run(a, "int8", "fp32", PROMPT, False, "", 3)
+    ctx.panels["quant"].compare(a, "int8", "fp32", PROMPT, False, "", 3)
     lab = ctx.panels["quant"].lab()
     model = lab.model("int8")
-    ctx.panels["quant"].run(b, "int8", "fp32", "Hello world", False, "", 3)
+    ctx.panels["quant"].compare(b, "int8", "fp32", "Hello world", False, "", 3)
     assert lab.model("int8") is model and ctx.panels["quant"].lab() is lab and ctx.store.shared["quant"] is lab
     assert 0 < lab.extra_bytes < 0.5 * lab.fp32_bytes  # shared norms are not counted twice
 
@@ -68,7 +68,7 @@ def test_histogram_before_and_after(tiny_loaded):  # noqa: F811
 ])
 def test_bad_controls_are_one_line(tiny_loaded, args, message):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
-    out = ctx.panels["quant"].run(ctx.store.new_id(), *args)
+    out = ctx.panels["quant"].compare(ctx.store.new_id(), *args)
     assert 'data-error="1"' in out["status"] and message in status(out) and "\n" not in status(out)
 
 
@@ -76,7 +76,7 @@ def test_step_and_histogram_errors_are_one_line(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
     assert "press Run first" in status(ctx.panels["quant"].select_step(sid, 0))
-    ctx.panels["quant"].run(sid, "bf16", "fp32", PROMPT, False, "", 3)
+    ctx.panels["quant"].compare(sid, "bf16", "fp32", PROMPT, False, "", 3)
     assert "step must be a whole number from 0 to 2, got 7" in status(ctx.panels["quant"].select_step(sid, 7))
     for bad in (None, "abc", float("nan"), float("inf"), -1, 1.5):  # the slider's box can send each
         assert "step " in status(ctx.panels["quant"].select_step(sid, bad))
@@ -85,6 +85,6 @@ def test_step_and_histogram_errors_are_one_line(tiny_loaded):  # noqa: F811
 
 def test_caps_before_model_work(tiny_loaded, monkeypatch):  # noqa: F811
     ctx = make_ctx(tiny_loaded, max_prompt_tokens=4)
-    monkeypatch.setattr("inspector.ui.labs.quantization.model_thread.run", lambda *a, **k: pytest.fail("model work before the caps"))
-    out = ctx.panels["quant"].run(ctx.store.new_id(), "int8", "fp32", PROMPT, False, "", 4)
+    monkeypatch.setattr("inspector.ui.labs.quantization.model_thread.call", lambda *a, **k: pytest.fail("model work before the caps"))
+    out = ctx.panels["quant"].compare(ctx.store.new_id(), "int8", "fp32", PROMPT, False, "", 4)
     assert "INSPECTOR_MAX_PROMPT_TOKENS" in status(out)

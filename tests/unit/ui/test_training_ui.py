@@ -21,7 +21,7 @@ TEXT = "The quick brown fox jumps over the lazy dog. Tokenizers split text into 
 def test_run_fills_every_view(tiny_loaded):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
     sid = ctx.store.new_id()
-    out = ctx.panels["training"].run(sid, TEXT)
+    out = ctx.panels["training"].train(sid, TEXT)
     assert 'data-error="0"' in status(out), status(out)
     n = len(tiny_loaded.tokenizer.prompt_ids(TEXT, False))
     assert f"{n} tokens teacher-forced" in status(out)
@@ -48,14 +48,14 @@ def test_the_text_defaults_to_the_current_run_else_the_prompt(tiny_loaded):  # n
     assert ctx.panels["training"].current_text(sid, "page prompt") == "page prompt"
     assert ctx.panels["training"].fill_if_empty(sid, "", "page prompt") == {"text": "page prompt"}
     assert ctx.panels["training"].fill_if_empty(sid, "", "") == {}  # nothing to fill: the box is left as it is
-    entry = ctx.store.get_or_create(sid)[1]
-    entry.session.prefill("Hello world", SamplingParams(temperature=0.0), max_new_tokens=4)
-    entry.session.step(SamplingParams(temperature=0.0))
-    ids = entry.session.prompt_ids + entry.session.generated_ids
+    visitor = ctx.store.get_or_create(sid)[1]
+    visitor.session.prefill("Hello world", SamplingParams(temperature=0.0), max_new_tokens=4)
+    visitor.session.step(SamplingParams(temperature=0.0))
+    ids = visitor.session.prompt_ids + visitor.session.generated_ids
     text = ctx.panels["training"].current_text(sid, "page prompt")
     assert text == tiny_loaded.tokenizer.decode(ids) and text.startswith("Hello world")
     assert ctx.panels["training"].fill_if_empty(sid, "typed", "page prompt") == {}  # a typed text stays
-    out = ctx.panels["training"].run(sid, "", "page prompt")  # an empty box: the run's text
+    out = ctx.panels["training"].train(sid, "", "page prompt")  # an empty box: the run's text
     assert f"{len(ids)} tokens teacher-forced" in status(out)
 
 
@@ -69,7 +69,7 @@ def test_the_text_defaults_to_the_current_run_else_the_prompt(tiny_loaded):  # n
 ], ids=["empty", "blank", "too-many-characters", "too-many-tokens", "one-token", "none"])
 def test_bad_texts_are_one_line(tiny_loaded, text, message):  # noqa: F811
     ctx = make_ctx(tiny_loaded)
-    out = ctx.panels["training"].run(ctx.store.new_id(), text, "")
+    out = ctx.panels["training"].train(ctx.store.new_id(), text, "")
     line = status(out)
     assert 'data-error="1"' in line and message in line, line
     assert "\n" not in line

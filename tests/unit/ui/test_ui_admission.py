@@ -187,14 +187,14 @@ def speculative_run(loaded, drafter: str, max_new: int):
 def test_a_speculative_run_adds_what_it_holds_to_its_session(tiny_loaded, drafter, layers):
     h, store = make(tiny_loaded)
     sid = prefilled(h)
-    entry = store.get(sid)
-    page = entry.session.retained_nbytes
-    assert admission.held_nbytes(entry) == {admission.SESSION: page}
+    visitor = store.get(sid)
+    page = visitor.session.retained_nbytes
+    assert admission.held_nbytes(visitor) == {admission.SESSION: page}
 
     run = speculative_run(tiny_loaded, drafter, max_new=20)
-    entry.labs["speculative"] = SpeculativeState(run)
+    visitor.labs["speculative"] = SpeculativeState(run)
     measured = run.cache.allocated_nbytes + (run.drafter.cache.allocated_nbytes if layers else 0)
-    held = admission.held_nbytes(entry)
+    held = admission.held_nbytes(visitor)
     assert held == {admission.SESSION: page, "speculative": measured} and sum(held.values()) == page + measured
     # predicted before Start: the target's cache of every layer plus the drafter's of its first L layers
     cfg, elem = tiny_loaded.config, tiny_loaded.model.model.embed_tokens.weight.element_size()
@@ -207,8 +207,8 @@ def test_a_speculative_run_adds_what_it_holds_to_its_session(tiny_loaded, drafte
 def test_the_labs_count_against_the_session_cap(tiny_loaded):
     h, store = make(tiny_loaded)
     sid = prefilled(h)
-    entry = store.get(sid)
-    page = entry.session.retained_nbytes
+    visitor = store.get(sid)
+    page = visitor.session.retained_nbytes
     cfg, elem = tiny_loaded.config, tiny_loaded.model.model.embed_tokens.weight.element_size()
     n = len(tiny_loaded.tokenizer.encode(PROMPT))
     spec = admission.estimated_speculative_nbytes(cfg, elem, n, 20, 1)
@@ -219,9 +219,9 @@ def test_the_labs_count_against_the_session_cap(tiny_loaded):
     assert "session" in str(exc.value)
     admission.admit_memory(store, sid, AppLimits(max_trace_mb=(page + spec * 2) / 2**20), "speculative", spec)
     # once the run is held, the page's next prefill counts it too
-    entry.labs["speculative"] = SpeculativeState(speculative_run(tiny_loaded, "early-exit:1", 20))
-    assert not admission.over_session_cap(store, entry, AppLimits(max_trace_mb=(page + spec) * 1.01 / 2**20))
-    assert admission.over_session_cap(store, entry, limits)
+    visitor.labs["speculative"] = SpeculativeState(speculative_run(tiny_loaded, "early-exit:1", 20))
+    assert not admission.over_session_cap(store, visitor, AppLimits(max_trace_mb=(page + spec) * 1.01 / 2**20))
+    assert admission.over_session_cap(store, visitor, limits)
     with pytest.raises(InputError, match="speculative"):
         admission.admit_prompt(tiny_loaded, limits, PROMPT, False, "", store=store, sid=sid)
     admission.admit_prompt(tiny_loaded, limits, PROMPT, False, "")  # without the store: the page alone fits
@@ -325,10 +325,10 @@ def test_the_lab_tabs_admit_their_memory_with_the_page_session(tiny_loaded):
     # the Quantization lab's model is built only when the server has room, and then kept once for it
     with_limits(h, AppLimits(max_sessions=1, max_trace_mb=(sum(admission.held_nbytes(store.get(sid)).values()) + 1)
                              / 2**20))
-    out = quant.run(sid, "int8", "fp32", PROMPT, False, "", 2)
+    out = quant.compare(sid, "int8", "fp32", PROMPT, False, "", 2)
     assert "the server is full" in html_status(out) and not store.shared["quant"].built("int8")
     with_limits(h, AppLimits(max_trace_mb=64))
-    quant.run(sid, "int8", "fp32", PROMPT, False, "", 2)
+    quant.compare(sid, "int8", "fp32", PROMPT, False, "", 2)
     assert store.shared["quant"].built("int8") and admission.process_nbytes(store) > 0
 
 

@@ -13,20 +13,20 @@ from tests.support.viz_records import tiny_loaded  # noqa: F401
 
 def test_copying_the_page_config_copies_no_session_and_no_weights(tiny_loaded, monkeypatch):
     """Each page load and each gradio_client deep-copies `demo.config`; anything it references is copied
-    with it. A bound method of the session store there copied every live session and the model (seconds
+    with it. A bound method of the visitor store there copied every live session and the model (seconds
     and gigabytes per visitor)."""
     from inspector.session.session import Session
-    from inspector.ui.sessions import SessionStore
+    from inspector.ui.visitors import Visitors
 
     demo = build_app(tiny_loaded)
-    sid, entry = demo.store.get_or_create(None)
-    entry.session.prefill("The quick brown fox", SamplingParams(), max_new_tokens=2)
+    sid, visitor = demo.store.get_or_create(None)
+    visitor.session.prefill("The quick brown fox", SamplingParams(), max_new_tokens=2)
     assert len(demo.store) == 1
 
     def refuse(self, memo):
         raise AssertionError(f"{type(self).__name__} reached from the page config")
 
-    for cls in (Session, SessionStore, type(tiny_loaded)):
+    for cls in (Session, Visitors, type(tiny_loaded)):
         monkeypatch.setattr(cls, "__deepcopy__", refuse, raising=False)
     copy.deepcopy(demo.config)  # what Gradio does for GET /config
     demo.close()

@@ -78,16 +78,16 @@ def test_a_bad_decoding_link_parameter_names_it(text, message):
 def test_apply_keeps_settings_for_the_next_prefill(tiny_loaded):  # noqa: F811
     from inspector.engine.config import SamplingParams
     from inspector.ui.app_model import app_limits
-    from inspector.ui.sessions import SessionStore, new_ui_session
+    from inspector.ui.visitors import Visitors, new_ui_session
 
-    store = SessionStore(lambda: new_ui_session(tiny_loaded), app_limits())
+    store = Visitors(lambda: new_ui_session(tiny_loaded), app_limits())
     sid = store.new_id()
     html = apply(store, sid, *values(rep="1.5", bad="the"))
     assert "repetition penalty 1.5" in html and "next Prefill" in html and "data-decoding" in html
-    entry = store.get(sid)
-    assert step_settings(entry).num_beams == 1
-    session = entry.session
-    session.set_decoding(step_settings(entry))
+    visitor = store.get(sid)
+    assert step_settings(visitor).num_beams == 1
+    session = visitor.session
+    session.set_decoding(step_settings(visitor))
     session.prefill("the cat", SamplingParams(), max_new_tokens=3)
     assert session.records[-1].sample.stages == ["repetition penalty", "bad words"]
     assert "must be a number &gt; 0" in apply(store, sid, *values(rep="-1"))

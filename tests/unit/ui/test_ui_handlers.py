@@ -1,4 +1,4 @@
-"""Handlers and the session store without a browser, over a tiny model: caps, isolation, errors, play/pause."""
+"""Handlers and the visitor store without a browser, over a tiny model: caps, isolation, errors, play/pause."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from inspector.errors import InputError
 from inspector.session.records import commitment_layer
 from inspector.ui.handlers import PLOT_KEYS, TOKEN_KEYS, Handlers, sampling_params
 from inspector.ui import model_thread
-from inspector.ui.sessions import SessionCapError
+from inspector.ui.visitors import VisitorCapError
 from tests.support.viz_records import tiny_loaded  # noqa: F401
 from tests.support.handlers import SAMPLING, make, status
 
@@ -75,7 +75,7 @@ def test_the_session_cap_refuses_only_when_every_session_is_busy(tiny_loaded):
     with store.get(sid).exclusive("play"):  # busy: never evicted
         out = h.prefill(None, "Hello", False, "", *SAMPLING, 4, 0, 0)
         assert "INSPECTOR_MAX_SESSIONS" in status(out[1:]) and "\n" not in status(out[1:])
-        with pytest.raises(SessionCapError):
+        with pytest.raises(VisitorCapError):
             store.get_or_create(None)
         assert "busy: playing" in status(h.step(sid, *SAMPLING, 0, 0))
     assert store.get(sid) is not None
@@ -288,8 +288,8 @@ def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tin
     assert set(counts["step"]) == {h.decode_threads} and len(counts["step"]) >= 2
     assert set(counts["ahead"]) == {h.decode_threads} and len(counts["ahead"]) >= 3
     assert counts["prefill"] == [full, full]
-    assert model_thread.run(torch.get_num_threads) == h.decode_threads
-    assert model_thread.run_prefill(torch.get_num_threads) == full
+    assert model_thread.call(torch.get_num_threads) == h.decode_threads
+    assert model_thread.call_prefill(torch.get_num_threads) == full
     assert len(switches) <= 2  # at most once per new model thread, when it starts
 
 

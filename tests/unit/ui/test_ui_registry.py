@@ -63,13 +63,13 @@ def test_the_readmes_example_view_is_one_module_and_one_registry_line(tiny_loade
 
 def test_admission_counts_what_every_panel_state_holds(tiny_loaded):  # noqa: F811
     page = make_page(tiny_loaded)
-    sid, entry = page.store.get_or_create(None)
-    entry.session.prefill("Hello world", SamplingParams(), max_new_tokens=4)
-    before = admission.held_nbytes(entry)
+    sid, visitor = page.store.get_or_create(None)
+    visitor.session.prefill("Hello world", SamplingParams(), max_new_tokens=4)
+    before = admission.held_nbytes(visitor)
     out = page.panels["kvpolicy"].run_policy(sid, "h2o", 8, 2, 0, 0, "Hello world, the cache", False, "", 4)
     assert 'data-error="0"' in out["status"]
-    state = entry.labs["kvpolicy"]
-    held = admission.held_nbytes(entry)
+    state = visitor.labs["kvpolicy"]
+    held = admission.held_nbytes(visitor)
     assert held["kvpolicy"] == state.nbytes() == arrays_nbytes(state.run) > 0
     assert {k: v for k, v in held.items() if k != "kvpolicy"} == before
 
@@ -77,8 +77,8 @@ def test_admission_counts_what_every_panel_state_holds(tiny_loaded):  # noqa: F8
         def nbytes(self) -> int:
             return 12345
 
-    entry.labs["anything"] = Holder()
-    assert admission.held_nbytes(entry)["anything"] == 12345  # a new panel's state counts with no admission change
+    visitor.labs["anything"] = Holder()
+    assert admission.held_nbytes(visitor)["anything"] == 12345  # a new panel's state counts with no admission change
 
 
 def test_the_training_lab_reserves_its_step_while_it_runs(tiny_loaded, monkeypatch):  # noqa: F811
@@ -96,13 +96,13 @@ def test_the_training_lab_reserves_its_step_while_it_runs(tiny_loaded, monkeypat
     step = training.training_step
     monkeypatch.setattr("inspector.ui.labs.training.training_step",
                         lambda *a, **k: (seen.append(real(page.store)), step(*a, **k))[1])
-    out = lab.run(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
+    out = lab.train(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
     assert 'data-error="0"' in out["status"], out["status"]
     n = len(tiny_loaded.tokenizer.prompt_ids("The quick brown fox jumps over the lazy dog", False))
     need = estimated_step_nbytes(tiny_loaded.config, page.inventory.params, n)
     assert seen == [need] and real(page.store) == 0  # reserved while it ran, released after
     page.limits = AppLimits(max_sessions=1, max_trace_mb=need / 2 / 2**20)  # a server smaller than the step
-    out = lab.run(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
+    out = lab.train(page.store.new_id(), "The quick brown fox jumps over the lazy dog")
     assert "the server is full" in out["status"] and real(page.store) == 0
 
 

@@ -15,8 +15,8 @@ from inspector.session.session import Session
 from inspector.ui import trace_io
 from inspector.ui.app_model import AppLimits
 from inspector.ui.handlers import Handlers
-from inspector.ui.model_thread import run, settle
-from inspector.ui.sessions import SessionStore, new_ui_session
+from inspector.ui.model_thread import call, settle
+from inspector.ui.visitors import Visitors, new_ui_session
 from inspector.ui.trace_io import EXPORTS_KEPT, export_trace, export_trace_shown, import_trace
 from tests.support.handlers import no_run_ahead  # noqa: F401 (autouse fixture)
 from tests.support.tiny import make_tiny_checkpoint
@@ -29,7 +29,7 @@ TABS = ("residual", "attention", "kv", "sampling", "timing")
 
 def make(loaded, **limits):
     lim = AppLimits(**limits)
-    store = SessionStore(lambda: new_ui_session(loaded), lim)
+    store = Visitors(lambda: new_ui_session(loaded), lim)
     return Handlers.bare(loaded, store, lim), store
 
 
@@ -93,7 +93,7 @@ def test_import_runs_the_next_forward_ahead(tiny_loaded, monkeypatch):  # noqa: 
     sid2 = store.new_id()
     import_trace(h, sid2, path, 0, 0)
     settle()  # the forward queued ahead has run
-    assert run(lambda: store.get(sid2).session.is_ahead)
+    assert call(lambda: store.get(sid2).session.is_ahead)
     out = h.step(sid2, *SAMPLING, 0, 0)
     h.step(sid, *SAMPLING, 0, 0)
     assert "ii-error" not in status(out)
@@ -153,8 +153,8 @@ def test_a_trace_over_the_memory_cap_is_refused_after_reading(tiny_loaded, monke
     sid = store2.new_id()
     line = status(import_trace(h2, sid, path, 0, 0))
     assert "ii-error" in line and "this trace holds" in line and "MiB per session" in line
-    entry = store2.get(sid)
-    assert entry is not None and not entry.session.records  # the refused trace did not replace the session
+    visitor = store2.get(sid)
+    assert visitor is not None and not visitor.session.records  # the refused trace did not replace the session
 
 
 def test_export_errors_and_the_folder_stays_bounded(tiny_loaded):  # noqa: F811

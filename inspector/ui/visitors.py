@@ -8,7 +8,7 @@ evicted, and so is any idle session past the time-to-live; an owner who comes ba
 session expired (`expired_message`). A newcomer is refused only when every session is busy.
 `drop(id)` frees a session; the app wires it to `gr.State(delete_callback=...)` and `demo.unload`.
 `shared` holds the process-wide lab state (the Quantization lab's models: one per server, never per
-session), and `entries()` every live entry, so admission can count what the whole server holds.
+session), and `live()` every live visitor, so admission can count what the whole server holds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from inspector.errors import InputError
 from inspector.ui.app_model import AppLimits
 
 EXPIRED_IDS_KEPT = 4096  # ids of evicted sessions remembered, to tell a returning owner what happened
-_versions = itertools.count(1)  # one counter for every entry: a later state anywhere has a larger number
+_versions = itertools.count(1)  # one counter for every visitor: a later state anywhere has a larger number
 
 
 def new_ui_session(loaded: Any) -> Any:
@@ -38,11 +38,11 @@ def new_ui_session(loaded: Any) -> Any:
     return Session(loaded, lens=False)
 
 
-class SessionCapError(InputError):
+class VisitorCapError(InputError):
     """Every session slot on this server is busy."""
 
 
-class SessionExpiredError(InputError):
+class VisitExpiredError(InputError):
     """The session behind this id was evicted (idle too long, or its slot was needed)."""
 
 
@@ -51,7 +51,7 @@ class BusyError(InputError):
 
 
 @dataclass
-class Entry:
+class Visitor:
     """One browser session's server-side state."""
 
     session: Any  # inspector.session.session.Session
@@ -71,7 +71,7 @@ class Entry:
     decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
     labs: dict[str, Any] = field(default_factory=dict)  # panel key -> its PanelState (`inspector.ui.panel`)
     # which state of the run the page shows: a new number (`new_version`) each time a model call releases the
-    # entry, a prefill is asked for, or a selection or preview changes, so an update built before a later one
+    # visitor, a prefill is asked for, or a selection or preview changes, so an update built before a later one
     # (a sampling preview answered after a Step, a tab's draw answered after a chip click) is known as older
     version: int = field(default_factory=lambda: next(_versions))
 
@@ -116,48 +116,48 @@ class Entry:
             self.release()
 
 
-class SessionStore:
-    """Thread-safe id -> Entry map with a size cap, least-recently-used eviction and an idle time-to-live."""
+class Visitors:
+    """Thread-safe id -> Visitor map with a size cap, least-recently-used eviction and an idle time-to-live."""
 
     def __init__(self, factory: Callable[[], Any], limits: AppLimits) -> None:
         self._factory = factory
         self.limits = limits
-        self._entries: dict[str, Entry] = {}
+        self._visitors: dict[str, Visitor] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()  # evicted id -> why
         self._mutex = threading.Lock()
         self.shared: dict[str, Any] = {}  # lab -> process-wide state (inspector.ui.admission counts it once)
         self._prefills: dict[str, float] = {}  # id -> when its page asked for a prefill that has not started
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._visitors)
 
-    def entries(self) -> list[Entry]:
-        """Every live entry (a snapshot: entries may come and go as soon as it is taken)."""
+    def live(self) -> list[Visitor]:
+        """Every live visitor (a snapshot: entries may come and go as soon as it is taken)."""
         with self._mutex:
-            return list(self._entries.values())
+            return list(self._visitors.values())
 
     @staticmethod
     def new_id() -> str:
         """A fresh session id (page load); no slot is taken until its first prefill."""
         return secrets.token_hex(8)
 
-    def get(self, sid: str | None) -> Entry | None:
-        """The entry for `sid`, or None (never created, dropped or evicted)."""
+    def get(self, sid: str | None) -> Visitor | None:
+        """The visitor for `sid`, or None (never created, dropped or evicted)."""
         with self._mutex:
-            entry = self._entries.get(sid) if sid else None
-            if entry is not None:
-                entry.last_used = time.monotonic()
-            return entry
+            visitor = self._visitors.get(sid) if sid else None
+            if visitor is not None:
+                visitor.last_used = time.monotonic()
+            return visitor
 
-    def run_entry(self, sid: str | None) -> Entry:
-        """The entry of a browser session that holds a run; InputError saying why there is none (expired, or
+    def run_visitor(self, sid: str | None) -> Visitor:
+        """The visitor of a browser session that holds a run; InputError saying why there is none (expired, or
         nothing prefilled yet)."""
-        entry = self.get(sid)
-        if entry is None and self.expired_message(sid):
-            raise SessionExpiredError(self.expired_message(sid))
-        if entry is None or entry.session is None or not entry.session.records:
+        visitor = self.get(sid)
+        if visitor is None and self.expired_message(sid):
+            raise VisitExpiredError(self.expired_message(sid))
+        if visitor is None or visitor.session is None or not visitor.session.records:
             raise InputError("nothing to step yet: press Prefill first")
-        return entry
+        return visitor
 
     # ---- a prefill the page asked for: a Step or Play pressed right after Prefill acts on the new run
     def ask_prefill(self, sid: str | None) -> None:
@@ -165,9 +165,9 @@ class SessionStore:
         if sid:
             with self._mutex:
                 self._prefills[sid] = time.monotonic()
-                entry = self._entries.get(sid)
-                if entry is not None:
-                    entry.new_version()  # what was drawn before the ask is older than it
+                visitor = self._visitors.get(sid)
+                if visitor is not None:
+                    visitor.new_version()  # what was drawn before the ask is older than it
 
     def prefill_started(self, sid: str | None) -> None:
         """The asked prefill holds the session now, or was refused: nothing is coming any more."""
@@ -189,8 +189,8 @@ class SessionStore:
                 if asked is not None and time.monotonic() - asked > timeout_s:
                     self._prefills.pop(sid, None)
                     asked = None
-                entry = self._entries.get(sid) if sid else None
-            if asked is None and (entry is None or entry.activity != "prefill"):
+                visitor = self._visitors.get(sid) if sid else None
+            if asked is None and (visitor is None or visitor.activity != "prefill"):
                 return
             time.sleep(0.02)
 
@@ -200,62 +200,62 @@ class SessionStore:
             why = self._expired.get(sid) if sid else None
         return f"your session expired ({why}): press Prefill to start again" if why else None
 
-    def get_or_create(self, sid: str | None) -> tuple[str, Entry]:
-        """The existing entry, or a new one (under `sid` when given, else a fresh id). Evicts an idle session
-        when the store is full; SessionCapError when every session is busy."""
-        entry = self.get(sid)
-        if entry is not None:
-            return sid, entry  # type: ignore[return-value]
+    def get_or_create(self, sid: str | None) -> tuple[str, Visitor]:
+        """The existing visitor, or a new one (under `sid` when given, else a fresh id). Evicts an idle session
+        when the store is full; VisitorCapError when every session is busy."""
+        visitor = self.get(sid)
+        if visitor is not None:
+            return sid, visitor  # type: ignore[return-value]
         with self._mutex:
             self._evict_expired()
-            if len(self._entries) >= self.limits.max_sessions and not self._evict_least_recent():
-                raise SessionCapError(
+            if len(self._visitors) >= self.limits.max_sessions and not self._evict_least_recent():
+                raise VisitorCapError(
                     f"the server is busy: all {self.limits.max_sessions} sessions are running "
                     f"(INSPECTOR_MAX_SESSIONS); try again in a moment")
             new_id = sid or self.new_id()
             self._expired.pop(new_id, None)
-            self._entries[new_id] = Entry(session=self._factory(), sid=new_id)
-            return new_id, self._entries[new_id]
+            self._visitors[new_id] = Visitor(session=self._factory(), sid=new_id)
+            return new_id, self._visitors[new_id]
 
     def reset(self, sid: str | None) -> None:
         """Replace the session's engine state with a fresh one (keeps the id); stops Play first."""
-        entry = self.get(sid)
-        if entry is not None:
-            entry.pause.set()
-            with entry.lock:
-                self.reset_locked(entry)
-                entry.pause.clear()
-                entry.new_version()
+        visitor = self.get(sid)
+        if visitor is not None:
+            visitor.pause.set()
+            with visitor.lock:
+                self.reset_locked(visitor)
+                visitor.pause.clear()
+                visitor.new_version()
 
-    def reset_locked(self, entry: Entry) -> None:
-        """Fresh engine state for an entry whose lock the caller holds."""
-        entry.session = None  # drop the old cache before building the new session
-        entry.session = self._factory()
-        entry.selected = None
-        entry.uncached_ms = None
-        entry.preview = None
-        entry.branches = None
+    def reset_locked(self, visitor: Visitor) -> None:
+        """Fresh engine state for an visitor whose lock the caller holds."""
+        visitor.session = None  # drop the old cache before building the new session
+        visitor.session = self._factory()
+        visitor.selected = None
+        visitor.uncached_ms = None
+        visitor.preview = None
+        visitor.branches = None
 
     def drop(self, sid: str | None) -> None:
         """Free a session's records and KV cache (State delete_callback / page unload)."""
         with self._mutex:
-            entry = self._entries.pop(sid, None) if sid else None
-        if entry is not None:
-            entry.pause.set()
-            entry.session = None
-            entry.labs.clear()
+            visitor = self._visitors.pop(sid, None) if sid else None
+        if visitor is not None:
+            visitor.pause.set()
+            visitor.session = None
+            visitor.labs.clear()
 
     def _evict(self, sid: str, why: str) -> None:
-        entry = self._entries.pop(sid)
-        entry.session = None
-        entry.labs.clear()
+        visitor = self._visitors.pop(sid)
+        visitor.session = None
+        visitor.labs.clear()
         self._expired[sid] = why
         while len(self._expired) > EXPIRED_IDS_KEPT:
             self._expired.popitem(last=False)
 
     def _evict_expired(self) -> None:
         now = time.monotonic()
-        for sid in [k for k, e in self._entries.items()
+        for sid in [k for k, e in self._visitors.items()
                     if now - e.last_used > self.limits.session_ttl_s and not e.busy]:
             self._evict(sid, f"idle for more than {self.limits.session_ttl_s} s")
         for sid in [k for k, asked in self._prefills.items() if now - asked > self.limits.session_ttl_s]:
@@ -263,7 +263,7 @@ class SessionStore:
 
     def _evict_least_recent(self) -> bool:
         """Evict the least recently used session that is not busy; False when every session is busy."""
-        idle = [(e.last_used, k) for k, e in self._entries.items() if not e.busy and not e.playing]
+        idle = [(e.last_used, k) for k, e in self._visitors.items() if not e.busy and not e.playing]
         if not idle:
             return False
         self._evict(min(idle)[1], "the server was full and it was the least recently used")

@@ -22,14 +22,14 @@ from inspector.viz.header import phase_text
 from inspector.viz.timing import timing_stats
 
 
-def summary(entry: Any) -> dict:
+def summary(visitor: Any) -> dict:
     """The session's tokens, text, phase and timings as plain JSON."""
-    s = entry.session
+    s = visitor.session
     st = timing_stats(s.records)
     return {
         "text": s.text, "prompt_ids": list(s.prompt_ids), "generated_ids": list(s.generated_ids),
         "pieces": s.token_pieces(), "finished": s.finished,
-        "phase": phase_text(len(s.records), len(s.generated_ids), entry.max_new_tokens, s.finished, entry.playing),
+        "phase": phase_text(len(s.records), len(s.generated_ids), visitor.max_new_tokens, s.finished, visitor.playing),
         "ttft_ms": st["ttft_ms"], "last_tpot_ms": st["last_tpot_ms"],
     }
 
@@ -47,8 +47,8 @@ def register(h: Any, sid: gr.State, controls: list) -> None:
     @api_error
     def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
-        new_sid, entry = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
-        return new_sid, summary(entry)
+        new_sid, visitor = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
+        return new_sid, summary(visitor)
 
     @api_error
     def api_step(sid_value, temperature, top_k, top_p, min_p, seed):
