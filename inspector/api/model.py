@@ -142,8 +142,8 @@ class Model:
         `_`, same meanings, defaults and ranges: the prompt's (chat: the chat template, system: its system
         prompt, max_new_tokens), sampling (temperature 0 = greedy, top_k, top_p, min_p, seed), decoding
         processors (repetition_penalty, presence_penalty, frequency_penalty, no_repeat_ngram_size,
-        logit_bias {id: bias} or ["ID=V"], bad_words, min_new_tokens, stop, json_schema (a file), regex,
-        choice), interventions (ablate_head: a head (5, 3) or "5.3", or a list of them; ablate "zero" |
+        logit_bias {id: bias} or ["ID=V"], bad_words, min_new_tokens, stop, json_schema (a JSON Schema: its
+        text or a dict), regex, choice), interventions (ablate_head: a head (5, 3) or "5.3", or a list of them; ablate "zero" |
         "mean" says how (mean: the head's mean output over the prompt); ablate_mlp a layer or a list;
         scale_head (5, 3, 0.5) or "5.3=0.5"; steer L with steer_towards, steer_away, steer_alpha; negative
         layers and heads count from the end), quant "int8" | "int4[:GROUP]" | "bf16", kv_quant "int8",

@@ -4,8 +4,9 @@ Prefill, the Python API's `Model.start` and (through it) `inspector run` each ma
 It lives in the quantization layer because that is the lowest layer that knows both sessions it may make
 (the plain `Session` and `QuantSession`) and that both the page and the API may import. `RunRequest`
 (`inspector.generation.request`, the run described once) is re-exported here, so the page, which reaches
-nothing below the session layer, builds and checks the same description the CLI and the API do. The session
-keeps the request's JSON form (`session.request`): a trace file and every `--json` write it.
+nothing below the session layer, builds and checks the same description the CLI and the API do (with
+its own `Naming`; `Checked`, `RequestError` and `decoding_fields` come with it). The session keeps the
+request's JSON form (`session.request`): a trace file and every `--json` write it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from inspector.generation.levers import Levers
 from inspector.generation.request import RunRequest
+from inspector.generation.request_checks import Checked, Naming, RequestError, decoding_fields
 from inspector.quant.session import quantized_session
 from inspector.session.session import Session
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from inspector.generation.settings import DecodingSettings
     from inspector.models.loader import LoadedModel
 
-__all__ = ["RunRequest", "session_for"]
+__all__ = ["Checked", "Naming", "RequestError", "RunRequest", "decoding_fields", "session_for"]
 
 
 def session_for(request: RunRequest, loaded: LoadedModel, settings: DecodingSettings, record: bool,
