@@ -71,12 +71,13 @@ def test_the_json_and_the_trace_file_carry_the_request(model, tiny_llama_dir, tm
     assert inspector.open_trace(tmp_path / "api.safetensors").request == api_run.request
 
 
-def test_the_page_the_cli_and_the_api_give_one_request(model, tiny_llama_dir):  # noqa: F811
+def test_the_page_the_cli_and_the_api_give_one_request(model, monkeypatch):
     """The same settings through the page's Prefill (its boxes' text and the settings panel), the CLI's flags
     and the API's keywords: one `RunRequest` JSON, kept with each run, and the same first token."""
     from inspector.ui.decoding_controls import apply
     from tests.support.handlers import make
 
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "0")  # no forward left running on the shared model
     h, store = make(model.loaded)
     sid = store.new_id()
     panel = ["1.2", "0", "0", "0", "5=3", "", "0", "END", "none", "", "4", "1"]  # the panel's boxes, in its order
