@@ -1,5 +1,5 @@
-"""A run described once: `RunRequest`, frozen, what the CLI's flags, the Python API's keywords and (to come) the
-page's fields each build, checked in one place and written as one JSON form.
+"""A run described once: `RunRequest`, frozen, what the CLI's flags, the Python API's keywords and the page's
+fields (`inspector.ui.fields.page_request`) each build, checked in one place and written as one JSON form.
 
 The fields are `inspector run`'s flags by their dest (`--top-p` is `top_p`), in the CLI's order: the model
 (model, dtype, device, attention), the prompt (prompt text or token `ids`, chat, system, max_new_tokens),

@@ -23,9 +23,9 @@ Only unreserved URL characters are used (digits, `.`, `-`, `_`): the link stays 
 
 `link_query(...)` writes such a query; `parse_link(query)` reads one into a `RunLink` with the page's
 defaults filled in, or raises InputError naming each bad parameter ("link parameter top_k: top-k must be
-..."); `link_request(link)` is its `RunRequest`. A link takes what the page's controls take. The page's "Link to this run" is
-written by the server from the run the session holds (`inspector.ui.link_handlers.link_for`), not from the
-controls, which may have been edited since.
+..."); `link_request(link)` is its `RunRequest`. A link takes what the page's controls take. The page's
+"Link to this run" is written by the server from the run the session holds (`inspector.ui.link_handlers.
+link_for`), not from the controls, which may have been edited since.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ KEYS = ("prompt", "chat", "system", "temperature", "top_k", "top_p", "min_p", "s
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 DECODING = tuple(decoding_fields(DecodingSettings()))  # the settings panel's fields of a RunRequest
 RUN_KEYS = ("prompt", "chat", "system", "temperature", "top_k", "top_p", "min_p", "seed", "max_new_tokens", *DECODING)
-NOT_TAKEN = tuple(f.name for f in dataclass_fields(RunRequest) if f.name not in RUN_KEYS)  # the page's run takes none of these
+NOT_TAKEN = tuple(f.name for f in dataclass_fields(RunRequest) if f.name not in RUN_KEYS)  # not the page's run's
 LISTS = ("logit_bias", "bad_words", "stop", "choice")
 OLD_KEYS = {"max_new": "max_new_tokens"}  # older links' names
 PAGE_DEFAULTS = {"chat": True, "max_new_tokens": 32}  # the page's controls' defaults where a RunRequest's differ
