@@ -1,6 +1,6 @@
-"""Two doors, one description: the Python API's keywords and `inspector run`'s flags build equal `RunRequest`s
-for the same run, the run made from it keeps it (`run.request`), and the CLI's run through the API gives the
-API's tokens."""
+"""Three doors, one description: the Python API's keywords, `inspector run`'s flags and the page's Prefill build
+equal `RunRequest`s for the same run, the run made from it keeps it (`run.request`, `session.request`, the
+trace file), and the CLI's run through the API gives the API's tokens."""
 
 from __future__ import annotations
 
@@ -74,6 +74,8 @@ def test_the_json_and_the_trace_file_carry_the_request(model, tiny_llama_dir, tm
 def test_the_page_the_cli_and_the_api_give_one_request(model, monkeypatch):
     """The same settings through the page's Prefill (its boxes' text and the settings panel), the CLI's flags
     and the API's keywords: one `RunRequest` JSON, kept with each run, and the same first token."""
+    from inspector.session.trace_file import load_trace
+    from inspector.ui import trace_io
     from inspector.ui.decoding_controls import apply
     from tests.support.handlers import make
 
@@ -95,6 +97,8 @@ def test_the_page_the_cli_and_the_api_give_one_request(model, monkeypatch):
     assert page.request == api.request.to_json() == cli.to_json()
     assert page.request["repetition_penalty"] == 1.2 and page.request["temperature"] == 0.7  # parsed, not text
     assert page.generated_ids == api.generated_ids and page.decoding == api.session.decoding
+    path, _ = trace_io.export_trace(h, sid, "Hello world", True, "Be brief.")  # the page's trace file keeps it too
+    assert load_trace(path, model.loaded).settings["request"] == page.request
 
 
 def test_the_request_holds_the_schema_text(model, tmp_path):  # noqa: F811
