@@ -32,13 +32,12 @@ from inspector.errors import InputError, InputTypeError, InspectorError, first_l
 from inspector.generation.cache_policies import KeepAll
 from inspector.generation.levers import Levers
 from inspector.generation.request import KEYWORDS, Keywords, RunRequest, keyword_errors, keyword_value
+from inspector.quant.requested import session_for
 
 if TYPE_CHECKING:
     from inspector.api.speculative import SpeculativeRun
     from inspector.models.inventory import Inventory
-    from inspector.generation.settings import DecodingSettings
     from inspector.models.loader import LoadedModel
-    from inspector.session.session import Session
 
 
 POLICY_KEYWORDS = ("policy", "budget", "sinks")  # `inspector kv-eval`'s names, the eviction policies only
@@ -143,8 +142,8 @@ class Model:
         `_`, same meanings, defaults and ranges: the prompt's (chat: the chat template, system: its system
         prompt, max_new_tokens), sampling (temperature 0 = greedy, top_k, top_p, min_p, seed), decoding
         processors (repetition_penalty, presence_penalty, frequency_penalty, no_repeat_ngram_size,
-        logit_bias {id: bias} or ["ID=V"], bad_words, min_new_tokens, stop, json_schema (a file), regex,
-        choice), interventions (ablate_head: a head (5, 3) or "5.3", or a list of them; ablate "zero" |
+        logit_bias {id: bias} or ["ID=V"], bad_words, min_new_tokens, stop, json_schema (a JSON Schema: its
+        text or a dict), regex, choice), interventions (ablate_head: a head (5, 3) or "5.3", or a list of them; ablate "zero" |
         "mean" says how (mean: the head's mean output over the prompt); ablate_mlp a layer or a list;
         scale_head (5, 3, 0.5) or "5.3=0.5"; steer L with steer_towards, steer_away, steer_alpha; negative
         layers and heads count from the end), quant "int8" | "int4[:GROUP]" | "bf16", kv_quant "int8",
@@ -216,29 +215,6 @@ class Model:
     beam_search = analyses.beam_search
     head_scores = analyses.head_scores
     head_ablation = analyses.head_ablation
-
-
-def session_for(request: RunRequest, loaded: LoadedModel, settings: DecodingSettings, record: bool,
-                levers: Levers | None = None) -> Session:
-    """The generation session of `request` over `loaded`, with its decoding settings: over a quantized copy of
-    `loaded` (weights and/or KV cache) with quant / kv_quant, else over `loaded` with `levers` (default: the
-    request's interventions). The logit lens is computed when asked (`Session.logit_lens`), not on every step."""
-    from inspector.session.session import Session
-
-    if request.quant or request.kv_quant:  # weights and/or KV cache quantized in memory (inspector.quant)
-        from inspector.quant.session import quantized_session
-
-        _, session = quantized_session(loaded, request.quant, request.kv_quant, recompute=request.no_cache,
-                                       record=record, lens=False, on_context_full=request.on_context_full)
-    else:
-        if levers is None:
-            spec = request.lever_spec(loaded.config)
-            levers = Levers(interventions=spec.interventions(loaded.model, loaded.tokenizer.encode, ()))
-        session = Session(loaded, recompute=request.no_cache, record=record, lens=False,
-                          on_context_full=request.on_context_full, levers=levers)
-    session.set_decoding(settings)
-    session.request = request.to_json()
-    return session
 
 
 def _unsaveable(request: RunRequest, cache_policy: Any) -> str | None:

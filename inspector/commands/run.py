@@ -50,7 +50,7 @@ from typing import Any
 from inspector.commands.decoding import run_beam, stage_effects
 from inspector.commands.flags import (chat_flags, decoding_flags, intervention_flags, json_flags,
                                       max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
-from inspector.generation.request import (ATTENTIONS, CONTEXT_FULL, DEFAULT_DRAFT_LEN, DRAFT_LEN, DTYPES, NAMES,
+from inspector.generation.request import (ATTENTIONS, CONTEXT_FULL, DEFAULT_DRAFT_LEN, DRAFT_LEN, DTYPES,
                                           RunRequest)
 
 TOP_N = 20
@@ -93,8 +93,8 @@ def run_flags() -> argparse.ArgumentParser:
 
 
 def request_from(args: argparse.Namespace) -> RunRequest:
-    """The run `inspector run`'s flags describe (unchecked: `RunRequest.check` checks it)."""
-    return RunRequest.of(**{name: getattr(args, name) for name in NAMES if hasattr(args, name)})
+    """The run `inspector run`'s flags describe, --json-schema's file read (unchecked: `RunRequest.check`)."""
+    return RunRequest.from_flags(vars(args))
 
 
 def result_dict(session: Any) -> dict[str, Any]:

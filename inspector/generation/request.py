@@ -1,10 +1,10 @@
-"""A run described once: `RunRequest`, frozen, what the CLI's flags, the Python API's keywords and (to come) the
-page's fields each build, checked in one place and written as one JSON form.
+"""A run described once: `RunRequest`, frozen, what the CLI's flags, the Python API's keywords and the page's
+fields (`inspector.ui.fields.page_request`) each build, checked in one place and written as one JSON form.
 
 The fields are `inspector run`'s flags by their dest (`--top-p` is `top_p`), in the CLI's order: the model
 (model, dtype, device, attention), the prompt (prompt text or token `ids`, chat, system, max_new_tokens),
 sampling (temperature, top_k, top_p, min_p, seed), decoding processors and constraints (penalties, bans,
-stop strings, json_schema: a file, regex, choice) and beams (num_beams, length_penalty), interventions in
+stop strings, json_schema: a JSON Schema's text, regex, choice) and beams (num_beams, length_penalty), interventions in
 the flags' forms ("L.H", "L", "L.H=F", steer L: `lever_spec(cfg)` reads them as a `LeverSpec` against the
 model), the run's options (no_cache, quant, kv_quant, on_context_full, speculative, draft_len) and a KV-cache
 eviction policy (policy, budget, sinks: `inspector kv-eval`'s names).
@@ -13,22 +13,27 @@ eviction policy (policy, budget, sinks: `inspector kv-eval`'s names).
 flag's choices, a switch's True/False; a repeatable flag takes one value or a list, and `logit_bias` a dict
 {id: bias} too) and refuses unknown names; `check()` checks the whole description: every value again (a
 description read from JSON was never parsed) and which fields combine, and gives the `SamplingParams` and
-`DecodingSettings` the run uses. Both raise one `InputError` with one line per bad field, in the flags'
-names (`--top-p`) or with `names="keywords"` the keywords' (`top_p`). `to_json()` / `from_json()` is the
-one JSON form (with a "version" key). This module imports no torch.
+`DecodingSettings` the run uses (`checked()` also the request of the parsed values). Both raise one
+`InputError` with one line per bad field, in the flags' names (`--top-p`), with `names="keywords"` the
+keywords' (`top_p`), or with a front end's `Naming` its controls' labels and ranges (the page's: "top-p must
+be a number in (0, 1], got 2"). `from_flags` reads `--json-schema`'s file: the request holds the schema's
+text, as the page's box and the API's keyword give it. `to_json()` / `from_json()` is the one JSON form
+(with a "version" key). This module imports no torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from inspector.errors import InputError, InputTypeError, first_line
 from inspector.generation import settings as s
+from inspector.generation.request_checks import Checked, Naming, RequestError, clashes
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound, NumberError, shown
 
 VERSION = 1
@@ -84,7 +89,7 @@ class RunRequest:
     stop: tuple[str, ...] = _f(())
     num_beams: int = _f(1, s.NUM_BEAMS)
     length_penalty: float = _f(1.0, s.LENGTH_PENALTY)
-    json_schema: str | None = _f(None)  # a file holding a JSON Schema
+    json_schema: str | None = _f(None)  # a JSON Schema, its text (`from_flags` reads --json-schema's file)
     regex: str | None = _f(None)
     choice: tuple[str, ...] = _f(())
     # interventions, in the flags' forms
@@ -113,6 +118,14 @@ class RunRequest:
     def of(cls, **values: Any) -> RunRequest:
         """A request of these values as parsed (argparse's lists as tuples), unchecked: `check()` checks it."""
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+    @classmethod
+    def from_flags(cls, args: Mapping[str, Any]) -> RunRequest:
+        """The request of `inspector run`'s parsed flags (by dest), unchecked; --json-schema's file read."""
+        values = {name: args[name] for name in NAMES if name in args}
+        if values.get("json_schema") is not None:
+            values["json_schema"] = schema_file(values["json_schema"])
+        return cls.of(**values)
 
     @classmethod
     def from_keywords(cls, given: Mapping[str, Any], also: tuple[str, ...] = (), **fixed: Any) -> RunRequest:
@@ -155,53 +168,51 @@ class RunRequest:
         return bool(self.ablate_head or self.ablate_mlp or self.scale_head or self.steer is not None
                     or self.steer_towards or self.steer_away)
 
-    def check(self, names: str = "flags", save_trace: bool = False) -> tuple[Any, s.DecodingSettings]:
-        """The run's `SamplingParams` and `DecodingSettings` once the whole description is checked (no model
-        needed): InputError with one line per bad field or pair of fields that do not combine. `save_trace`:
-        the run is to be written as a trace file."""
-        lines: list[str] = []
+    def check(self, names: str | Naming = "flags", save_trace: bool = False) -> tuple[Any, s.DecodingSettings]:
+        """The run's `SamplingParams` and `DecodingSettings` once the whole description is `checked`."""
+        return self.checked(names, save_trace).run
+
+    def checked(self, names: str | Naming = "flags", save_trace: bool = False) -> Checked:
+        """The description checked once, no model needed: every field parsed, then which fields combine. A
+        `RequestError` with one line per bad field or pair of fields that do not combine, named by `names`
+        ("flags", "keywords" or a front end's `Naming`); `save_trace`: the run is to be written as a trace file."""
+        lines: list[tuple[str | None, str]] = []
+        values: dict[str, Any] = {}
         for name, value in self._items():
             try:
-                field_value(name, value)
-            except InputError as exc:  # written with the keyword's name: as a flag's here
-                line = first_line(exc)
-                lines.append("--" + name.replace("_", "-") + line[len(name):] if line.startswith(name) else line)
-        if self.prompt is not None and not self.prompt.strip():  # None: token ids instead
-            lines.append("prompt is empty")
-        params = settings = None
+                values[name] = _parse(name, value, names)
+            except InputError as exc:
+                lines.append((name, _named(name, first_line(exc), names)))
+        if isinstance(self.prompt, str) and not self.prompt.strip():  # None: token ids instead
+            lines.append(("prompt", names.empty_prompt if isinstance(names, Naming) else "prompt is empty"))
+        parsed, params, settings = self, None, None
         if not lines:
-            params = _attempt(lines, self.sampling_params)
-            settings = _attempt(lines, self.decoding_settings)
+            parsed = replace(self, **values)
+            params = parsed.sampling_params(parsed=True)
+            settings = _attempt(lines, parsed.decoding_settings)
         if params is not None and settings is not None:
-            lines += self._clashes(params, settings, save_trace)
+            lines += [(None, line) for line in clashes(parsed, params, settings, save_trace)]
         if lines:
-            text = "\n".join(dict.fromkeys(lines))
-            raise InputError(keyword(text) if names == "keywords" else text)
-        return params, settings
+            raise RequestError([(f, line if names == "flags" else keyword(line)) for f, line in lines])
+        return Checked(parsed, params, settings)
 
-    def sampling_params(self) -> Any:
-        """The validated `SamplingParams` (InputError in one line when out of range)."""
+    def sampling_params(self, parsed: bool = False) -> Any:
+        """The `SamplingParams` (InputError in one line when out of range; `parsed`: `checked` parsed them)."""
         from inspector.engine.config import SamplingParams
 
         params = SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                                 min_p=self.min_p, seed=self.seed)
         try:
-            params.validate()
+            if not parsed:
+                params.validate()
         except ValueError as exc:
             raise InputError(str(exc)) from None
         return params
 
     def decoding_settings(self) -> s.DecodingSettings:
-        """The validated decoding settings (the schema file read, `ID=V` biases parsed)."""
-        schema = ""
-        if self.json_schema is not None:
-            try:
-                schema = Path(self.json_schema).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"cannot read the JSON schema file {self.json_schema!r}: "
-                                 f"{getattr(exc, 'strerror', None) or exc}") from None
-            if not schema.strip():
-                raise InputError(f"the JSON schema file {self.json_schema!r} is empty: give a JSON Schema object")
+        """The validated decoding settings (`ID=V` biases parsed, the constraint compiled)."""
+        if self.json_schema is not None and not self.json_schema.strip():
+            raise InputError("--json-schema is empty: give a JSON Schema object")
         if self.regex is not None and not self.regex:
             raise InputError("--regex is empty: give a regular expression the output must match")
         if self.choice and not any(self.choice):
@@ -211,7 +222,7 @@ class RunRequest:
             frequency_penalty=self.frequency_penalty, no_repeat_ngram_size=self.no_repeat_ngram_size,
             logit_bias=s.parse_logit_bias(list(self.logit_bias)), bad_words=tuple(self.bad_words),
             min_new_tokens=self.min_new_tokens, stop=tuple(self.stop), num_beams=self.num_beams,
-            length_penalty=self.length_penalty, json_schema=schema, regex=self.regex or "",
+            length_penalty=self.length_penalty, json_schema=self.json_schema or "", regex=self.regex or "",
             choices=tuple(self.choice))
         settings.validate()
         settings.check_beams()
@@ -220,36 +231,6 @@ class RunRequest:
 
             check_grammar(*settings.constraint)
         return settings
-
-    def _clashes(self, params: Any, settings: s.DecodingSettings, save_trace: bool) -> list[str]:
-        """One line per pair of fields that do not combine (flags' names)."""
-        spec, quant = self.speculative is not None, bool(self.quant or self.kv_quant)
-        rules: list[tuple[bool, str]] = []
-        if settings.num_beams == 1:
-            rules.append((settings.length_penalty != 1.0,
-                          "--length-penalty scores beam hypotheses: add --num-beams B (B >= 2)"))
-        else:
-            clashes = [flag for flag, on in (("--temperature > 0", params.temperature > 0), ("--speculative", spec),
-                                             ("--quant", self.quant), ("--kv-quant", self.kv_quant),
-                                             ("--save-trace", save_trace), ("--no-cache", self.no_cache),
-                                             ("--stop", settings.stop)) if on]
-            rules.append((bool(clashes), f"--num-beams runs greedy beam search over the loaded model: drop "
-                                         f"{', '.join(clashes)}"))
-        rules += [
-            (spec and not settings.is_default,
-             "--speculative runs plain sampling: drop the penalty, ban, stop and constraint flags"),
-            (not spec and self.draft_len is not None, "--draft-len needs --speculative ngram|early-exit:L"),
-            (spec and self.no_cache, "--speculative verifies drafts against the KV cache: drop --no-cache"),
-            (save_trace and (spec or quant),
-             "--save-trace saves a plain run of the loaded model: drop --speculative / --quant / --kv-quant"),
-            (spec and self.on_context_full != "stop",
-             "--on-context-full window applies to plain decoding: drop --speculative"),
-            (self.wants_interventions and (spec or quant or settings.num_beams > 1),
-             "interventions run on a plain run of the loaded model: "
-             "drop --speculative / --quant / --kv-quant / --num-beams"),
-            (spec and quant, "--speculative runs the loaded model's weights: drop --quant / --kv-quant"),
-        ]
-        return [line for on, line in rules if on]
 
     # ---- what the run is made with
     def lever_spec(self, cfg: Any) -> Any:
@@ -285,12 +266,37 @@ class RunRequest:
         return None if self.policy == "full" else make_policy(self.policy, budget, sinks)
 
 
-def _attempt(lines: list[str], make: Any) -> Any:
+def _attempt(lines: list[tuple[str | None, str]], make: Any) -> Any:
     try:
         return make()
     except InputError as exc:
-        lines.append(first_line(exc))
+        lines.append((None, first_line(exc)))
         return None
+
+
+def _parse(name: str, value: Any, names: str | Naming) -> Any:
+    bound = names.bounds.get(name) if isinstance(names, Naming) else None
+    return field_value(name, value) if bound is None else bound.parse(value)
+
+
+def _named(name: str, line: str, names: str | Naming) -> str:
+    """A field's refusal (written with the field's name when the field's own check refused it) in `names`."""
+    if isinstance(names, Naming) and name in names.bounds or not line.startswith(name):
+        return line
+    label = names.labels.get(name, name) if isinstance(names, Naming) else "--" + name.replace("_", "-")
+    return (label if names != "keywords" else name) + line[len(name):]
+
+
+def schema_file(path: str) -> str:
+    """The text of --json-schema's file (InputError when it cannot be read or is empty)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, TypeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise InputError(f"cannot read the JSON schema file {path!r}: {why}") from None
+    if not text.strip():
+        raise InputError(f"the JSON schema file {path!r} is empty: give a JSON Schema object")
+    return text
 
 
 NAMES = tuple(f.name for f in fields(RunRequest))
@@ -331,6 +337,8 @@ def keyword_value(name: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise InputError(f"{name} must be True or False, got {shown(value)}")
         return value
+    if name == "json_schema" and isinstance(value, Mapping):  # a JSON Schema object for its text
+        value = json.dumps(value)
     if isinstance(default, tuple):
         if isinstance(value, Mapping):  # logit_bias={id: v} for ["ID=V", ...]
             value = [f"{k}={v}" for k, v in value.items()]

@@ -4,6 +4,9 @@ that let every value reach our parser.
 Each number a visitor can type is a `Bound` (`inspector.validate`) here, named as its control is labelled
 and ranged as the control shows it; handlers parse through these and nothing else, so a bad value is one
 line naming the field, the allowed values and what was given ("top-p must be a number in (0, 1], got 2").
+The Prefill's controls describe a run: `page_request` builds the `RunRequest` (`inspector.generation.
+request`, what the CLI's flags and the API's keywords build too) and checks it once with `PAGE_NAMES`,
+these fields' labels and ranges, one line per bad field.
 Out-of-range values are refused, never clamped. Ranges that depend on the model (attention layer and head,
 early-exit layer) or on the run (selected position, quantization step) are functions of it.
 
@@ -31,7 +34,9 @@ from typing import Any
 import gradio as gr
 
 from inspector.errors import InputError
-from inspector.session.settings import SamplingParams
+from inspector.quant.requested import Checked, Naming, RunRequest, decoding_fields
+from inspector.session import settings as gs
+from inspector.session.settings import DecodingSettings, SamplingParams
 from inspector.ui.panel import NO_LOADING_STATUS
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound
 
@@ -85,6 +90,18 @@ MEM_GIB = Bound("memory (GiB)", True, 1, 192)
 
 # ---- run links: the same fields under their URL keys
 STEPS = Bound("steps", True, 0)
+
+# ---- the page's run as a RunRequest: its fields parsed as the controls show them (max new tokens: the server's
+# cap and "> 0" are `admission.admit_max_new`'s), the settings panel's with the CLI's bounds, as the panel does
+PAGE_NAMES = Naming(
+    bounds={"temperature": TEMPERATURE_UI, "top_k": TOP_K_UI, "top_p": TOP_P, "min_p": MIN_P, "seed": SEED,
+            "max_new_tokens": MAX_NEW, "repetition_penalty": gs.REPETITION_PENALTY,
+            "presence_penalty": gs.PRESENCE_PENALTY, "frequency_penalty": gs.FREQUENCY_PENALTY,
+            "no_repeat_ngram_size": gs.NO_REPEAT_NGRAM, "min_new_tokens": gs.MIN_NEW_TOKENS, "num_beams": gs.NUM_BEAMS,
+            "length_penalty": gs.LENGTH_PENALTY},
+    labels={"system": "system prompt", "logit_bias": "logit bias", "bad_words": "bad words", "stop": "stop strings",
+            "json_schema": "JSON schema", "choice": "choices"},
+    empty_prompt="the prompt is empty: type something first")
 
 
 def layer_bound(config: Any) -> Bound:
@@ -162,6 +179,18 @@ def sampling_params(temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: 
     bad field otherwise."""
     t, k, p, m, s = (b.parse(v) for b, v in zip(SAMPLING_UI, (temperature, top_k, top_p, min_p, seed)))
     return SamplingParams(temperature=float(t), top_k=int(k), top_p=float(p), min_p=float(m), seed=int(s))
+
+
+def page_request(prompt: Any, chat: Any, system: Any, temperature: Any, top_k: Any, top_p: Any, min_p: Any,
+                 seed: Any, max_new: Any, decoding: DecodingSettings) -> Checked:
+    """The run the Prefill's controls describe (`decoding`: the settings panel's, beam search aside: the Beams tab
+    runs it), checked once: a `RequestError` with one line per bad field, named as its control is labelled."""
+    panel = {**decoding_fields(decoding), "num_beams": 1, "length_penalty": 1.0}
+    request = RunRequest.of(prompt=prompt if isinstance(prompt, str) else "", chat=bool(chat),
+                            system=system if isinstance(system, str) and system.strip() else None,
+                            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
+                            max_new_tokens=max_new, **panel)
+    return request.checked(PAGE_NAMES)
 
 
 def slider(bound: Bound, value: float | int, step: float, label: str, elem_id: str, **kwargs: Any) -> FreeSlider:

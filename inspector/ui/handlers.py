@@ -3,7 +3,9 @@ browser input -> the browser session's `Session` -> the views that changed ({vie
 
 Every handler is decorated with `@refuses` (`inspector.ui.panel`): a refusal (`InspectorError`, `ValueError`)
 puts one line in the status line, and every other view stays as it is. Numbers parse through the page's
-field table (`inspector.ui.fields`). No tensor math here: the views come from `inspector.ui.render` and the
+field table (`inspector.ui.fields`); a Prefill's controls become one `RunRequest`, checked once
+(`fields.page_request`), and its session is made from it (`session_for`: the session keeps the request, as
+the CLI's and the API's runs do). No tensor math here: the views come from `inspector.ui.render` and the
 view panels. Whatever touches the session's tensors runs on a model thread (`inspector.ui.model_thread`):
 prefills on the prefill thread, everything else on the decode thread. Every cap is checked before any model
 work (`inspector.ui.admission`). A session runs one model call at a time (`Visitor.exclusive`); Play holds it
@@ -18,11 +20,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from inspector.errors import InputError, InspectorError
-from inspector.session.settings import SamplingParams
+from inspector.quant.requested import Checked, session_for
+from inspector.session.settings import DecodingSettings, SamplingParams
 from inspector.ui import admission, link_handlers
 from inspector.ui.bundle import bundled
 from inspector.ui.decoding_controls import step_settings
-from inspector.ui.fields import head_bound, layer_bound, position_bound, sampling_params
+from inspector.ui.fields import head_bound, layer_bound, page_request, position_bound, sampling_params
 from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, call_prefill, submit, \
     submit_after
 from inspector.ui.panel import Page, bind
@@ -139,21 +142,36 @@ class Handlers:
 
     def run_prefill(self, sid: Any, prompt: Any, chat: Any, system: Any, params: SamplingParams,
                     max_new: Any) -> tuple[str, Visitor]:
-        """Start a new run for this browser session (raises InspectorError/ValueError). Every cap is checked
-        before the prefill thread sees the request."""
-        max_new = admission.admit_max_new(max_new, self.limits)
-        admitted = admission.admit_prompt(self.loaded, self.limits, prompt, bool(chat), system, store=self.store,
-                                          sid=sid)
+        """Start a new run with sampling parameters already parsed (a link's, a script's, a test's): `start`."""
+        return self.start(sid, self.request(sid, prompt, chat, system, params.temperature, params.top_k, params.top_p,
+                                            params.min_p, params.seed, max_new))
+
+    def request(self, sid: Any, prompt: Any, chat: Any, system: Any, temperature: Any, top_k: Any, top_p: Any,
+                min_p: Any, seed: Any, max_new: Any) -> Checked:
+        """The run the Prefill's controls describe, with this browser session's settings panel, checked once."""
+        visitor = self.store.get(sid)
+        decoding = step_settings(visitor) if visitor is not None else DecodingSettings()
+        return page_request(prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new, decoding)
+
+    def start(self, sid: Any, checked: Checked) -> tuple[str, Visitor]:
+        """Start the run `checked` describes for this browser session (raises InspectorError/ValueError). Every
+        cap is checked before the prefill thread sees the request."""
+        request = checked.request
+        max_new = admission.admit_max_new(request.max_new_tokens, self.limits)
+        admitted = admission.admit_prompt(self.loaded, self.limits, request.prompt, request.chat, request.system,
+                                          store=self.store, sid=sid)
         sid, visitor = self.store.get_or_create(sid)
         with visitor.exclusive("prefill"):
             self.store.prefill_started(sid)
             self.store.reset_locked(visitor)
-            visitor.session.set_decoding(step_settings(visitor))  # the settings panel's penalties, bans, constraint
+            # the request's session: the settings panel's penalties, bans, constraint; the request kept with it
+            visitor.session = session_for(request, self.loaded, checked.settings, record=True)
             use_policy(visitor)  # the KV cache view's policy, if one was chosen
             visitor.max_new_tokens = max_new
-            call_prefill(visitor.session.prefill_ids, admitted.ids, params, max_new_tokens=max_new,
-                        tokenize_ms=admitted.tokenize_ms)
-            link_handlers.remember_run(visitor, prompt, chat, system)  # its link and trace: the run's text, not the box's
+            call_prefill(visitor.session.prefill_ids, admitted.ids, checked.params, max_new_tokens=max_new,
+                         tokenize_ms=admitted.tokenize_ms)
+            # its link and trace: the run's text, not the box's
+            link_handlers.remember_run(visitor, request.prompt, request.chat, request.system)
         return sid, visitor
 
     @on_model_thread
@@ -169,8 +187,8 @@ class Handlers:
                 min_p: Any, seed: Any, max_new: Any, layer: Any, head: Any) -> tuple[Any, dict[str, Any]]:
         """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
         try:
-            params = sampling_params(temperature, top_k, top_p, min_p, seed)
-            sid, visitor = self.run_prefill(sid, prompt, chat, system, params, max_new)
+            checked = self.request(sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new)
+            sid, visitor = self.start(sid, checked)
         finally:
             self.store.prefill_started(sid)  # refused or done: a Step waiting for it goes on
         views = self.views(visitor, layer, head)

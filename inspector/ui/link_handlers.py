@@ -2,9 +2,10 @@
 
 `link_fill(request)`, `link_run(h, ...)` and `link_query_for(h, ...)` are wired by the page (`h`: the page's
 run, `inspector.ui.handlers.Handlers`). On page load `link_fill` reads the URL's
-query: it fills the controls (prompt, chat, system prompt, sampling, max new tokens) and keeps the run in a
-`gr.State`; `link_run` then prefills and steps exactly as a visitor pressing the buttons would (same caps,
-same session), and replays the link's branches (`inspector.session.tree_replay`). A bad link leaves the
+query (its `RunRequest`, checked: `inspector.ui.run_links.parse_link`): it fills the controls (prompt, chat,
+system prompt, sampling, max new tokens) and keeps the run in a `gr.State`; `link_run` then prefills and
+steps exactly as a visitor pressing the buttons would (the same request, caps and session), and replays the
+link's branches (`inspector.session.tree_replay`). A bad link leaves the
 controls as they are and says why in the status line.
 
 "Link to this run" asks the server (`link_query_for`): the link is made from what the session ran — the
@@ -24,7 +25,6 @@ import gradio as gr
 from inspector.errors import InputError, InspectorError
 from inspector.session.branches import BranchTree, SavedTree
 from inspector.session.tree_replay import grow_tree
-from inspector.ui.fields import sampling_params
 from inspector.ui.model_thread import call, on_model_thread
 from inspector.ui.refusals import keep_sid, refuses
 from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_fields
@@ -126,16 +126,18 @@ def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> tuple[Any, d
         return gr.skip(), {}
     if isinstance(link, str):
         raise InputError(link)  # the link could not be read: why, in the status line
-    params = sampling_params(link["temperature"], link["top_k"], link["top_p"], link["min_p"], link["seed"])
-    tree = link_tree(RunLink(**link))
+    run = RunLink(**link)
+    tree = link_tree(run)
     sid, linked = h.store.get_or_create(sid)
-    linked.decoding = link_decoding(link.get("decoding", ""))  # the settings panel's, for the prefill
-    sid, visitor = h.run_prefill(sid, link["prompt"], link["chat"], link["system"], params, link["max_new"])
+    linked.decoding = link_decoding(run.decoding)  # the settings panel's, for the prefill
+    checked = h.request(sid, run.prompt, run.chat, run.system, run.temperature, run.top_k, run.top_p, run.min_p,
+                        run.seed, run.max_new)  # the link's run, as the Prefill's controls would give it
+    sid, visitor = h.start(sid, checked)
     if tree is None:
-        for _ in range(min(link["steps"], visitor.max_new_tokens - 1)):
+        for _ in range(min(run.steps, visitor.max_new_tokens - 1)):
             if visitor.session.finished:
                 break
-            h.run_step(sid, params)
+            h.run_step(sid, checked.params)
         note = f"opened from a link: prefill + {len(visitor.session.records) - 1} steps"
     else:
         with visitor.exclusive("link"):

@@ -38,7 +38,8 @@ def register(h: Any, sid: gr.State, controls: list) -> None:
     """Hidden trigger buttons whose events carry api_name `prefill` and `step`.
 
     The numbers come in through hidden API-only boxes without a range or precision (Gradio passes their
-    values on as sent), and are parsed by the page's fields (`sampling_params`): the error names the argument."""
+    values on as sent); a prefill's arguments become the page's `RunRequest` (`Handlers.request`), checked
+    once, and a step's are parsed by the page's fields (`sampling_params`): the error names the argument."""
     prompt, chat, system = controls
     # defaults as on the page: greedy, no filters, seed 0, 32 new tokens
     temperature, top_k, top_p, min_p, seed, max_new = (gr.Number(v, visible=False) for v in (0, 0, 1.0, 0, 0, 32))
@@ -46,8 +47,8 @@ def register(h: Any, sid: gr.State, controls: list) -> None:
 
     @api_error
     def api_prefill(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens):
-        params = sampling_params(temperature, top_k, top_p, min_p, seed)
-        new_sid, visitor = h.run_prefill(sid_value, prompt, chat, system, params, max_new_tokens)
+        checked = h.request(sid_value, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new_tokens)
+        new_sid, visitor = h.start(sid_value, checked)
         return new_sid, summary(visitor)
 
     @api_error

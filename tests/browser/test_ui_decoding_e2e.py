@@ -103,7 +103,7 @@ def test_the_same_seed_and_settings_give_the_same_tokens_in_the_ui_the_cli_and_a
 
     page.locator("#link-btn").click()
     url = page.locator("#run-link textarea, #run-link input").first.input_value(timeout=T)
-    assert "decoding=" in url
+    assert "repetition_penalty=1.3" in url and "no_repeat_ngram_size=2" in url  # the run's RunRequest fields
     fresh = page.context.new_page()
     fresh.goto(url, timeout=T)
     expect(fresh.locator("#status-line")).to_contain_text("opened from a link", timeout=T)

@@ -1,6 +1,6 @@
-"""Two doors, one description: the Python API's keywords and `inspector run`'s flags build equal `RunRequest`s
-for the same run, the run made from it keeps it (`run.request`), and the CLI's run through the API gives the
-API's tokens."""
+"""Three doors, one description: the Python API's keywords, `inspector run`'s flags and the page's Prefill build
+equal `RunRequest`s for the same run, the run made from it keeps it (`run.request`, `session.request`, the
+trace file), and the CLI's run through the API gives the API's tokens."""
 
 from __future__ import annotations
 
@@ -69,3 +69,47 @@ def test_the_json_and_the_trace_file_carry_the_request(model, tiny_llama_dir, tm
     api_run = model.prefill("Hello world", **KEYWORDS)
     api_run.save(tmp_path / "api.safetensors")
     assert inspector.open_trace(tmp_path / "api.safetensors").request == api_run.request
+
+
+def test_the_page_the_cli_and_the_api_give_one_request(model, monkeypatch):
+    """The same settings through the page's Prefill (its boxes' text and the settings panel), the CLI's flags
+    and the API's keywords: one `RunRequest` JSON, kept with each run, and the same first token."""
+    from inspector.session.trace_file import load_trace
+    from inspector.ui import trace_io
+    from inspector.ui.decoding_controls import apply
+    from tests.support.handlers import make
+
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "0")  # no forward left running on the shared model
+    h, store = make(model.loaded)
+    sid = store.new_id()
+    panel = ["1.2", "0", "0", "0", "5=3", "", "0", "END", "none", "", "4", "1"]  # the panel's boxes, in its order
+    assert "ii-error" not in apply(store, sid, *panel)
+    sid, views = h.prefill(sid, "Hello world", True, "Be brief.", "0.7", "5", "0.9", "0", "3", "5", 0, 0)
+    assert "ii-error" not in views["status"]
+    page = store.get(sid).session
+    keywords = dict(chat=True, system="Be brief.", max_new_tokens=5, temperature=0.7, top_k=5, top_p=0.9, seed=3,
+                    repetition_penalty=1.2, logit_bias={5: 3.0}, stop="END")
+    api = model.prefill("Hello world", **keywords)
+    flags = ["run", "--prompt", "Hello world", "--chat", "--system", "Be brief.", "--max-new-tokens", "5",
+             "--temperature", "0.7", "--top-k", "5", "--top-p", "0.9", "--seed", "3", "--repetition-penalty", "1.2",
+             "--logit-bias", "5=3.0", "--stop", "END"]
+    cli = replace(request_from(build_parser().parse_args(flags)), model=None).checked().request
+    assert page.request == api.request.to_json() == cli.to_json()
+    assert page.request["repetition_penalty"] == 1.2 and page.request["temperature"] == 0.7  # parsed, not text
+    assert page.generated_ids == api.generated_ids and page.decoding == api.session.decoding
+    path, _ = trace_io.export_trace(h, sid, "Hello world", True, "Be brief.")  # the page's trace file keeps it too
+    assert load_trace(path, model.loaded).settings["request"] == page.request
+
+
+def test_the_request_holds_the_schema_text(model, tmp_path):  # noqa: F811
+    """--json-schema FILE is read when the flags' request is built; the API's keyword and the page take the text."""
+    schema = '{"type": "string", "maxLength": 3}'
+    path = tmp_path / "s.json"
+    path.write_text(schema)
+    cli = request_from(build_parser().parse_args(["run", "--prompt", "Hi", "--json-schema", str(path)]))
+    assert cli.json_schema == schema and cli.check()[1].json_schema == schema
+    run = model.prefill("Hi", json_schema=schema, max_new_tokens=2)
+    as_dict = model.prefill("Hi", json_schema={"type": "string", "maxLength": 3}, max_new_tokens=2)
+    assert run.request.json_schema == schema == as_dict.request.json_schema
+    with pytest.raises(inspector.InputError, match="^json_schema is empty: give a JSON Schema object$"):
+        model.prefill("Hi", json_schema=" ")

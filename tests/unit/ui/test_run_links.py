@@ -65,3 +65,45 @@ def test_page_load_runs_the_linked_run(tiny_loaded):
     assert "link parameter top_k: top-k must be a whole number" in status(out[1:]) and set(out[1]) == {"status"}
     out = link_run(h, sid, link_fill(request({"prompt": "x" * 100_000}))[-1], 0, 0)
     assert "ii-error" in status(out[1:])  # the prompt caps hold for links too
+
+
+def test_a_link_carries_a_decoding_setting_through_the_request(tiny_loaded):  # noqa: F811
+    """A run with a penalty and a stop string from the settings panel: its link holds the run's `RunRequest`
+    fields under their own names (no `decoding` JSON), reads back as the same request, and opens to the same
+    run with the same request kept."""
+    import json
+
+    from inspector.ui.decoding_controls import apply
+    from inspector.ui.link_handlers import link_query_for
+    from inspector.ui.run_links import link_request
+
+    h, store = make(tiny_loaded)
+    sid = store.new_id()
+    apply(store, sid, "1.3", "0", "0", "0", "", "", "0", "END", "none", "", "4", "1")
+    sid, _ = h.prefill(sid, "The quick brown fox", False, "", 0.8, 0, 1.0, 0.0, 5, 8, 0, 0)
+    h.step(sid, 0.8, 0, 1.0, 0.0, 5, 0, 0)
+    ran = store.get(sid).session
+    query, _ = link_query_for(h, sid)
+    params = dict(parse_qsl(query[1:]))
+    assert params["repetition_penalty"] == "1.3" and json.loads(params["stop"]) == ["END"]
+    assert params["max_new_tokens"] == "8" and "decoding" not in params and "num_beams" not in params
+    assert link_request(parse_link(params)).to_json() == ran.request  # the link is the run's request
+    sid2 = store.new_id()
+    out = link_run(h, sid2, link_fill(request(params))[-1], 0, 0)
+    assert "opened from a link: prefill + 1 steps" in status(out[1:])
+    opened = store.get(sid2).session
+    assert opened.request == ran.request and opened.decoding.repetition_penalty == 1.3
+    assert opened.generated_ids == ran.generated_ids
+
+
+def test_a_link_refuses_what_the_page_does_not_run():
+    with pytest.raises(InputError, match="link parameter quant: the page's run does not take it"):
+        parse_link({"prompt": "hi", "quant": "int8"})
+    with pytest.raises(InputError, match="link parameter stop is a JSON list of strings"):
+        parse_link({"prompt": "hi", "stop": "END"})
+    with pytest.raises(InputError) as err:  # one line per bad parameter
+        parse_link({"prompt": "hi", "top_k": "many", "repetition_penalty": "0"})
+    assert str(err.value).splitlines() == [
+        "link parameter top_k: top-k must be a whole number from 0 to 200 (0 = off), got 'many'",
+        "link parameter repetition_penalty: repetition-penalty must be a number > 0 (1 = off; > 1 discourages "
+        "repeats), got '0'"]
