@@ -36,7 +36,7 @@ from inspector.generation import settings as s
 from inspector.generation.request_checks import Checked, Naming, RequestError, clashes
 from inspector.validate import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, Bound, NumberError, shown
 
-VERSION = 1
+VERSION = 2  # 2: json_schema holds the schema's text (in version 1, the path of a file holding it)
 # Lengths: at least one; the upper limit is the model's context window, checked after loading it.
 MAX_NEW_TOKENS = Bound("max-new-tokens", True, 1)
 DRAFT_LEN = Bound("draft-len", True, 1)
@@ -147,16 +147,19 @@ class RunRequest:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> RunRequest:
         """The request of `to_json()`'s object (InputError for another version or an unknown field)."""
-        if not isinstance(doc, Mapping) or doc.get("version") != VERSION:
-            raise InputError(f"a run request is a JSON object with version {VERSION}, got "
+        if not isinstance(doc, Mapping) or doc.get("version") not in (1, VERSION):
+            raise InputError(f"a run request is a JSON object with version 1 or {VERSION}, got "
                              f"{shown(doc.get('version') if isinstance(doc, Mapping) else doc)}")
         unknown = sorted(set(doc) - set(NAMES) - {"version"})
         if unknown:
             raise InputError(f"unknown field(s) in the run request: {', '.join(unknown)}")
-        return cls.of(**{k: v for k, v in doc.items() if k != "version"})
+        values = {k: v for k, v in doc.items() if k != "version"}
+        if doc["version"] == 1 and isinstance(values.get("json_schema"), str):  # a path then: read its text now
+            values["json_schema"] = schema_file(values["json_schema"])
+        return cls.of(**values)
 
     def to_json(self) -> dict[str, Any]:
-        """The one JSON form: {"version": 1, field: value, ...}, tuples as lists."""
+        """The one JSON form: {"version": VERSION, field: value, ...}, tuples as lists."""
         return {"version": VERSION, **{k: list(v) if isinstance(v, tuple) else v for k, v in self._items()}}
 
     def _items(self) -> list[tuple[str, Any]]:

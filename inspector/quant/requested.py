@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from inspector.generation.levers import Levers
-from inspector.generation.request import RunRequest
+from inspector.generation.request import VERSION, RunRequest
 from inspector.generation.request_checks import Checked, Naming, RequestError, decoding_fields
 from inspector.quant.session import quantized_session
 from inspector.session.session import Session
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from inspector.generation.settings import DecodingSettings
     from inspector.models.loader import LoadedModel
 
-__all__ = ["Checked", "Naming", "RequestError", "RunRequest", "decoding_fields", "session_for"]
+__all__ = ["VERSION", "Checked", "Naming", "RequestError", "RunRequest", "decoding_fields", "session_for"]
 
 
 def session_for(request: RunRequest, loaded: LoadedModel, settings: DecodingSettings, record: bool,

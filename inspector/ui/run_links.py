@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from inspector.errors import InputError
-from inspector.quant.requested import RequestError, RunRequest, decoding_fields
+from inspector.quant.requested import VERSION, RequestError, RunRequest, decoding_fields
 from inspector.session.branches import MAX_BRANCHES, SavedBranch, SavedTree, check_saved
 from inspector.session.settings import LENGTH_PENALTY, NUM_BEAMS, DecodingSettings
 from inspector.ui.fields import PAGE_NAMES, STEPS
@@ -93,7 +93,7 @@ def parse_link(query: Mapping[str, str]) -> RunLink | None:
         if name in RUN_KEYS and name != "chat":
             doc[name], keys[name] = (_list(key, raw) if name in LISTS else raw), key
     doc["system"] = doc.get("system") or None
-    request = RunRequest.from_json({"version": 1, **doc})
+    request = RunRequest.from_json({"version": VERSION, **doc})
     beams = {f: bounded(keys.get(f, f), b, getattr(request, f)) for f, b in (("num_beams", NUM_BEAMS),
                                                                             ("length_penalty", LENGTH_PENALTY))}
     try:  # checked as the page's Prefill checks its controls (beam search is the Beams tab's, not this run's)

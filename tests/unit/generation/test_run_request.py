@@ -33,7 +33,7 @@ def test_json_round_trips_every_field():
 
 def test_json_of_another_version_or_with_unknown_fields_is_refused():
     doc = RunRequest(prompt="x").to_json()
-    with pytest.raises(InputError, match="version 1"):
+    with pytest.raises(InputError, match=f"version 1 or {VERSION}, got 99"):
         RunRequest.from_json({**doc, "version": 99})
     with pytest.raises(InputError, match="unknown field.*temprature"):
         RunRequest.from_json({**doc, "temprature": 1.0})
@@ -88,3 +88,15 @@ def test_a_request_from_json_is_checked_like_one_from_flags():
     doc = {**RunRequest(prompt="x").to_json(), "top_k": -3}
     with pytest.raises(InputError, match="--top-k must be a whole number >= 0"):
         RunRequest.from_json(doc).check()
+
+
+def test_a_version_1_request_names_its_schema_file_and_reads_its_text(tmp_path):
+    """Version 1 held --json-schema's path; a request of that version (a trace file saved then) reads the file."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "integer"}', encoding="utf-8")
+    doc = {**RunRequest(prompt="x").to_json(), "version": 1, "json_schema": str(schema)}
+    assert RunRequest.from_json(doc).json_schema == '{"type": "integer"}'
+    with pytest.raises(InputError, match="cannot read the JSON schema file"):
+        RunRequest.from_json({**doc, "json_schema": str(tmp_path / "gone.json")})
+    text = RunRequest(prompt="x", json_schema='{"type": "integer"}').to_json()  # version 2: the text itself
+    assert RunRequest.from_json(text).json_schema == '{"type": "integer"}'
