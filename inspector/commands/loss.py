@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from inspector.api.model import load
 
-    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms)  # the API's Model.loss
+    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms, names="flags")  # Model.loss
     step = result if args.grad_norms else None
     losses = result.losses if args.grad_norms else result
     out = result.to_json()
