@@ -40,10 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="\n\n".join(__doc__.split("\n\n")[:2]),
                               parents=[prompt_flags(), chat_flags(), model_flags(), json_flags()])
     p.add_argument("--token", default=None, metavar="TOKEN", help="the token to attribute (default: the top-1)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     check_prompt(args.prompt)  # before the model loads
     from inspector.api.model import load
 

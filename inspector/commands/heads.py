@@ -46,10 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=TOP_K.argparse, default=5, metavar="K",
                    help="heads ablated, up to half the model's heads (the random set is drawn from the others; "
                    "default 5)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from inspector.api.model import load
 
     model = load(args.model, device=args.device)

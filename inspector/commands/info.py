@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    epilog=__doc__.split("\n\n", 1)[1] + "\n\n" + MOE_NOTE,
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    parents=[model_flags(), json_flags()])
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=main)
 
 
 def info_dict(loaded: Any, inv: Any) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def human(loaded: Any, inv: Any) -> str:
     return "\n".join(out)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from inspector.api.model import load
 
     model = load(args.model, device=args.device)

@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="kept keys keep their positions (original, H2O) or are re-rotated (contiguous, StreamingLLM)")
     p.add_argument("--prefill", type=PREFILL.argparse, default=None, metavar="N",
                    help="tokens read in the first forward (default: half the text)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def read_text(path: str) -> str:
@@ -61,7 +61,7 @@ def read_text(path: str) -> str:
     return text
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     policy = dict(policy=args.policy, budget=args.budget, sinks=args.sinks, positions=args.positions)
     kv_spec(**policy, names="flags")  # unknown policy, missing budget, sinks >= budget: before the model loads
     text = read_text(args.text_file)

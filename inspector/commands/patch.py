@@ -29,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--answer", required=True, metavar="TOKEN", help="the clean answer token (text or #ID)")
     p.add_argument("--wrong", required=True, metavar="TOKEN", help="the corrupted prompt's answer token (text or #ID)")
     p.add_argument("--point", choices=POINTS, default="resid_pre", help="what to patch (default resid_pre)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     check_patch_texts(args.clean, args.corrupt)  # before the model loads
     from inspector.api.model import load
 

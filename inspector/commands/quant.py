@@ -25,10 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        json_flags()])
     p.add_argument("--quant", required=True, metavar="SCHEME", help="bf16 | int8 | int4 | int4:GROUP (default group 32)")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     check_quant(args.quant, args.kv_quant)  # bad input fails before the model loads
     check_prompt(args.prompt)
     from inspector.api.model import load

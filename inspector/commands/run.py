@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
                                        decoding_flags(), model_flags(), json_flags(), intervention_flags(),
                                        run_flags()])
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def run_flags() -> argparse.ArgumentParser:
@@ -139,7 +139,7 @@ def result_dict(session: Any) -> dict[str, Any]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     """`inspector run`: the flags' `RunRequest`, run through the Python API (`inspector.load`, `Model.start`,
     `Run.play`, `Run.save`; `Model.beam_search` with --num-beams)."""
     request = request_from(args)

@@ -20,10 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                               formatter_class=argparse.RawDescriptionHelpFormatter, parents=[json_flags()])
     p.add_argument("file", metavar="FILE", help="a .safetensors trace file")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from inspector.api.traces import open_trace
 
     session = open_trace(args.file).session
