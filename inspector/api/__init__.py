@@ -6,8 +6,8 @@ analyses.
 `model.py` (load, Model, the levers as keywords), `run.py` (Run), `readings.py` (logits, probabilities, top
 tokens, the lens, the commitment layer), `activations.py` (`run.cache`), `hooks.py` (hooks and trace-point
 names), `args.py` (indices, types, the refusal rule), `lever_keywords.py` (heads and layers in Python's
-forms), `views.py` (the page's builders), `speculative.py`, `analyses.py` (the CLI's analyses as methods, over
-`measures.py`, the computations each command calls too), `traces.py` (open_trace),
+forms), `views.py` (the page's builders), `speculative.py`, `analyses.py` (the analyses as methods, which the
+CLI's commands call; over `measures.py`, their computations), `traces.py` (open_trace),
 `lab_figures.py` (analysis results drawn). A run is described once, as a `RunRequest`
 (`inspector.generation.request`), which the keywords and the CLI's flags both build.
 `inspector/__init__.py` exports the names lazily.

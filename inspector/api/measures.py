@@ -1,9 +1,10 @@
-"""The analyses' computations, each the one function its CLI command (`inspector attribute`, `patch`,
-`loss`, `kv-eval`, `quant`, `run --num-beams`) and its `Model` method (`inspector.api.analyses`) call:
-attribution, patching, text_loss / ids_loss, kv_evaluation, fidelity, beam_record, and `token_id` (a token
-argument: one token's text or "#ID"). Their refusals name the flags (`--token`); the methods turn them into
-the keywords' names (`keyword_errors`). Each takes a loaded model (`inspector.models.loader.LoadedModel`),
-and token ids given instead of the text where a method takes `ids=`.
+"""The analyses' computations behind the `Model` methods (`inspector.api.analyses`), which the CLI's commands
+(`inspector attribute`, `patch`, `loss`, `kv-eval`, `quant`, `run --num-beams`) call: attribution, patching,
+text_loss / ids_loss, kv_evaluation, fidelity, beam_record, and `token_id` (a token argument: one token's
+text or "#ID"). Only `inspector.api.analyses` calls them. Their refusals name the flags (`--token`); a method
+turns them into the keywords' names unless the CLI asks for flags (`analyses.refusals`). Each takes a loaded
+model (`inspector.models.loader.LoadedModel`), and token ids given instead of the text where a method takes
+`ids=`.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def attribution(loaded: Any, prompt: str | None, *, chat: bool = False, system: 
     given instead of the prompt); `token` as --token takes it (one token's text or #ID; None: the top-1)."""
     from inspector.analysis.attribution import attribute
 
-    if ids is None and not prompt.strip():
-        raise InputError("prompt is empty")
+    if ids is None:
+        check_prompt(prompt)
     tok = loaded.tokenizer
     ids = tok.prompt_ids(prompt, chat, system) if ids is None else list(ids)
     chosen = None if token is None else token_id(token, tok, "--token")
@@ -56,7 +57,7 @@ def patching(loaded: Any, clean: str | None, corrupt: str | None, answer: str, w
     from inspector.analysis.patching import sweep
 
     if ids is None:
-        check_prompts(clean, corrupt)
+        check_patch_texts(clean, corrupt)
     if point not in POINTS:
         raise InputError(f"--point must be one of {', '.join(POINTS)}, got {point!r}")
     tok = loaded.tokenizer
@@ -69,7 +70,14 @@ def patching(loaded: Any, clean: str | None, corrupt: str | None, answer: str, w
                  pieces=(tok.pieces(clean_ids), tok.pieces(corrupt_ids)))
 
 
-def check_prompts(clean: str, corrupt: str) -> None:
+def check_prompt(prompt: str) -> None:
+    """InputError when a prompt has no text (no model needed)."""
+    if not prompt.strip():
+        raise InputError("prompt is empty")
+
+
+def check_patch_texts(clean: str, corrupt: str) -> None:
+    """InputError unless both of patching's prompts have text (no model needed)."""
     if not clean.strip() or not corrupt.strip():
         raise InputError("--clean and --corrupt need text: both prompts are required")
 
@@ -122,8 +130,8 @@ def fidelity(loaded: Any, prompt: str | None, quant: str, kv_quant: str | None =
     from inspector.quant.schemes import check_shapes, parse_kv, parse_scheme
 
     scheme, kv = parse_scheme(quant), parse_kv(kv_quant)
-    if ids is None and not prompt.strip():
-        raise InputError("prompt is empty")
+    if ids is None:
+        check_prompt(prompt)
     check_shapes(scheme, loaded.config)
     ids = loaded.tokenizer.prompt_ids(prompt, chat, system) if ids is None else list(ids)
     if len(ids) + max_new_tokens > loaded.config.max_position_embeddings:

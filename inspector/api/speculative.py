@@ -31,11 +31,12 @@ VIEWS = ("speculative", "rounds")
 class SpeculativeRun:
     """A speculative generation: step rounds, read the text, the rounds and the acceptance statistics."""
 
-    def __init__(self, run: Any, model: Any, tokenize_ms: float) -> None:
+    def __init__(self, run: Any, model: Any, tokenize_ms: float, request: RunRequest | None = None) -> None:
         """Made by `Model.prefill(..., speculative=...)`, not directly."""
         self.engine_run = run  # inspector.speculative.decoding.SpeculativeDecoder
         self.model = model
         self.tokenize_ms = tokenize_ms
+        self.request = request  # the run's description (`inspector.generation.request.RunRequest`)
 
     def __repr__(self) -> str:
         return (f"<inspector SpeculativeRun ({self.stats.drafter}, k={self.stats.draft_len}): "
@@ -90,8 +91,12 @@ class SpeculativeRun:
         return self.engine_run.stats
 
     def to_json(self) -> dict[str, Any]:
-        """What `inspector run --speculative ... --json` prints for this run."""
-        return speculative_dict(self.model.loaded, self.engine_run, self.tokenize_ms)
+        """What `inspector run --speculative ... --json` prints for this run, with its "request"
+        (`RunRequest.to_json()`) as the plain run's JSON has it."""
+        out = speculative_dict(self.model.loaded, self.engine_run, self.tokenize_ms)
+        if self.request is not None:
+            out["request"] = self.request.to_json()
+        return out
 
     def figure(self, view: str = "speculative") -> go.Figure | Html:
         """The Speculative lab's views: "speculative" (the KV cache per round: written, rolled back, kept), "rounds"
@@ -121,7 +126,7 @@ def start(model: Any, request: RunRequest, params: SamplingParams, keep_top: boo
     tokenize_ms = (time.perf_counter() - t0) * 1e3
     run = Engine(loaded, drafter, draft_len, params, max_new_tokens=request.max_new_tokens, keep_top=keep_top)
     run.prefill(ids)
-    return SpeculativeRun(run, model, tokenize_ms)
+    return SpeculativeRun(run, model, tokenize_ms, request)
 
 
 def speculative_dict(loaded: Any, run: Any, tokenize_ms: float) -> dict[str, Any]:

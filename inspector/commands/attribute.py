@@ -20,7 +20,8 @@ residual one on each attention and MLP output) and its division of the logits by
  "embed", "layers": [{"heads": [...], "mlp": x, "attn_bias": x, "attn_rest": x}, ...], "other",
  "sum": the sum of every part, "interventions"}
 (attn_rest and other are what interventions added; 0 up to rounding without any). Without it, the
-equation and the largest parts are listed.
+equation and the largest parts are listed. The command is `inspector.load(...).attribute(...)`
+(`inspector.api.analyses.attribute`) with its flags as keywords.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.api.measures import attribution
+from inspector.api.analyses import check_prompt
 from inspector.commands.flags import chat_flags, json_flags, model_flags, prompt_flags
 
 SHOWN = 15
@@ -39,18 +40,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="\n\n".join(__doc__.split("\n\n")[:2]),
                               parents=[prompt_flags(), chat_flags(), model_flags(), json_flags()])
     p.add_argument("--token", default=None, metavar="TOKEN", help="the token to attribute (default: the top-1)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.errors import InputError
+def main(args: argparse.Namespace) -> int:
+    check_prompt(args.prompt)  # before the model loads
+    from inspector.api.model import load
 
-    if not args.prompt.strip():
-        raise InputError("prompt is empty")
-    from inspector.models.loader import load_model
-
-    loaded = load_model(args.model)
-    result = attribution(loaded, args.prompt, chat=args.chat, system=args.system, token=args.token)
+    result = load(args.model, device=args.device).attribute(args.prompt, chat=args.chat, system=args.system,
+                                                            token=args.token, names="flags")
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
         return 0

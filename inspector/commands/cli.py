@@ -1,5 +1,7 @@
 """The `inspector` command: subcommands live in `inspector/commands/<name>.py`, each exposing
-`register(subparsers)` (adds its parser and sets `func`) and a `run(args) -> int`.
+`register(subparsers)` (adds its parser and sets `func`) and its entry point `main(args) -> int`. A command
+is a thin layer over the Python API: its flags parsed, then the public `inspector.load(...)` and a `Model`
+method (or `Model.start` for a run, `inspector.open_trace` for a trace file), then its output formatted.
 
 Errors meant for the user (`InspectorError`, bad arguments, a file the system cannot open) print one line
 and exit non-zero, never a traceback: 1 for an error while running, 2 for bad arguments (argparse's code).

@@ -1,7 +1,8 @@
 """The flags several `inspector` subcommands share, each defined once, and the range of every numeric flag.
 
 A subcommand takes the groups it needs through argparse `parents=`: `model_flags()`, `json_flags()`,
-`prompt_flags()` (--prompt, --system), `chat_flags()`, `sampling_flags()`, `max_new_tokens_flags(default)`.
+`prompt_flags()` (--prompt, --system), `chat_flags()`, `sampling_flags()`, `max_new_tokens_flags(default)`;
+`json_text(obj)` is what `--json` prints.
 Each call returns a fresh parent parser: a child shares its parents' argument objects, so a parent built
 once and shared would let one subcommand's default leak into another's.
 
@@ -15,6 +16,8 @@ no torch (`inspector memory` runs without it).
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 # lengths (the upper limit, the model's context window, is checked once it is loaded) and interventions (layers
 # and heads depend on the model): the ranges of the run's description
@@ -41,6 +44,18 @@ def json_flags() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (its keys: the command's documentation) instead of text")
     return p
+
+
+def json_text(obj: Any) -> str:
+    """`obj` as `--json` prints it: JSON text, non-ASCII characters as they are; with \\u escapes when a text
+    holds what UTF-8 cannot write (a lone surrogate: argv's undecodable bytes), so the printed object is the
+    same."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def prompt_flags() -> argparse.ArgumentParser:

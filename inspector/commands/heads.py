@@ -14,7 +14,9 @@ with K random other heads off (seed S).
 "induction"}, ...], "probe": {"n", "sequences", "seed", "prefix_ids", "length", "vocab_size",
 "excluded_ids", "seconds", "rows_per_forward"}, "ablation": {"role", "k", "random_seed", "seconds",
 "rows": [{"label", "heads": [[layer, head], ...], "loss_first_copy", "loss_repeated_copy"}, ...]}};
-losses are mean cross-entropies in nats over each copy's tokens 2..N.
+losses are mean cross-entropies in nats over each copy's tokens 2..N. The command is
+`inspector.load(...)`'s `head_ablation` (ROLE, K: refused before any forward) and `head_scores` (the same
+probe's atlas, computed once: `inspector.api.analyses`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 from inspector.analysis.head_findings import PROBE_LEN, PROBES, ROLE_NAMES, ROLES, TOP_K  # numpy only: no torch
 from inspector.commands.flags import json_flags, model_flags
 from inspector.validate import SEED
+
 SHOWN = 5  # strongest heads listed per role
 
 
@@ -43,19 +46,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=TOP_K.argparse, default=5, metavar="K",
                    help="heads ablated, up to half the model's heads (the random set is drawn from the others; "
                    "default 5)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.analysis import heads_ablation, heads
-    from inspector.models.loader import load_model
+def main(args: argparse.Namespace) -> int:
+    from inspector.api.model import load
 
-    loaded = load_model(args.model, device=args.device)
-    cfg = loaded.config
-    k = heads_ablation.check_k(cfg, args.top_k)  # refusals before the forwards
-    probe = heads.model_probe(loaded, args.probe_len, args.probes, args.seed)
-    atlas = heads.atlas(loaded.model, probe)
-    result = heads_ablation.ablation(loaded.model, atlas, args.role, k, args.seed)
+    model = load(args.model, device=args.device)
+    probe_args = dict(probe_len=args.probe_len, probes=args.probes, seed=args.seed, names="flags")
+    result = model.head_ablation(role=args.role, top_k=args.top_k, **probe_args)  # --top-k refused before forwards
+    atlas = model.head_scores(**probe_args)  # the atlas the ablation ranked its heads by (kept per model and probe)
+    probe = atlas.probe
     if args.json:
         print(json.dumps({"heads": atlas.heads_json(),
                           "probe": {**probe.to_json(), "seconds": atlas.seconds, "rows_per_forward": atlas.batched_rows},

@@ -17,7 +17,6 @@ import json
 from typing import Any
 
 from inspector.commands.flags import json_flags, model_flags
-from inspector.models.inventory import Inventory, build_inventory
 from inspector.units import format_bytes
 
 MOE_NOTE = ("Mixtures of experts (Mixtral, Qwen3-MoE, OLMoE, Granite-MoE) show their experts per layer and the "
@@ -33,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    epilog=__doc__.split("\n\n", 1)[1] + "\n\n" + MOE_NOTE,
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    parents=[model_flags(), json_flags()])
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=main)
 
 
-def info_dict(loaded: Any, inv: Inventory) -> dict[str, Any]:
+def info_dict(loaded: Any, inv: Any) -> dict[str, Any]:
     """The `--json` object."""
     return {
         "name": loaded.name,
@@ -80,7 +79,7 @@ def family_line(c: Any) -> str:
     return "; ".join(parts)
 
 
-def human(loaded: Any, inv: Inventory) -> str:
+def human(loaded: Any, inv: Any) -> str:
     c = loaded.config
     arch = (f"{c.model_type}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
             f"{c.num_attention_heads} heads, {c.num_key_value_heads} KV heads "
@@ -111,10 +110,10 @@ def human(loaded: Any, inv: Inventory) -> str:
     return "\n".join(out)
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.models.loader import load_model
+def main(args: argparse.Namespace) -> int:
+    from inspector.api.model import load
 
-    loaded = load_model(args.model, device=args.device)
-    inv = build_inventory(loaded)
-    print(json.dumps(info_dict(loaded, inv), indent=2) if args.json else human(loaded, inv))
+    model = load(args.model, device=args.device)
+    inv = model.inventory()  # `inspector.models.inventory.Inventory`
+    print(json.dumps(info_dict(model.loaded, inv), indent=2) if args.json else human(model.loaded, inv))
     return 0

@@ -22,10 +22,11 @@ import argparse
 import json
 from pathlib import Path
 
-from inspector.api.measures import PREFILL
+from inspector.api.analyses import POSITIONS, PREFILL, kv_spec
 from inspector.commands.flags import json_flags, model_flags
 from inspector.errors import InputError
-from inspector.generation.request import BUDGET, SINKS  # noqa: F401  the policies' numbers, as a run takes them
+from inspector.generation.request import BUDGET, SINKS  # the policies' numbers, as a run takes them
+
 POLICY_NAMES = ("full", "window", "sinks", "h2o", "snapkv", "int8", "int4")
 
 
@@ -38,11 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"positions each layer (and KV head) keeps: {BUDGET.allowed} (snapkv: of the prompt; it "
                         "evicts nothing while decoding)")
     p.add_argument("--sinks", type=SINKS.argparse, default=4, metavar="S", help="sink tokens of `sinks` (default 4)")
-    p.add_argument("--positions", choices=("original", "contiguous"), default="original",
+    p.add_argument("--positions", choices=POSITIONS, default="original",
                    help="kept keys keep their positions (original, H2O) or are re-rotated (contiguous, StreamingLLM)")
     p.add_argument("--prefill", type=PREFILL.argparse, default=None, metavar="N",
                    help="tokens read in the first forward (default: half the text)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def read_text(path: str) -> str:
@@ -60,17 +61,15 @@ def read_text(path: str) -> str:
     return text
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.quant.kv_eval import CacheSpec
-
-    spec = CacheSpec(args.policy, args.budget, args.sinks, args.positions == "contiguous")
-    spec.check()  # unknown policy, missing budget, sinks >= budget: before the model loads
+def main(args: argparse.Namespace) -> int:
+    policy = dict(policy=args.policy, budget=args.budget, sinks=args.sinks, positions=args.positions)
+    kv_spec(**policy, names="flags")  # unknown policy, missing budget, sinks >= budget: before the model loads
     text = read_text(args.text_file)
 
     from inspector.api.model import load
 
-    result = load(args.model).kv_eval(text, policy=args.policy, budget=args.budget, sinks=args.sinks,
-                                      positions=args.positions, prefill=args.prefill)  # the API's Model.kv_eval
+    model = load(args.model, device=args.device)
+    result = model.kv_eval(text, **policy, prefill=args.prefill, names="flags")
     if args.json:
         print(json.dumps(result))
         return 0

@@ -28,15 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--text-file", required=True, metavar="F", help="a UTF-8 text file, teacher-forced")
     p.add_argument("--grad-norms", action="store_true",
                    help="also one backward pass: gradient norms per weight and layer, training-step memory")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     text = read_text(args.text_file)  # missing, empty, non-UTF-8: before the model loads
 
     from inspector.api.model import load
 
-    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms)  # the API's Model.loss
+    result = load(args.model, device=args.device).loss(text, grad_norms=args.grad_norms, names="flags")  # Model.loss
     step = result if args.grad_norms else None
     losses = result.losses if args.grad_norms else result
     out = result.to_json()

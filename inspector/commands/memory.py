@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                    "(default: the weights' float type; bf16 under int8/int4)")
     p.add_argument("--memory", type=size_arg, metavar="SIZE",
                    help="device memory for the fits-in-memory count, e.g. 80GB, 80GiB (a plain number is GB)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def parse_size(text: str) -> int:
@@ -217,7 +217,7 @@ def human_list(rows: list[dict[str, Any]]) -> str:
                                for r in rows]))
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     if args.list:
         rows = list_dicts()
         print(json.dumps(rows, indent=2) if args.json else human_list(rows))

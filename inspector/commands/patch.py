@@ -6,7 +6,8 @@ LD_corrupt), LD = logit(answer) - logit(wrong) at the last position. Prompts are
 template and must have the same token length. TOKEN is a text that is exactly one token (" Paris") or
 an id as #ID. `--json` prints {"point", "layers", "positions", "matrix": [[...] per layer],
 "clean_logit_diff", "corrupt_logit_diff", "seconds", "answer_id", "wrong_id", "pieces", "corrupt_pieces"};
-without it, the cells that recover most are listed.
+without it, the cells that recover most are listed. The command is `inspector.load(...).patch(...)`
+(`inspector.api.analyses.patch`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.api.measures import POINTS, check_prompts, patching
+from inspector.api.analyses import POINTS, check_patch_texts
 from inspector.commands.flags import json_flags, model_flags
 
 SHOWN = 10
@@ -28,15 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--answer", required=True, metavar="TOKEN", help="the clean answer token (text or #ID)")
     p.add_argument("--wrong", required=True, metavar="TOKEN", help="the corrupted prompt's answer token (text or #ID)")
     p.add_argument("--point", choices=POINTS, default="resid_pre", help="what to patch (default resid_pre)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
-    check_prompts(args.clean, args.corrupt)  # before the model loads
-    from inspector.models.loader import load_model
+def main(args: argparse.Namespace) -> int:
+    check_patch_texts(args.clean, args.corrupt)  # before the model loads
+    from inspector.api.model import load
 
-    loaded = load_model(args.model)
-    result = patching(loaded, args.clean, args.corrupt, args.answer, args.wrong, args.point)
+    result = load(args.model, device=args.device).patch(args.clean, args.corrupt, args.answer, args.wrong,
+                                                        point=args.point, names="flags")
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
         return 0

@@ -4,7 +4,8 @@ how far a quantized copy of the model strays from the fp32 model, teacher-forced
 The fp32 model continues the prompt greedily for N tokens; the quantized model (SCHEME: bf16, int8,
 int4 or int4:GROUP; see `inspector.quant.schemes`) is fed the same prompt and tokens. `--json` prints one
 object: scheme, kv, weight_bytes, fp32_weight_bytes, positions, kl_mean, kl_max, top1_agreement,
-first_divergence_step (null when greedy outputs never differ) and layers [{layer, resid_cos_min}].
+first_divergence_step (null when greedy outputs never differ) and layers [{layer, resid_cos_min}]. The
+command is `inspector.load(...).quant(...)` (`inspector.api.analyses.quant`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from inspector.api.measures import fidelity
+from inspector.api.analyses import check_prompt, check_quant
 from inspector.commands.flags import chat_flags, json_flags, max_new_tokens_flags, model_flags, prompt_flags
-from inspector.errors import InputError
+from inspector.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,22 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                        json_flags()])
     p.add_argument("--quant", required=True, metavar="SCHEME", help="bf16 | int8 | int4 | int4:GROUP (default group 32)")
     p.add_argument("--kv-quant", default=None, metavar="KV", help="KV cache precision: fp32 (default) | int8")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.quant.schemes import parse_kv, parse_scheme
+def main(args: argparse.Namespace) -> int:
+    check_quant(args.quant, args.kv_quant)  # bad input fails before the model loads
+    check_prompt(args.prompt)
+    from inspector.api.model import load
 
-    parse_scheme(args.quant), parse_kv(args.kv_quant)  # bad input fails before the model loads
-    if not args.prompt.strip():
-        raise InputError("prompt is empty")
-
-    from inspector.units import format_bytes
-    from inspector.models.loader import load_model
-
-    loaded = load_model(args.model, device=args.device)
-    rec = fidelity(loaded, args.prompt, args.quant, args.kv_quant, chat=args.chat, system=args.system,
-                   max_new_tokens=args.max_new_tokens)
+    rec = load(args.model, device=args.device).quant(args.prompt, quant=args.quant, kv_quant=args.kv_quant,
+                                                     chat=args.chat, system=args.system,
+                                                     max_new_tokens=args.max_new_tokens, names="flags")
     if args.json:
         print(json.dumps(rec.summary()))
         return 0

@@ -37,18 +37,22 @@ proposes up to K tokens, the full model verifies them in one forward. The JSON t
 drafter, draft_len, rounds, drafted, accepted, target_forwards, tokens_per_forward, acceptance_rate and
 per_round (drafted ids, accepted count, correction: the corrected or bonus token, kind); its steps carry
 step, chosen_id, chosen_piece, top and round (no recorder runs: no resid_norms, kv_bytes or per-step
-forward times), and tpot_ms splits each round's time evenly over the tokens it produced.
+forward times), and tpot_ms splits each round's time evenly over the tokens it produced. Its `request`, and
+`--num-beams`'s, is the run's description as in a plain run's JSON.
+
+The command parses its flags into a `RunRequest`, checks it (refusals naming the flags) before any model
+loads, then runs it through the Python API: `inspector.load`, then `Model.start(request)` (a plain or a
+speculative run) or `Model.beam_search` (`--num-beams`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from inspector.commands.decoding import run_beam, stage_effects
-from inspector.commands.flags import (chat_flags, decoding_flags, intervention_flags, json_flags,
+from inspector.commands.flags import (chat_flags, decoding_flags, intervention_flags, json_flags, json_text,
                                       max_new_tokens_flags, model_flags, prompt_flags, sampling_flags)
 from inspector.generation.request import (ATTENTIONS, CONTEXT_FULL, DEFAULT_DRAFT_LEN, DRAFT_LEN, DTYPES,
                                           RunRequest)
@@ -63,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               parents=[prompt_flags(), chat_flags(), max_new_tokens_flags(64), sampling_flags(),
                                        decoding_flags(), model_flags(), json_flags(), intervention_flags(),
                                        run_flags()])
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def run_flags() -> argparse.ArgumentParser:
@@ -135,20 +139,9 @@ def result_dict(session: Any) -> dict[str, Any]:
     return out
 
 
-def json_text(obj: Any) -> str:
-    """`obj` as JSON text, non-ASCII characters as they are; with \\u escapes when a text holds what UTF-8
-    cannot write (a lone surrogate: argv's undecodable bytes), so the printed object is the same."""
-    text = json.dumps(obj, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(obj)
-    return text
-
-
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     """`inspector run`: the flags' `RunRequest`, run through the Python API (`inspector.load`, `Model.start`,
-    `Run.play`, `Run.save`)."""
+    `Run.play`, `Run.save`; `Model.beam_search` with --num-beams)."""
     request = request_from(args)
     _, settings = request.check(save_trace=args.save_trace is not None)  # before any model loads
 
@@ -156,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
     model = load(args.model, dtype=args.dtype, device=args.device, attention=args.attention)
     if settings.num_beams > 1:
-        return run_beam(args, model.loaded, settings)
+        return run_beam(args, model, request)
     run = model.start(request, record=args.json or args.save_trace is not None, names="flags")
     if request.speculative is not None:
         return _print_speculative(args, run)
@@ -186,7 +179,7 @@ def _print_speculative(args: argparse.Namespace, run: Any) -> int:
         if not args.json:
             shown = _stream(run.text, shown)
     if args.json:
-        print(json.dumps(run.to_json(), ensure_ascii=False))
+        print(json_text(run.to_json()))  # with its "request"
         return 0
     print(flush=True)
     st = run.stats

@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=N.argparse, default=1, metavar="K",
                    help=f"continuations per prompt (parallel sampling), {N.allowed}; continuation i draws with "
                         "seed + i")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
 def read_prompts(path: str) -> list[str]:
@@ -241,7 +241,7 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     result = simulate(args)
     print(json.dumps(result, ensure_ascii=False) if args.json else summary(result))
     return 0

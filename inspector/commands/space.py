@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build = actions.add_parser("build", help="write the deployable Space folder to DIR")
     build.add_argument("dir", metavar="DIR", help="destination folder (absent or empty)")
     build.add_argument("--overwrite", action="store_true", help="delete DIR first if it is not empty")
-    build.set_defaults(func=run_build)
+    build.set_defaults(func=build_main)
 
     deploy = actions.add_parser("deploy", help="create/update the Space REPO_ID and upload the app")
     deploy.add_argument("repo_id", metavar="REPO_ID", help="the Space, as owner/name")
@@ -29,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                      "the stored `hf auth login` token)")
     deploy.add_argument("--private", action="store_true", help="create the Space as private")
     deploy.add_argument("--dir", default=None, help="upload this already-built folder instead of building one")
-    deploy.set_defaults(func=run_deploy)
+    deploy.set_defaults(func=deploy_main)
 
 
-def run_build(args: argparse.Namespace) -> int:
+def build_main(args: argparse.Namespace) -> int:
     if not args.dir.strip():  # "" would mean the current folder, and --overwrite would empty it
         raise InputError("DIR is empty: name the folder to write the Space into")
     files = build_bundle(args.dir, overwrite=args.overwrite)
@@ -41,7 +41,7 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_deploy(args: argparse.Namespace) -> int:
+def deploy_main(args: argparse.Namespace) -> int:
     from inspector.space.deploy import check_repo_id, deploy_space, resolve_token
 
     check_repo_id(args.repo_id)  # fail fast, before building anything

@@ -1,6 +1,6 @@
 """`inspector trace FILE [--json]`: open a trace file saved by `inspector run --save-trace` or the web app.
 
-No model is loaded: the run is read back from the file (`inspector.session.trace_file.load_trace`).
+No model is loaded: the run is read back from the file (`inspector.open_trace`, the Python API's).
 `--json` prints the object `inspector run --json` printed for that run (`inspector.commands.run.result_dict`),
 with "branches" and "shown_branch" added when the file kept a branch tree (the web app's Save trace);
 without it, a short summary: model, settings, tokens, finish reason, timings, and a line per branch.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from inspector.commands.flags import json_flags
-from inspector.commands.run import json_text, result_dict
+from inspector.commands.flags import json_flags, json_text
+from inspector.commands.run import result_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,13 +20,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                               formatter_class=argparse.RawDescriptionHelpFormatter, parents=[json_flags()])
     p.add_argument("file", metavar="FILE", help="a .safetensors trace file")
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
-    from inspector.session.trace_file import load_trace
+def main(args: argparse.Namespace) -> int:
+    from inspector.api.traces import open_trace
 
-    session = load_trace(args.file)
+    session = open_trace(args.file).session
     if args.json:
         out = result_dict(session)
         tree = session.saved_tree

@@ -1,6 +1,7 @@
 """The API's analyses and labs give what their CLI commands print with --json on the same input (timings apart):
 attribute, patch, loss (with and without --grad-norms), kv-eval, quant, run --num-beams, run --speculative,
-and a saved run's `inspector trace --json`."""
+and a saved run's `inspector trace --json`. The runs' JSON carries their description ("request"), the CLI's
+naming the model source it loaded where the API's names none."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.support.tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
 import inspector
 from inspector.commands.cli import main
+from inspector.generation.request import RunRequest
 from tests.support.json_compare import same, untimed
 
 
@@ -73,6 +75,8 @@ def test_beam_search(model, tiny_llama_dir, capsys):  # noqa: F811
 
     cli = cli_json(capsys, "run", "--prompt", "Hello world", "--num-beams", "3", "--length-penalty", "0.5",
                    "--max-new-tokens", "5", "--model", str(tiny_llama_dir), "--json")
+    assert RunRequest.from_json(cli.pop("request")) == RunRequest.of(
+        model=str(tiny_llama_dir), prompt="Hello world", num_beams=3, length_penalty=0.5, max_new_tokens=5)
     api = model.beam_search("Hello world", num_beams=3, length_penalty=0.5, max_new_tokens=5)
     assert same(beam_dict(model.loaded, api), cli)
 
@@ -84,7 +88,9 @@ def test_speculative(model, tiny_llama_dir, capsys, drafter):  # noqa: F811
     run = model.prefill("the cat the cat the cat", speculative=drafter, draft_len=3, max_new_tokens=10)
     rounds = list(run.play())
     assert isinstance(run, inspector.SpeculativeRun) and rounds == run.rounds and run.finished == "max_tokens"
-    assert same(untimed(run.to_json()), untimed(cli))
+    api = run.to_json()
+    assert cli.pop("request") == {**api.pop("request"), "model": str(tiny_llama_dir)}
+    assert same(untimed(api), untimed(cli))
     assert run.figure("speculative").data and "<" in run.figure("rounds")
 
 

@@ -113,3 +113,52 @@ def test_the_request_holds_the_schema_text(model, tmp_path):  # noqa: F811
     assert run.request.json_schema == schema == as_dict.request.json_schema
     with pytest.raises(inspector.InputError, match="^json_schema is empty: give a JSON Schema object$"):
         model.prefill("Hi", json_schema=" ")
+
+
+@pytest.mark.parametrize("extra", [["--speculative", "ngram", "--draft-len", "2"],
+                                   ["--num-beams", "2", "--length-penalty", "0.5", "--repetition-penalty", "1.2"]],
+                         ids=["speculative", "num-beams"])
+def test_speculative_and_beam_json_carry_the_request(model, tiny_llama_dir, capsys, extra):  # noqa: F811
+    args = ["run", "--prompt", "the cat the cat", "--model", str(tiny_llama_dir), "--max-new-tokens", "4", *extra]
+    assert main([*args, "--json"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    from_flags = request_from(build_parser().parse_args(args))
+    assert ran["request"] == from_flags.to_json() and RunRequest.from_json(ran["request"]) == from_flags
+    assert ran["request"]["speculative" if "--speculative" in extra else "num_beams"] not in (None, 1)
+
+
+def test_a_speculative_runs_json_carries_its_request(model):
+    run = model.prefill("the cat the cat", speculative="ngram", draft_len=2, max_new_tokens=4)
+    list(run.play())
+    assert run.request == RunRequest.of(prompt="the cat the cat", speculative="ngram", draft_len=2, max_new_tokens=4)
+    assert run.to_json()["request"] == run.request.to_json()
+
+
+def test_the_analyses_refuse_in_each_doors_names(model, tiny_llama_dir, capsys):  # noqa: F811
+    """One refusal, two spellings: the Model methods name their keywords, the CLI (which calls them with
+    names="flags") its flags."""
+    n = len(model.tokenize("a b c"))
+    cases = [
+        (lambda **kw: model.attribute("Hello", token="hello world", **kw),
+         ["attribute", "--prompt", "Hello", "--token", "hello world"], "{}token 'hello world' is "),
+        (lambda **kw: model.patch("a b", "a b c", "#1", "#2", **kw),
+         ["patch", "--clean", "a b", "--corrupt", "a b c", "--answer", "#1", "--wrong", "#2"],
+         f"{{}}clean is {len(model.tokenize('a b'))} tokens and {{}}corrupt {n}: patching needs prompts of the "
+         "same token length"),
+        (lambda **kw: model.quant("Hello", quant="int8", max_new_tokens=300, **kw),
+         ["quant", "--prompt", "Hello", "--quant", "int8", "--max-new-tokens", "300"],
+         "prompt plus {}max_new_tokens exceed the context window (256 tokens)"),
+    ]
+    for call, argv, says in cases:
+        keywords = says.replace("{}", "")
+        flags = says.replace("{}", "--").replace("--max_new_tokens", "--max-new-tokens")
+        with pytest.raises(inspector.InputError) as kw_error:
+            call()
+        assert str(kw_error.value).startswith(keywords), kw_error.value
+        with pytest.raises(inspector.InputError) as flag_error:
+            call(names="flags")
+        assert str(flag_error.value).startswith(flags), flag_error.value
+        assert main([*argv, "--model", str(tiny_llama_dir)]) == 1
+        assert capsys.readouterr().err == f"error: {flag_error.value}\n"
+    with pytest.raises(inspector.InputError, match="^names must be one of keywords, flags, got 'argv'$"):
+        model.attribute("Hello", names="argv")
