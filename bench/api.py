@@ -27,29 +27,9 @@ import time
 
 import torch
 
+from bench.engine import Stamps, prompt_ids
+
 clock = time.perf_counter  # --clock cpu: time.thread_time
-TEXT = ("The history of science is the study of the development of science and scientific knowledge, "
-        "including both the natural and social sciences. Science is a body of empirical, theoretical, and "
-        "practical knowledge about the natural world, produced by scientists who emphasize the observation, "
-        "explanation, and prediction of real-world phenomena. ")
-
-
-def prompt_ids(tokenizer, n: int) -> list[int]:
-    ids = tokenizer.encode(TEXT)
-    return (ids * (n // len(ids) + 1))[:n]
-
-
-class Stamps:
-    """A transformers streamer that notes when each token arrives (the first put is the prompt)."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-
-    def put(self, value) -> None:
-        self.times.append(clock())
-
-    def end(self) -> None:
-        pass
 
 
 def api_decode(model, ids: list[int], steps: int) -> tuple[float, list[float], list[int]]:
@@ -65,7 +45,7 @@ def api_decode(model, ids: list[int], steps: int) -> tuple[float, list[float], l
 
 def hf_decode(hf, ids: list[int], steps: int) -> tuple[float, list[float], list[int]]:
     """The same through transformers' `generate` (greedy, steps + 1 new tokens)."""
-    stamps = Stamps()
+    stamps = Stamps(clock)
     with torch.no_grad():
         t0 = clock()
         out = hf.generate(torch.tensor([ids]), max_new_tokens=steps + 1, min_new_tokens=steps + 1, do_sample=False,
