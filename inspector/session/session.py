@@ -375,9 +375,10 @@ class Session(SequenceOwner):
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
             queries, lens_inputs = None, None
+        # logits kept in fp16 by torch: the same rounding (to nearest even) as numpy's astype, 20x faster
         record = ForwardRecord(
             kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached,
-            **norms, logit_lens=[], logits=logits.cpu().numpy().astype(np.float16), kv=self.trace.kv_stats(),
+            **norms, logit_lens=[], logits=logits.half().cpu().numpy(), kv=self.trace.kv_stats(),
             forward_ms=forward_ms,
         )
         forward = Forward(record, logits, queries, lens_inputs, rec.raw_logits() if rec is not None else None)
