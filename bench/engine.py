@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -170,13 +171,15 @@ def matmul_table(decode, batch, bf16, rounds: int = 7) -> None:
 
 
 class Stamps:
-    """A transformers streamer that only notes when each token arrives (the first put is the prompt)."""
+    """A transformers streamer that only notes when each token arrives (the first put is the prompt), read
+    from `timer` (default: this module's `clock`, which `--clock` sets)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timer: Callable[[], float] | None = None) -> None:
+        self.timer = clock if timer is None else timer
         self.times: list[float] = []
 
     def put(self, value) -> None:
-        self.times.append(clock())
+        self.times.append(self.timer())
 
     def end(self) -> None:
         pass

@@ -28,6 +28,8 @@ attention maps included (tests and debugging: memory grows with T x S).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -37,6 +39,17 @@ RAW_LOGITS = "unembed.hook_logits_raw"  # logits before the final soft-cap, in f
 HALF_QUERIES_FROM = 512  # positions in one forward from which queries are stored in fp16
 DEFER_MAX_POSITIONS = 16  # forwards up to this many positions are reduced once, after the forward
 ROUTING_POINTS = ("router_logits", "expert_ids", "expert_weights")  # mlp.hook_* of a mixture of experts
+
+
+@functools.lru_cache(maxsize=8)
+def _wanted(num_layers: int) -> dict[str, tuple[int, str]]:
+    """Trace name -> (layer, point) of every point a `SummaryRecorder` keeps (built once per depth; read only)."""
+    wanted = {f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in NORM_POINTS}
+    wanted.update({f"blocks.{i}.attn.hook_rot_q": (i, "rot_q") for i in range(num_layers)})
+    wanted.update({f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in POST_NORM_POINTS})
+    wanted[RAW_LOGITS] = (-1, "logits_raw")
+    wanted.update({f"blocks.{i}.mlp.hook_{p}": (i, p) for i in range(num_layers) for p in ROUTING_POINTS})
+    return wanted
 
 
 class SummaryRecorder:
@@ -53,12 +66,8 @@ class SummaryRecorder:
         self._rot_q: torch.Tensor | None = None  # (num_layers, H, n, d)
         self._last_resid: list[torch.Tensor | None] = [None] * num_layers  # (D,) each
         self._done = False
-        # trace name -> (layer, point) for the points kept; every other name is ignored by one dict miss.
-        self._wanted = {f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in NORM_POINTS}
-        self._wanted.update({f"blocks.{i}.attn.hook_rot_q": (i, "rot_q") for i in range(num_layers)})
-        self._wanted.update({f"blocks.{i}.hook_{p}": (i, p) for i in range(num_layers) for p in POST_NORM_POINTS})
-        self._wanted[RAW_LOGITS] = (-1, "logits_raw")
-        self._wanted.update({f"blocks.{i}.mlp.hook_{p}": (i, p) for i in range(num_layers) for p in ROUTING_POINTS})
+        # trace name -> (layer, point) for the points kept; every other name is ignored by one dict miss
+        self._wanted = _wanted(num_layers)
         self._routing: dict[str, list[torch.Tensor | None]] = {p: [None] * num_layers for p in ROUTING_POINTS}
 
     def wants(self, name: str) -> bool:
@@ -68,10 +77,13 @@ class SummaryRecorder:
         hit = self._wanted.get(name)
         if hit is None:
             return
+        layer, point = hit
+        if self._defer and point in self._held:  # a short forward's point: keep the reference (the common case)
+            self._held[point][layer] = value
+            return
         if name == RAW_LOGITS:  # (B, T or 1, V): this row's last position
             self._raw_logits = value[self.row, -1].detach().float().cpu()
             return
-        layer, point = hit
         if point in ROUTING_POINTS:  # this row's kept positions, a reference (the model never modifies it)
             self._routing[point][layer] = self._rows(value, positions_dim=1).detach()  # (n, E) or (n, k)
             return

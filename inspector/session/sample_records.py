@@ -27,14 +27,18 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
     top = torch.topk(logits, min(n, logits.shape[0])).indices.tolist()
     if result.token not in top:
         top.append(result.token)
+    at = torch.tensor(top, device=logits.device)
+    # one gather per distribution, read back as Python numbers (the same floats as indexing one by one)
+    values = torch.stack([logits[at], result.probs_raw[at], result.probs_temperature[at], result.probs_final[at],
+                          *(probs[at] for _, probs in result.stages)]).tolist()  # (4 + stages, candidates)
+    kept = torch.stack([result.kept_top_k[at], result.kept_top_p[at], result.kept_min_p[at]]).tolist()
     cands = [
         Candidate(
-            id=i, piece=piece(i), logit=float(logits[i]), prob_raw=float(result.probs_raw[i]),
-            prob_temperature=float(result.probs_temperature[i]), kept_top_k=bool(result.kept_top_k[i]),
-            kept_top_p=bool(result.kept_top_p[i]), kept_min_p=bool(result.kept_min_p[i]),
-            prob_final=float(result.probs_final[i]), stage_probs=[float(probs[i]) for _, probs in result.stages],
+            id=i, piece=piece(i), logit=values[0][j], prob_raw=values[1][j], prob_temperature=values[2][j],
+            kept_top_k=kept[0][j], kept_top_p=kept[1][j], kept_min_p=kept[2][j], prob_final=values[3][j],
+            stage_probs=[row[j] for row in values[4:]],
         )
-        for i in top
+        for j, i in enumerate(top)
     ]
     out = SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
                        entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,

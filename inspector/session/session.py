@@ -67,7 +67,7 @@ class Session(SequenceOwner):
     """Prefill, step, branch and resample one generation; its forwards and KV cache are in `self.trace`."""
 
     def __init__(self, loaded: LoadedModel, *, recompute: bool = False, record: bool = True,
-                 lens: bool = True, levers: Levers = loop.NO_LEVERS,
+                 lens: bool = False, levers: Levers = loop.NO_LEVERS,
                  restored: tuple[TraceStore, Sequence] | None = None, on_context_full: str = "stop") -> None:
         """A new generation over `loaded`; `restored` (a trace store and its sequence, read from a trace
         file) starts it where a saved one stood instead of empty; `on_context_full` "stop" | "window"
@@ -78,14 +78,16 @@ class Session(SequenceOwner):
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
-        # False: record.logit_lens stays [] until `logit_lens(step)` fills it. The lens costs a (layers x vocab)
-        # matmul per forward, about a whole decode step on the default model: the page, CLI and API ask for it.
+        # True: every forward's logit lens is computed as it runs. False (the default, and what the page, CLI and
+        # API use): record.logit_lens stays [] until `logit_lens(step)` (or a view that shows it) fills it. The
+        # lens costs a (layers x vocab) matmul per forward, about a whole decode step on the default model.
         self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
         self.eos_ids = loaded.stop_ids
         self.max_new_tokens = 64
-        check_interventions(levers.interventions, self.config)
+        if levers.interventions:  # (the check reads every trace point's name: skipped when there are none)
+            check_interventions(levers.interventions, self.config)
         self.levers = levers  # processors, KV-cache policy, interventions: applied to every forward and draw
         # penalties, bans, stop strings and a grammar constraint: their processors run before the levers'
         self.decoding = DecodingSettings()
@@ -373,9 +375,10 @@ class Session(SequenceOwner):
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
             queries, lens_inputs = None, None
+        # logits kept in fp16 by torch: the same rounding (to nearest even) as numpy's astype, 20x faster
         record = ForwardRecord(
             kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached,
-            **norms, logit_lens=[], logits=logits.cpu().numpy().astype(np.float16), kv=self.trace.kv_stats(),
+            **norms, logit_lens=[], logits=logits.half().cpu().numpy(), kv=self.trace.kv_stats(),
             forward_ms=forward_ms,
         )
         forward = Forward(record, logits, queries, lens_inputs, rec.raw_logits() if rec is not None else None)

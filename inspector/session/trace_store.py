@@ -108,10 +108,11 @@ class TraceStore:
         groups = [[j * n_rep + r for r in range(n_rep)] for j in range(self.config.num_key_value_heads)]
         k, v = c.read(0)  # (KV, length, d) each; every forward writes every layer, so all layers match
         k_shape, v_shape = (1, *k.shape), (1, *v.shape)  # this session's one row
+        length, capacity, position_bytes = k.shape[1], c.capacity, c.bytes_per_position  # the same for every layer
         return [
-            KVLayerStat(layer=layer, length=k.shape[1], capacity=c.capacity, nbytes=c.layer_nbytes(layer),
+            KVLayerStat(layer=layer, length=length, capacity=capacity, nbytes=c.layer_nbytes(layer),
                         k_shape=k_shape, v_shape=v_shape, kv_head_groups=[list(g) for g in groups],
-                        position_bytes=c.bytes_per_position)
+                        position_bytes=position_bytes)
             for layer in range(self.config.num_hidden_layers)
         ]
 

@@ -28,7 +28,7 @@ def tiny_run(tiny_loaded):
     """A session after prefill + STEPS decode steps with temperature 0.8, top-k 5 (so filters remove tokens)."""
     from inspector.session.session import Session
 
-    s = Session(tiny_loaded)
+    s = Session(tiny_loaded, lens=True)  # the lens table reads every step's lens
     params = SamplingParams(temperature=0.8, top_k=5, seed=1)
     s.prefill(PROMPT, params, max_new_tokens=20)
     for _ in range(STEPS):

@@ -213,7 +213,7 @@ def test_engine_steps_alone_match_session(loaded):
 def test_records_are_small_and_deep_copyable(loaded):
     import copy
 
-    s = run(Session(loaded), GREEDY, 2)
+    s = run(Session(loaded, lens=True), GREEDY, 2)
     records = copy.deepcopy(s.records)
     def no_tensors(obj):
         if isinstance(obj, torch.Tensor):

@@ -35,7 +35,7 @@ TIMING_EXTRA = ("record_ms",)  # wall-clock numbers that differ between two runs
 
 def generate(loaded, steps: int, params: SamplingParams = SAMPLED, prompt: str = "The quick brown fox jumps",
              **session_kw) -> Session:
-    s = Session(loaded, **session_kw)
+    s = Session(loaded, **{"lens": True, **session_kw})  # every step's lens kept, saved and compared
     s.prefill(prompt, params, max_new_tokens=40)
     for _ in range(steps):
         s.step(params)
