@@ -1,4 +1,4 @@
-"""The page's run: Prefill, Step, Play, Pause, Reset, Resample, the sampling preview and the selection, each
+"""The page's handlers: Prefill, Step, Play, Pause, Reset, Resample, the sampling preview and the selection, each
 browser input -> the browser session's `Session` -> the views that changed ({view key: value}).
 
 Every handler is decorated with `@refuses` (`inspector.ui.panel`): a refusal (`InspectorError`, `ValueError`)
