@@ -77,7 +77,7 @@ def test_the_timing_view_counts_the_experts_each_step_read(tiny_loaded, moe_run)
     assert np.allclose(np.array(experts.y) * 2**20, np.array(read) * per_expert)
     dense = make_page(tiny_loaded)
     assert [s.key for s in dense.panels["timing"].slots] == ["timing_fig"]
-    assert "weights_fig" not in dense.run.render.view_keys and "weights_fig" in page.handlers.render.view_keys
+    assert "weights_fig" not in dense.handlers.render.view_keys and "weights_fig" in page.handlers.render.view_keys
 
 
 def test_the_serving_labs_roofline_counts_the_experts_a_batch_read(tiny_moe_loaded):

@@ -57,7 +57,7 @@ def test_the_app_has_one_slot_per_view_and_one_bundle_output(tiny_loaded):
     demo = build_app(tiny_loaded)
     slots = [b for b in demo.blocks.values() if isinstance(b, ViewSlot)]
     keys = sorted(s.html_template.split('data-view="')[1].split('"')[0] for s in slots)
-    assert keys == sorted([*make_page(tiny_loaded).run.render.view_keys, "drawn"])  # the views of this model's page
+    assert keys == sorted([*make_page(tiny_loaded).handlers.render.view_keys, "drawn"])  # the views of this model's page
     plots = {s.elem_id for s in slots if "ii-plot" in s.html_template}
     assert plots == {"resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
                      "timing-chart"}  # the residual heatmap and the attention overview are images (HTML)
