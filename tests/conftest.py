@@ -62,9 +62,9 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
 
 
-# Files that share one served app beside the browser tests' own (a session fixture of a folder's conftest.py):
+# Files that share one served app beside the browser tests' own (a session fixture below: `tiny_moe_app`):
 # file -> the file it runs after, on the same xdist worker, so that the app is served once for both.
-SAME_WORKER = {"tests/browser/test_ui_number_boxes_labs.py": "tests/browser/test_ui_number_boxes.py"}
+SAME_WORKER = {"tests/served/test_fuzz_api.py": "tests/browser/test_moe_e2e.py"}
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
@@ -144,6 +144,19 @@ def app_demo(default_model):
     demo = start_app(default_model)
     yield demo
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_app(tmp_path_factory):
+    """The app over a tiny random mixture of experts, with small caps (tests/support/ui_server.py's
+    `serve_tiny_moe`), served in this process: one for the whole test run. Here, not in tests/support/, so that
+    it is one fixture for every file (a fixture imported into two files is two fixtures, each built)."""
+    from tests.support.ui_server import ARTIFACTS, serve_tiny_moe
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    app = serve_tiny_moe(tmp_path_factory.mktemp("tiny") / "tiny-mixtral")
+    yield app
+    app.demo.close()
 
 
 @pytest.fixture(scope="session")
