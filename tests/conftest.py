@@ -49,6 +49,32 @@ def pytest_configure(config):
     os.environ[SERVED_LOG_VAR] = str(log)
 
 
+_file_times: dict[str, list] = {}  # file -> [worker, first start, last stop, seconds in its tests' phases]
+
+
+def pytest_runtest_logreport(report):
+    """Per file: the worker that ran it, when it began and ended, and the time its tests took (the controller
+    writes them to test-artifacts/file-times.log at the end: where a run's time went, and the workers' balance)."""
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    path = report.nodeid.split("::", 1)[0]
+    t = _file_times.setdefault(path, [getattr(worker, "id", "-"), report.start, report.stop, 0.0])
+    t[1], t[2], t[3] = min(t[1], report.start), max(t[2], report.stop), t[3] + report.duration
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput") or not _file_times:
+        return
+    from tests.support.ui_server import ARTIFACTS
+
+    t0 = min(t[1] for t in _file_times.values())
+    rows = sorted(_file_times.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(ARTIFACTS / "file-times.log", "w", encoding="utf-8") as out:
+        out.write("worker\tbegan_s\tended_s\ttests_s\tfile\n")
+        for path, (worker, start, stop, seconds) in rows:
+            out.write(f"{worker}\t{start - t0:.0f}\t{stop - t0:.0f}\t{seconds:.1f}\t{path}\n")
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """Say how many apps the run served and which (one line each: test process, first test, what it serves)."""
     from tests.support.ui_server import SERVED_LOG_VAR
@@ -60,11 +86,18 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_sep("-", f"served apps this run: {len(lines)}")
     for line in lines:
         terminalreporter.write_line(line)
+    if _file_times:
+        t0 = min(t[1] for t in _file_times.values())
+        ends = {}
+        for worker, _start, stop, _seconds in _file_times.values():
+            ends[worker] = max(ends.get(worker, 0.0), stop - t0)
+        terminalreporter.write_line("each worker's last test ended (s after the first began): " + ", ".join(
+            f"{w} {e:.0f}" for w, e in sorted(ends.items())) + "; per file: test-artifacts/file-times.log")
 
 
-# Files that share one served app beside the browser tests' own (a session fixture of a folder's conftest.py):
+# Files that share one served app beside the browser tests' own (a session fixture below: `tiny_moe_app`):
 # file -> the file it runs after, on the same xdist worker, so that the app is served once for both.
-SAME_WORKER = {"tests/browser/test_ui_number_boxes_labs.py": "tests/browser/test_ui_number_boxes.py"}
+SAME_WORKER = {"tests/served/test_fuzz_api.py": "tests/browser/test_moe_e2e.py"}
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
@@ -82,12 +115,35 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedAppFiles(config, log)
 
 
+# The files that take longest, longest first, run before every other file (measured: the seconds of their tests
+# in one run of tests/browser, tests/served and the browser test of tests/unit/ui on two workers, the machine
+# shared and loaded; test-artifacts/file-times.log has a run's). Longest first, the two workers end together:
+# one takes each number-box file, and no long file starts while the other worker runs out of work. A file not
+# here keeps its place below them.
+LONG_FIRST = [
+    "tests/browser/test_ui_number_boxes_labs.py",  # 462 s
+    "tests/browser/test_ui_number_boxes.py",  # 452 s
+    "tests/browser/test_ui_tour_e2e.py",  # 245 s
+    "tests/served/test_space_e2e.py",  # 236 s: pip installs the Space's requirements into a fresh venv
+    "tests/browser/test_ui_e2e.py",  # 216 s
+    "tests/browser/test_ui_step_lands_e2e.py",  # 214 s
+    "tests/browser/test_ui_page.py",  # 152 s
+    "tests/browser/test_moe_e2e.py",  # 145 s with tests/served/test_fuzz_api.py (SAME_WORKER)
+    "tests/browser/test_ui_layout.py",  # 137 s
+    "tests/browser/test_ui_decoding_e2e.py",  # 122 s
+    "tests/browser/test_ui_branches_e2e.py",  # 114 s
+    "tests/browser/test_ui_serving_e2e.py",  # 112 s
+    "tests/served/test_load.py",  # 103 s
+]
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
 def pytest_collection_modifyitems(config, items):
-    """Files that drive a browser first, then those marked slow, then the rest, each file's tests in their
-    order: the two workers (pyproject's addopts, `--no-loadscope-reorder`) take whole files in this order, so
-    the long files start early and the short ones fill the end (by default xdist orders files by how many
-    tests they hold, which put the long browser files last, with one worker busy and the other idle)."""
+    """The files of LONG_FIRST first, then those that drive a browser, then those marked slow, then the rest,
+    each file's tests in their order: the two workers (pyproject's addopts, `--no-loadscope-reorder`) take whole
+    files in this order, so the long files start early and the short ones fill the end (by default xdist orders
+    files by how many tests they hold, which put the long browser files last, with one worker busy and the
+    other idle)."""
     def weight(item) -> int:
         marks = {m.name for m in item.iter_markers()}
         return 0 if "browser" in marks else 1 if "slow" in marks else 2
@@ -100,7 +156,8 @@ def pytest_collection_modifyitems(config, items):
     for i, item in enumerate(items):
         file_weight[path(item)] = min(file_weight.get(path(item), 2), weight(item))
         file_index.setdefault(path(item), i)
-    items.sort(key=lambda item: (file_weight[path(item)], file_index[path(item)]))  # stable: a file keeps its order
+    first = {name: -len(LONG_FIRST) + i for i, name in enumerate(LONG_FIRST)}  # before weight 0
+    items.sort(key=lambda item: (first.get(path(item), file_weight[path(item)]), file_index[path(item)]))
 
 
 @pytest.fixture(autouse=True)
@@ -144,6 +201,19 @@ def app_demo(default_model):
     demo = start_app(default_model)
     yield demo
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_app(tmp_path_factory):
+    """The app over a tiny random mixture of experts, with small caps (tests/support/ui_server.py's
+    `serve_tiny_moe`), served in this process: one for the whole test run. Here, not in tests/support/, so that
+    it is one fixture for every file (a fixture imported into two files is two fixtures, each built)."""
+    from tests.support.ui_server import ARTIFACTS, serve_tiny_moe
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    app = serve_tiny_moe(tmp_path_factory.mktemp("tiny") / "tiny-mixtral")
+    yield app
+    app.demo.close()
 
 
 @pytest.fixture(scope="session")

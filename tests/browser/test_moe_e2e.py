@@ -1,7 +1,7 @@
 """End-to-end, headless chromium over a tiny random mixture of experts (a Mixtral of 2 layers, 5 experts, 2
-per token) served by its own app in this process: the Routing tab draws its map, router chart and load; its
-layer slider moves the Attention view's and a clicked token is the one the router chart shows; the Timing
-view shows the weights each step read. Screenshot in test-artifacts/.
+per token) served in this process (`tiny_moe_app` of tests/conftest.py, shared with tests/served/test_fuzz_api.py): the Routing tab
+draws its map, router chart and load; its layer slider moves the Attention view's and a clicked token is the
+one the router chart shows; the Timing view shows the weights each step read. Screenshot in test-artifacts/.
 """
 
 from __future__ import annotations
@@ -12,21 +12,15 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.browser import click_chip, goto, open_view, prefill, step
-from tests.support.ui_server import ARTIFACTS, start_app
-from tests.support.tiny import tiny_moe_dir  # noqa: F401
+from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 T = 60_000  # ms: a tiny model's calls on a shared 2-core machine
 
 
-@pytest.fixture(scope="module")
-def moe_url(tiny_moe_dir):  # noqa: F811
-    from inspector.models.loader import load_model
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    demo = start_app(load_model(str(tiny_moe_dir)))
-    yield demo.local_url
-    demo.close()
+@pytest.fixture
+def moe_url(tiny_moe_app):
+    return tiny_moe_app.local_url
 
 
 def test_the_routing_tab_draws_and_the_timing_view_shows_the_weights_read(page: Page, moe_url):

@@ -3,9 +3,9 @@ are named on the page, never a traceback in the server's log, and the session go
 settings panel, the head atlas, Beams and Serving's chunk box here; the other labs' boxes in
 test_ui_number_boxes_labs.py.
 
-The app runs as `python app.py` in a subprocess (`harness.server_proc.Server`), so its whole stdout/stderr,
-where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
-preprocessing, or an exception from a handler), is in one log file the tests read.
+The app is the browser tests' own, served in this process (`app_url`); what the process prints while a test
+runs, where Gradio prints the traceback of an event that failed (a ComponentProcessingError from its own
+preprocessing, or an exception from a handler), is the log the tests read (tests/support/number_boxes.py).
 
 Each number box gets: empty, `abc`, `nan`, `inf`, `1e309` (Chromium leaves all five empty in a number input:
 the server gets None), `-5`, and a value past the end. A text box that takes a number (the settings panel's
@@ -24,17 +24,16 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from harness.server_proc import Server
 from tests.support.browser import T, goto, open_settings, open_view, prefill
-from tests.support.number_boxes import (TEXT, assert_no_traceback, check_slider, click, enter,  # noqa: F401
-                                        expected, leave, named, sent, server, text_box, type_and_leave, until,
-                                        values, width)
+from tests.support.number_boxes import (TEXT, ServedApp, assert_no_traceback, check_slider, click,  # noqa: F401
+                                        enter, expected, leave, named, sent, server, text_box, type_and_leave,
+                                        until, values, width)
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
-def test_main_page_boxes(page: Page, server: Server):
+def test_main_page_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     page.locator("#prompt textarea").fill("Hi")
     open_settings(page)
@@ -80,7 +79,7 @@ def test_main_page_boxes(page: Page, server: Server):
     assert_no_traceback(server)
 
 
-def test_settings_panel_decoding_boxes(page: Page, server: Server):
+def test_settings_panel_decoding_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     open_settings(page)
     status = "#decoding-status"
@@ -98,7 +97,7 @@ def test_settings_panel_decoding_boxes(page: Page, server: Server):
     assert_no_traceback(server)
 
 
-def test_beams_and_serving_chunk_boxes(page: Page, server: Server):
+def test_beams_and_serving_chunk_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     page.locator("#prompt textarea").fill("Hi")
     enter(page, "#max-new-tokens input", "3")
@@ -119,7 +118,7 @@ def test_beams_and_serving_chunk_boxes(page: Page, server: Server):
     assert_no_traceback(server)
 
 
-def test_head_atlas_boxes(page: Page, server: Server):
+def test_head_atlas_boxes(page: Page, server: ServedApp):
     """The Attention view's head atlas: the probe's boxes, checked by Compute, and top-k, checked by Ablate
     (every value refused before any model work)."""
     goto(page, server.url)

@@ -1,7 +1,6 @@
 """The labs' number boxes (Speculative, Serving, Quantization, KV policies, Interventions), typed into in a real
 browser at 1280 px and on a 390 px phone, as tests/browser/test_ui_number_boxes.py does for the main page (its
-docstring says how each kind of box is tried): a file of its own, on the same `python app.py` as that file
-(`number_box_server`, tests/browser/conftest.py); one worker runs the two files, one after the other.
+docstring says how each kind of box is tried, and where the log they read comes from): a file of its own.
 """
 
 from __future__ import annotations
@@ -9,15 +8,14 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from harness.server_proc import Server
 from tests.support.browser import T, choose, goto, open_view, prefill
-from tests.support.number_boxes import (TEXT, assert_no_traceback, check_slider, click, enter, expected,  # noqa: F401
-                                        leave, named, server, text_box, until, values, width)
+from tests.support.number_boxes import (TEXT, ServedApp, assert_no_traceback, check_slider, click,  # noqa: F401
+                                        enter, expected, leave, named, server, text_box, until, values, width)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
-def test_lab_tab_boxes(page: Page, server: Server):
+def test_lab_tab_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     page.locator("#prompt textarea").fill("Hi")
     enter(page, "#max-new-tokens input", "4")
@@ -60,7 +58,7 @@ def test_lab_tab_boxes(page: Page, server: Server):
     assert_no_traceback(server)
 
 
-def test_kv_policies_boxes(page: Page, server: Server):
+def test_kv_policies_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     page.locator("#prompt textarea").fill("The capital of France is")
     enter(page, "#max-new-tokens input", "3")
@@ -93,7 +91,7 @@ def test_kv_policies_boxes(page: Page, server: Server):
     assert_no_traceback(server)
 
 
-def test_interventions_boxes(page: Page, server: Server):
+def test_interventions_boxes(page: Page, server: ServedApp):
     goto(page, server.url)
     prefill(page, "The capital of France is", max_new=3)
     open_view(page, "Interventions")

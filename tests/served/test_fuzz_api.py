@@ -11,13 +11,15 @@ The apps run in this process (tests/support/ui_server.py), each with small caps 
 "just under" and "just over" every cap is cheap:
 - real: SmolLM2-135M-Instruct, 64 prompt tokens, 8 new tokens: odd prompts through its tokenizer and chat
   template, and the prompt cap.
-- tiny: the tiny random model of tests/support/tiny.py, whose context window is 256 tokens, with a prompt cap above it
-  (1024), 8 new tokens. Most cases run here: no case's outcome depends on the model, and its forwards cost
-  milliseconds.
+- tiny: the tiny random mixture of experts of tests/support/tiny.py (`tiny_moe_app` of tests/conftest.py, which
+  the Routing tab's browser test opens too), whose context window is 256 tokens, with a prompt cap above it
+  (1024), 8 new tokens (`TINY_APP_CAPS`). Most cases run here: no case's outcome depends on the model, and its
+  forwards cost milliseconds.
 - mem: SmolLM2 again with a memory cap (INSPECTOR_MAX_TRACE_MB) 1-2 MB above what a one-token prompt holds,
   and 3 sessions: the memory cap (by prompt and by steps) and the session cap.
-Clients are opened when a server starts, before it holds any session: opening one later costs whatever a
-page load costs then (`test_new_visitor_after_fuzz` checks that separately).
+Clients are opened when the fuzz first needs a server, before the fuzz's own requests (the tiny app may hold
+the browser test's sessions then): opening one later costs whatever a page load costs then
+(`test_new_visitor_after_fuzz` checks that separately).
 """
 
 from __future__ import annotations
@@ -32,9 +34,7 @@ from typing import Any, Callable
 import httpx
 import pytest
 from tests.support.fuzz_inputs import ODD_TEXT, SEED, UNIT, Expect, error_problems, has_controls, odd_text, short
-from tests.support.tiny import tiny_llama_dir  # noqa: F401 (fixture)
-
-from tests.support.ui_server import start_app
+from tests.support.ui_server import TINY_APP_CAPS, start_app_with_caps
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ GREEDY = (0.0, 0, 1.0, 0.0, 0)
 NORMAL_PROMPT = "The quick brown fox"
 LIMITS = {
     "real": {"INSPECTOR_MAX_PROMPT_TOKENS": "64", "INSPECTOR_MAX_STEPS": "8", "INSPECTOR_MAX_SESSIONS": "64"},
-    "tiny": {"INSPECTOR_MAX_PROMPT_TOKENS": "1024", "INSPECTOR_MAX_STEPS": "8", "INSPECTOR_MAX_SESSIONS": "64"},
+    "tiny": TINY_APP_CAPS,
     "mem": {"INSPECTOR_MAX_PROMPT_TOKENS": "4096", "INSPECTOR_MAX_STEPS": "64", "INSPECTOR_MAX_SESSIONS": "3"},
 }
 CLIENTS = {"real": 2, "tiny": 2, "mem": 4}
@@ -391,10 +391,11 @@ class Server:
 
 
 def _start(name: str, loaded: Any, env: dict[str, str]) -> Server:
-    with pytest.MonkeyPatch.context() as mp:  # the caps are read when the app is built
-        for k, v in env.items():
-            mp.setenv(k, v)
-        demo = start_app(loaded)
+    return _serve(name, start_app_with_caps(loaded, env), loaded, env)  # the caps are read when the app is built
+
+
+def _serve(name: str, demo: Any, loaded: Any, env: dict[str, str]) -> Server:
+    """The fuzz's view of an app: its clients, and the normal request's tokens before any case."""
     from gradio_client import Client
 
     clients = [Client(demo.local_url, verbose=False) for _ in range(CLIENTS[name])]
@@ -422,22 +423,16 @@ def _memory_cap_mb(loaded: Any) -> tuple[int, int]:
 
 
 class Servers:
-    """The three apps, started when a case first needs one."""
+    """The three apps, started (the tiny one: taken) when a case first needs one."""
 
-    def __init__(self, default_model: Any, tiny_dir: Any) -> None:
+    def __init__(self, default_model: Any, tiny_app: Any) -> None:
         self._loaders: dict[str, Callable[[], Server]] = {
             "real": lambda: _start("real", default_model, LIMITS["real"]),
-            "tiny": lambda: _start("tiny", self._tiny(tiny_dir), LIMITS["tiny"]),
+            "tiny": lambda: _serve("tiny", tiny_app.demo, tiny_app.loaded, LIMITS["tiny"]),
             "mem": self._mem,
         }
         self._default = default_model
         self.started: dict[str, Server] = {}
-
-    @staticmethod
-    def _tiny(tiny_dir: Any) -> Any:
-        from inspector.models.loader import load_model
-
-        return load_model(str(tiny_dir))
 
     def _mem(self) -> Server:
         cap_mb, n_over = _memory_cap_mb(self._default)
@@ -451,13 +446,14 @@ class Servers:
         return self.started[name]
 
     def close(self) -> None:
-        for srv in self.started.values():
-            srv.demo.close()
+        for name, srv in self.started.items():
+            if name != "tiny":  # the shared tiny app closes with the test process (`tiny_moe_app`)
+                srv.demo.close()
 
 
 @pytest.fixture(scope="module")
-def servers(default_model, tiny_llama_dir):  # noqa: F811
-    s = Servers(default_model, tiny_llama_dir)
+def servers(default_model, tiny_moe_app):
+    s = Servers(default_model, tiny_moe_app)
     yield s
     s.close()
 

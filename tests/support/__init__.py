@@ -10,7 +10,7 @@ default model, the served app, chromium's launch arguments) are in tests/conftes
 - viz_records: a real session over a tiny model, prefilled and stepped, and a fake prefill record
 - lab_context: a page without a browser (its panels and run); handlers: bare handlers and their status line
 - json_compare: the API's results against the CLI's --json; fuzz_inputs: the fuzz tests' seed and odd text
-- ui_server: the served app (`start_app`, counted) and where screenshots go; browser: what a browser test
-  does on the page; number_boxes: the number-box tests' values, messages and their `python app.py` server
+- ui_server: the served apps (`start_app`, counted; `tiny_moe_app`) and where screenshots go; browser: what a
+  browser test does on the page; number_boxes: the number-box tests' values, messages and the served app's log
 - imports: what a Python file imports (the layering tests)
 """

@@ -1,25 +1,30 @@
 """The number-box tests' pieces (tests/browser/test_ui_number_boxes*.py): the bad values typed into each box,
 what the page must say about each, typing and leaving a box, pressing an action until its answer shows, the
-request a button sends, and the `python app.py` server whose log must hold no traceback. Import the
-fixtures explicitly (`server`, and `width`: autouse, every test at 1280 px and 390 px).
+request a button sends, and the served app's log, which must hold no traceback. Import the fixtures
+explicitly (`server`, and `width`: autouse, every test at 1280 px and 390 px).
 
-The two files share one server, `number_box_server` of tests/browser/conftest.py (one worker runs both files:
-SAME_WORKER in tests/conftest.py); `server` checks its log when each file's tests end."""
+The app is the one every browser test of this process opens (`app_url`, tests/conftest.py), served in this
+process. Its log is what this process writes while a test runs: everything on file descriptors 1 and 2
+(`capfd`: where Gradio prints the traceback of an event that failed, a ComponentProcessingError from its own
+preprocessing or an exception from a handler, from whichever thread) and every log record of WARNING or
+above (Gradio's and uvicorn's loggers, whose handlers may hold a stream from before the test). `server`
+holds it from before the page opens until after the page has closed and the app's queued work has run, and
+checks it then; a test also checks it at its end (`assert_no_traceback`)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.support.browser import T
-from tests.support.ui_server import Server
 
 
 EMPTY = ("", "abc", "nan", "inf", "1e309")  # what Chromium's number input turns into an empty box
@@ -73,28 +78,65 @@ def enter(page: Page, selector: str, value: str) -> None:
         box.press_sequentially(value)
 
 
-def server_log(server: Server) -> str:
-    server.log.flush()
-    return Path(server.log.name).read_text(errors="replace")
+class ServedApp:
+    """The served app's address and its log since the test began (`text()`)."""
+
+    def __init__(self, url: str, capfd: pytest.CaptureFixture) -> None:
+        self.url = url
+        self._capfd = capfd
+        self._seen: list[str] = []
+        self.records = _Records()
+
+    def text(self) -> str:
+        out, err = self._capfd.readouterr()
+        self._seen += [out, err]
+        sys.stdout.write(out)  # shown with the test's report, as pytest shows what a test prints
+        sys.stderr.write(err)
+        return "".join(self._seen) + "".join(self.records.lines)
 
 
-def assert_no_traceback(server: Server) -> None:
-    log = server_log(server)
+class _Records(logging.Handler):
+    """Every log record of WARNING or above, formatted with its traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record) + "\n")
+
+
+def assert_no_traceback(server: ServedApp) -> None:
+    log = server.text()
     for bad in ("Traceback", "ComponentProcessingError"):
         assert bad not in log, f"the server log has a {bad}:\n{log[-4000:]}"
 
 
+@pytest.fixture
+def server(app_url: str, capfd: pytest.CaptureFixture) -> Iterator[ServedApp]:
+    """The served app, its log held for this test (set up before the page opens: `width` takes it)."""
+    from inspector.ui import model_thread
+
+    app = ServedApp(app_url, capfd)
+    loggers = [logging.getLogger(), logging.getLogger("uvicorn")]  # uvicorn's do not pass records to the root
+    for logger in loggers:
+        logger.addHandler(app.records)
+    try:
+        yield app
+        model_thread.settle()  # the work the page's last events queued has run, and printed what it would
+        time.sleep(0.5)  # an event the closed page left in Gradio's queue has ended
+        assert_no_traceback(app)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(app.records)
+
+
 @pytest.fixture(autouse=True, params=[1280, 390], ids=["1280px", "390px"])
-def width(request, page: Page) -> int:
+def width(request, server: ServedApp, page: Page) -> int:
     """Every box is tried at a desktop width and on a 390 px phone (the tab rows wrap there)."""
     page.set_viewport_size({"width": request.param, "height": 900})
     return request.param
-
-
-@pytest.fixture(scope="module")
-def server(number_box_server: Server) -> Iterator[Server]:
-    yield number_box_server
-    assert_no_traceback(number_box_server)
 
 
 def until(page: Page, action: Callable[[], None], where: str, text: str | re.Pattern, method: str = "to_contain_text",

@@ -197,11 +197,16 @@ def tiny_qwen_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-qwen2", model_type="qwen2", tie=False)
 
 
+def make_tiny_moe(directory: str | Path) -> Path:
+    """A tiny Mixtral checkpoint: 5 experts per layer, 2 per token, weights N(0, 0.1) so routing varies."""
+    return make_tiny_checkpoint(directory, model_type="mixtral", tie=False, init_std=0.1, num_local_experts=5,
+                                num_experts_per_tok=2)
+
+
 @pytest.fixture(scope="session")
 def tiny_moe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny Mixtral checkpoint: 5 experts per layer, 2 per token, weights N(0, 0.1) so routing varies."""
-    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny-mixtral", model_type="mixtral", tie=False,
-                                init_std=0.1, num_local_experts=5, num_experts_per_tok=2)
+    """`make_tiny_moe` in a temporary folder."""
+    return make_tiny_moe(tmp_path_factory.mktemp("tiny") / "tiny-mixtral")
 
 
 @pytest.fixture(scope="module")

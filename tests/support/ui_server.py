@@ -3,6 +3,9 @@
 - `start_app(loaded)`: the app served in this process (harness.app_server's), counted. The browser tests' app
   is one per test process, over the real default model: the `app_demo` and `app_url` fixtures of
   tests/conftest.py; every test opens it in a fresh page (a new browser session).
+- `serve_tiny_moe(directory)`: the app over a tiny random mixture of experts with the caps `TINY_APP_CAPS`,
+  one per test process (the `tiny_moe_app` fixture of tests/conftest.py): the Routing tab's browser test and
+  the API fuzz's cases on a tiny model share it (one worker runs both files: SAME_WORKER in tests/conftest.py).
 - `Server`: the app as a `python app.py` subprocess (harness.server_proc's), counted when it starts.
 - `count_served(what)`: counts an app a test serves another way (the Space bundle's app in its own venv).
 - `TOUR_SEEN_JS`: the page script that marks the guided tour seen.
@@ -15,7 +18,11 @@ variable unset nothing is written.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from harness import app_server, server_proc
 from harness.app_server import TOUR_SEEN_JS  # noqa: F401  (read from here)
@@ -53,3 +60,38 @@ class Server(server_proc.Server):
         super().start()
         count_served(f"python app.py, pid {self.pid}")
         return self
+
+
+# The tiny app's caps: a prompt cap above the tiny models' context window of 256 tokens (so the window is what
+# refuses a long prompt), 8 new tokens (so "just over" the cap is cheap), room for the fuzz's clients.
+TINY_APP_CAPS = {"INSPECTOR_MAX_PROMPT_TOKENS": "1024", "INSPECTOR_MAX_STEPS": "8", "INSPECTOR_MAX_SESSIONS": "64"}
+
+
+def start_app_with_caps(loaded, caps: dict[str, str]):
+    """`start_app` with the INSPECTOR_MAX_* variables of `caps` set while the app is built (it reads them then)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in caps.items():
+            mp.setenv(k, v)
+        return start_app(loaded)
+
+
+@dataclass
+class ServedApp:
+    """An app served in this process: its Blocks (`.store`: the live sessions) and the model it serves."""
+
+    demo: Any
+    loaded: Any
+
+    @property
+    def local_url(self) -> str:
+        return self.demo.local_url
+
+
+def serve_tiny_moe(directory: Path) -> ServedApp:
+    """The app over a tiny random mixture of experts (tests/support/tiny.py's `make_tiny_moe`) with
+    `TINY_APP_CAPS`: what the `tiny_moe_app` fixture of tests/conftest.py serves."""
+    from inspector.models.loader import load_model
+    from tests.support.tiny import make_tiny_moe
+
+    loaded = load_model(str(make_tiny_moe(directory)))
+    return ServedApp(start_app_with_caps(loaded, TINY_APP_CAPS), loaded)
