@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector.ui import api, branch_handlers, link_handlers, trace_io
+from inspector.ui import branch_handlers, link_handlers, script_endpoints, trace_io
 from inspector.ui.app_model import app_limits, load_app_model
 from inspector.ui.bundle import ViewBundle, ViewSlot
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
@@ -99,7 +99,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
             panel.wire()
         wire_run(demo, page, buttons, run_controls, tabs)
         build_tour_panel()  # the guided tour's floating card, open on a first visit (inspector.ui.tour_panel)
-        api.register(h, page.sid, [page.prompt, page.chat, page.system])
+        script_endpoints.register(h, page.sid, [page.prompt, page.chat, page.system])
     return demo
 
 
