@@ -95,7 +95,7 @@ class Page:
     layer: Any = None  # the attention view's layer and query-head sliders (inputs of every view event)
     head: Any = None
     panels: dict[str, "Panel"] = field(default_factory=dict)  # key -> panel, as the registry lists them
-    run: Any = None  # inspector.ui.handlers.Handlers: the page's run (prefill, step, ...), which views draw into
+    handlers: Any = None  # inspector.ui.handlers.Handlers: the page's run events (prefill, step, ...), which views draw into
 
     @cached_property
     def inventory(self) -> Any:

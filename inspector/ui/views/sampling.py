@@ -38,7 +38,7 @@ class SamplingView(ViewPanel):
 
     def wire(self) -> None:
         p = self.page
-        p.run.on(self.resample_btn.click, p.run.resample, [p.sid, *p.sampling, p.layer, p.head], api_name="ui_resample")
+        p.handlers.on(self.resample_btn.click, p.handlers.resample, [p.sid, *p.sampling, p.layer, p.head], api_name="ui_resample")
 
     def blank(self) -> dict[str, Any]:
         return {"samp_fig": empty_figure(HINT), "samp_info": ""}
