@@ -385,7 +385,7 @@ def main() -> None:
             n_prompt = page.locator("#token-count").get_attribute("data-prompt")
             for tab in ("Residual stream", "Attention"):
                 per = steps_on_tab(page, cdp, tab, args.long_steps, server)
-                entry = next(iter(demo.store._entries.values()))
+                entry = next(v for v in demo.store.live() if v.session is not None)
                 recs = entry.session.records[-args.long_steps:]
                 tpot = statistics.median(r.forward_ms + r.sample_ms for r in recs)
                 srv = per["rows"]

@@ -57,7 +57,7 @@ def test_the_app_has_one_slot_per_view_and_one_bundle_output(tiny_loaded):
     demo = build_app(tiny_loaded)
     slots = [b for b in demo.blocks.values() if isinstance(b, ViewSlot)]
     keys = sorted(s.html_template.split('data-view="')[1].split('"')[0] for s in slots)
-    assert keys == sorted([*make_page(tiny_loaded).run.render.view_keys, "drawn"])  # the views of this model's page
+    assert keys == sorted([*make_page(tiny_loaded).handlers.render.view_keys, "drawn"])  # the views of this model's page
     plots = {s.elem_id for s in slots if "ii-plot" in s.html_template}
     assert plots == {"resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
                      "timing-chart"}  # the residual heatmap and the attention overview are images (HTML)
@@ -75,3 +75,34 @@ def test_the_page_loads_plotly_js_from_the_plotly_package():
 
     assert gradio.utils.is_static_file(PLOTLY_JS)  # served as is, never copied to Gradio's cache
     assert ViewBundle().head == tag and "Plotly.react" in ViewBundle().js_on_load
+
+
+def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded):
+    import base64
+    import re
+    from pathlib import Path
+
+    from inspector.ui import bundle
+    from inspector.viz import attention as va
+
+    rng = np.random.default_rng(0)
+    rows = rng.random((3, 9, 700), dtype=np.float32)  # 3 layers x 9 heads x 700 keys: above the inline limit
+    rows /= rows.sum(-1, keepdims=True)
+    big = va.overview_html(rows, [f"t{i}" for i in range(700)], 3, 699, 0, 0)
+    small = va.overview_html(rows[:, :, :8], [f"t{i}" for i in range(8)], 3, 7, 0, 0)
+    inline = re.search(r'data-z="([^"]+)"', big).group(1)
+    assert len(inline) > bundle.HOVER_INLINE_MAX >= len(re.search(r'data-z="([^"]+)"', small).group(1))
+    files = bundle.HoverFiles()
+    out = files.carry("visitor-1", {"attn_overview": big, "small": small, "status": "<b>x</b>"})
+    assert out["small"] == small and out["status"] == "<b>x</b>"  # small values stay inside the HTML
+    src = re.search(r'data-z-src="gradio_api/file=([^"]+)"', out["attn_overview"]).group(1)
+    assert "data-z=" not in out["attn_overview"]
+    assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"') == big
+    path = Path(src)
+    assert path.parent == files.folder() and path.read_bytes() == base64.b64decode(inline)  # lossless
+    np.testing.assert_array_equal(np.fromfile(path, "<f4").reshape(27, 700), rows.reshape(27, 700))
+    # a view keeps its newest HOVER_KEEP files; older ones are deleted
+    later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
+                            files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
+             for _ in range(bundle.HOVER_KEEP)]
+    assert not path.exists() and all(p.exists() for p in later)
