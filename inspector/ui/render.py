@@ -7,7 +7,8 @@ cheap however many views exist). `blank_views()` is every view before a run. The
 view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's view panels
 (`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
 `slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry. A big image
-heatmap's hover values go beside the bundle, as a file the page fetches on hover (`inspector.ui.bundle.HoverFiles`).
+heatmap's hover values go beside the bundle, as a file the page fetches on hover (`inspector.ui.bundle.HoverFiles`),
+and a long prompt's chips travel once (`inspector.ui.bundle.PromptParts`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from inspector.errors import first_line
 from inspector.ui.branch_handlers import tree_html
-from inspector.ui.bundle import HoverFiles
+from inspector.ui.bundle import HoverFiles, PromptParts
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.panel import Page, ViewPanel
 from inspector.ui.registry import VIEWS
@@ -28,6 +29,7 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz import tour as vtour
 
+CHIP_START = '<span class="ii-chip '  # how `inspector.viz.tokens.token_chips_html` starts each chip
 # What every run event updates: status line, token chips, text, pipeline strip, branches, the tour's text
 TOKEN_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour")
 # The slots of every view tab of the registry, on any page (only the open tab's are drawn)
@@ -49,6 +51,7 @@ class Renderer:
                                    cfg.num_key_value_heads, cfg.vocab_size)
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
         self.hover = HoverFiles()
+        self.parts = PromptParts(CHIP_START)
 
     def blank_views(self, message: str = "", error: bool = False, visitor: Visitor | None = None) -> dict[str, Any]:
         """Every view in its empty state (page load, Reset of `visitor`)."""
@@ -114,6 +117,7 @@ class Renderer:
             "branches": tree_html(visitor),
             "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
+        v.update(self.parts.split(visitor.sid, v["chips"], len(s.prompt_ids)))
         view = self.views_by_tab.get(visitor.tab)
         if plots and view is not None:
             v.update(self.hover.carry(visitor.sid, view.draw(visitor, layer, head)))

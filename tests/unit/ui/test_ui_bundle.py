@@ -106,3 +106,42 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded
                             files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
              for _ in range(bundle.HOVER_KEEP)]
     assert not path.exists() and all(p.exists() for p in later)
+
+
+def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
+    from inspector.ui import bundle
+    from inspector.ui.render import CHIP_START
+    from inspector.viz import tokens as vtok
+
+    n_prompt = bundle.PART_MIN_ITEMS + 10
+    ids = list(range(n_prompt + 3))
+    pieces = [f"w{i}" for i in ids]
+
+    def chips(selected=None, n=len(ids)):
+        return vtok.token_chips_html(ids[:n], pieces[:n], [False] * n, n_prompt, selected)
+
+    def rebuilt(views, parts):
+        value = views["chips"]
+        digest = value.split("<!--ii-part:")[1].split("-->")[0]
+        return value.replace(f"<!--ii-part:{digest}-->", parts[digest])
+
+    parts = {}
+    sender = bundle.PromptParts(CHIP_START)
+    first = sender.split("v1", chips(), n_prompt)
+    parts.update({k[5:]: v for k, v in first.items() if k.startswith("part:")})
+    assert len(parts) == 1 and rebuilt(first, parts) == chips()
+    assert next(iter(parts.values())).count(CHIP_START) == n_prompt  # the prompt's chips, the generated ones stay
+    again = sender.split("v1", chips(n=len(ids) - 1), n_prompt)  # the same prompt chips: the marker alone
+    assert set(again) == {"chips"} and rebuilt(again, parts) == chips(n=len(ids) - 1)
+    assert len(again["chips"]) < len(first["chips"]) + len(next(iter(parts.values()))) // 10
+    other = sender.split("v2", chips(), n_prompt)  # another browser session gets the part
+    assert any(k.startswith("part:") for k in other)
+    picked = sender.split("v1", chips(selected=5), n_prompt)  # a prompt chip selected: a new part
+    parts.update({k[5:]: v for k, v in picked.items() if k.startswith("part:")})
+    assert len(parts) == 2 and rebuilt(picked, parts) == chips(selected=5)
+    only_prompt = vtok.token_chips_html(ids[:n_prompt], pieces[:n_prompt], [False] * n_prompt, n_prompt)
+    alone = sender.split("v3", only_prompt, n_prompt)  # no generated chip yet: the part ends before </div>
+    parts.update({k[5:]: v for k, v in alone.items() if k.startswith("part:")})
+    assert rebuilt(alone, parts) == only_prompt
+    short = bundle.PromptParts(CHIP_START).split("v1", chips(), bundle.PART_MIN_ITEMS - 1)
+    assert short == {"chips": chips()}  # a short prompt's chips go whole
