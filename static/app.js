@@ -39,35 +39,56 @@
   }, true);
 
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
-  // (data-z: float32 values, base64, rows x cols; data-rows / data-cols: names).
+  // (data-z: float32 values, base64, rows x cols; or data-z-src: a file of those float32 bytes, fetched on the
+  // first hover, inspector/ui/bundle.py HoverFiles; data-rows / data-cols: names).
   const heatData = (heat) => {
-    if (heat._z !== heat.dataset.z) {
-      const raw = atob(heat.dataset.z);
-      heat._values = new Float32Array(Uint8Array.from(raw, (c) => c.charCodeAt(0)).buffer);
+    const src = heat.dataset.zSrc;
+    const source = src || heat.dataset.z;
+    if (heat._z !== source) {
+      heat._z = source;
+      heat._values = null;
       heat._rows = JSON.parse(heat.dataset.rows);
       heat._cols = JSON.parse(heat.dataset.cols);
-      heat._z = heat.dataset.z;
+      if (!src) {
+        const raw = atob(heat.dataset.z);
+        heat._values = new Float32Array(Uint8Array.from(raw, (c) => c.charCodeAt(0)).buffer);
+      } else {
+        fetch(src).then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))))
+          .then((bytes) => {
+            if (heat._z !== source) return;  // a newer step's values replaced these meanwhile
+            heat._values = new Float32Array(bytes);
+            if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y);
+          })
+          .catch(() => { if (heat._z === source) heat._z = null; });  // the next move asks again
+      }
     }
     return heat;
+  };
+  const showTip = (box, clientX, clientY) => {
+    const heat = heatData(box.closest(".ii-heat"));
+    heat._at = { box, x: clientX, y: clientY };
+    const rect = box.getBoundingClientRect();
+    const rows = heat._rows.length, cols = heat._cols.length;
+    const row = Math.min(rows - 1, Math.floor(((clientY - rect.top) / rect.height) * rows));
+    const col = Math.min(cols - 1, Math.floor(((clientX - rect.left) / rect.width) * cols));
+    if (row < 0 || col < 0) return;
+    // until a fetched file's values arrive, the tip names the cell (its value follows)
+    const value = heat._values ? heat._values[row * cols + col].toFixed(Number(heat.dataset.digits)) : "…";
+    const tip = box.querySelector(".ii-hm-tip");
+    tip.textContent = `${heat._rows[row]} → ${heat._cols[col]}: ${heat.dataset.what} ${value}`;
+    tip.style.left = `${Math.min(clientX - rect.left + 12, rect.width - 180)}px`;
+    tip.style.top = `${clientY - rect.top + 12}px`;
+    tip.hidden = false;
   };
   document.addEventListener("mousemove", (ev) => {
     const box = ev.target.closest && ev.target.closest(".ii-hm-map");
     document.querySelectorAll(".ii-hm-tip:not([hidden])").forEach((t) => {
-      if (!box || !box.contains(t)) t.hidden = true;
+      if (box && box.contains(t)) return;
+      t.hidden = true;
+      const heat = t.closest(".ii-heat");
+      if (heat) heat._at = null;  // the mouse left: values arriving later show no tip
     });
-    if (!box) return;
-    const heat = heatData(box.closest(".ii-heat"));
-    const rect = box.getBoundingClientRect();
-    const rows = heat._rows.length, cols = heat._cols.length;
-    const row = Math.min(rows - 1, Math.floor(((ev.clientY - rect.top) / rect.height) * rows));
-    const col = Math.min(cols - 1, Math.floor(((ev.clientX - rect.left) / rect.width) * cols));
-    if (row < 0 || col < 0) return;
-    const value = heat._values[row * cols + col].toFixed(Number(heat.dataset.digits));
-    const tip = box.querySelector(".ii-hm-tip");
-    tip.textContent = `${heat._rows[row]} → ${heat._cols[col]}: ${heat.dataset.what} ${value}`;
-    tip.style.left = `${Math.min(ev.clientX - rect.left + 12, rect.width - 180)}px`;
-    tip.style.top = `${ev.clientY - rect.top + 12}px`;
-    tip.hidden = false;
+    if (box) showTip(box, ev.clientX, ev.clientY);
   });
 
   // "Link to this run": the server writes the query from the run it holds (inspector/ui/link_handlers.py);

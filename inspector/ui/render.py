@@ -6,7 +6,9 @@ open view tab, drawn by its panel (`ViewPanel.draw`: only the open tab's plots a
 cheap however many views exist). `blank_views()` is every view before a run. The keys are the page's
 view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's view panels
 (`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
-`slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry.
+`slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry. A big image
+heatmap's hover values go beside the bundle, as a file the page fetches on hover (`inspector.ui.bundle.HoverFiles`),
+and a long prompt's chips travel once (`inspector.ui.bundle.PromptParts`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from inspector.errors import first_line
 from inspector.ui.branch_handlers import tree_html
+from inspector.ui.bundle import HoverFiles, PromptParts
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.panel import Page, ViewPanel
 from inspector.ui.registry import VIEWS
@@ -26,6 +29,7 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz import tour as vtour
 
+CHIP_START = '<span class="ii-chip '  # how `inspector.viz.tokens.token_chips_html` starts each chip
 # What every run event updates: status line, token chips, text, pipeline strip, branches, the tour's text
 TOKEN_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour")
 # The slots of every view tab of the registry, on any page (only the open tab's are drawn)
@@ -46,6 +50,8 @@ class Renderer:
         self.facts = vp.ModelFacts(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                                    cfg.num_key_value_heads, cfg.vocab_size)
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
+        self.hover = HoverFiles()
+        self.parts = PromptParts(CHIP_START)
 
     def blank_views(self, message: str = "", error: bool = False, visitor: Visitor | None = None) -> dict[str, Any]:
         """Every view in its empty state (page load, Reset of `visitor`)."""
@@ -111,9 +117,10 @@ class Renderer:
             "branches": tree_html(visitor),
             "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
+        v.update(self.parts.split(visitor.sid, v["chips"], len(s.prompt_ids)))
         view = self.views_by_tab.get(visitor.tab)
         if plots and view is not None:
-            v.update(view.draw(visitor, layer, head))
+            v.update(self.hover.carry(visitor.sid, view.draw(visitor, layer, head)))
         return v
 
     @staticmethod

@@ -75,3 +75,73 @@ def test_the_page_loads_plotly_js_from_the_plotly_package():
 
     assert gradio.utils.is_static_file(PLOTLY_JS)  # served as is, never copied to Gradio's cache
     assert ViewBundle().head == tag and "Plotly.react" in ViewBundle().js_on_load
+
+
+def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded):
+    import base64
+    import re
+    from pathlib import Path
+
+    from inspector.ui import bundle
+    from inspector.viz import attention as va
+
+    rng = np.random.default_rng(0)
+    rows = rng.random((3, 9, 700), dtype=np.float32)  # 3 layers x 9 heads x 700 keys: above the inline limit
+    rows /= rows.sum(-1, keepdims=True)
+    big = va.overview_html(rows, [f"t{i}" for i in range(700)], 3, 699, 0, 0)
+    small = va.overview_html(rows[:, :, :8], [f"t{i}" for i in range(8)], 3, 7, 0, 0)
+    inline = re.search(r'data-z="([^"]+)"', big).group(1)
+    assert len(inline) > bundle.HOVER_INLINE_MAX >= len(re.search(r'data-z="([^"]+)"', small).group(1))
+    files = bundle.HoverFiles()
+    out = files.carry("visitor-1", {"attn_overview": big, "small": small, "status": "<b>x</b>"})
+    assert out["small"] == small and out["status"] == "<b>x</b>"  # small values stay inside the HTML
+    src = re.search(r'data-z-src="gradio_api/file=([^"]+)"', out["attn_overview"]).group(1)
+    assert "data-z=" not in out["attn_overview"]
+    assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"') == big
+    path = Path(src)
+    assert path.parent == files.folder() and path.read_bytes() == base64.b64decode(inline)  # lossless
+    np.testing.assert_array_equal(np.fromfile(path, "<f4").reshape(27, 700), rows.reshape(27, 700))
+    # a view keeps its newest HOVER_KEEP files; older ones are deleted
+    later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
+                            files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
+             for _ in range(bundle.HOVER_KEEP)]
+    assert not path.exists() and all(p.exists() for p in later)
+
+
+def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
+    from inspector.ui import bundle
+    from inspector.ui.render import CHIP_START
+    from inspector.viz import tokens as vtok
+
+    n_prompt = bundle.PART_MIN_ITEMS + 10
+    ids = list(range(n_prompt + 3))
+    pieces = [f"w{i}" for i in ids]
+
+    def chips(selected=None, n=len(ids)):
+        return vtok.token_chips_html(ids[:n], pieces[:n], [False] * n, n_prompt, selected)
+
+    def rebuilt(views, parts):
+        value = views["chips"]
+        digest = value.split("<!--ii-part:")[1].split("-->")[0]
+        return value.replace(f"<!--ii-part:{digest}-->", parts[digest])
+
+    parts = {}
+    sender = bundle.PromptParts(CHIP_START)
+    first = sender.split("v1", chips(), n_prompt)
+    parts.update({k[5:]: v for k, v in first.items() if k.startswith("part:")})
+    assert len(parts) == 1 and rebuilt(first, parts) == chips()
+    assert next(iter(parts.values())).count(CHIP_START) == n_prompt  # the prompt's chips, the generated ones stay
+    again = sender.split("v1", chips(n=len(ids) - 1), n_prompt)  # the same prompt chips: the marker alone
+    assert set(again) == {"chips"} and rebuilt(again, parts) == chips(n=len(ids) - 1)
+    assert len(again["chips"]) < len(first["chips"]) + len(next(iter(parts.values()))) // 10
+    other = sender.split("v2", chips(), n_prompt)  # another browser session gets the part
+    assert any(k.startswith("part:") for k in other)
+    picked = sender.split("v1", chips(selected=5), n_prompt)  # a prompt chip selected: a new part
+    parts.update({k[5:]: v for k, v in picked.items() if k.startswith("part:")})
+    assert len(parts) == 2 and rebuilt(picked, parts) == chips(selected=5)
+    only_prompt = vtok.token_chips_html(ids[:n_prompt], pieces[:n_prompt], [False] * n_prompt, n_prompt)
+    alone = sender.split("v3", only_prompt, n_prompt)  # no generated chip yet: the part ends before </div>
+    parts.update({k[5:]: v for k, v in alone.items() if k.startswith("part:")})
+    assert rebuilt(alone, parts) == only_prompt
+    short = bundle.PromptParts(CHIP_START).split("v1", chips(), bundle.PART_MIN_ITEMS - 1)
+    assert short == {"chips": chips()}  # a short prompt's chips go whole
