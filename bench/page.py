@@ -386,8 +386,8 @@ def main() -> None:
             n_prompt = page.locator("#token-count").get_attribute("data-prompt")
             for tab in ("Residual stream", "Attention"):
                 per = steps_on_tab(page, cdp, tab, args.long_steps, server, settle_ms=4000)
-                entry = next(v for v in demo.store.live() if v.session is not None)
-                recs = entry.session.records[-args.long_steps:]
+                visitor = next(v for v in demo.store.live() if v.session is not None)
+                recs = visitor.session.records[-args.long_steps:]
                 tpot = statistics.median(r.forward_ms + r.sample_ms for r in recs)
                 srv = per["rows"]
                 med = lambda key: statistics.median(r.get(key, 0.0) for r in srv) if srv else float("nan")  # noqa
