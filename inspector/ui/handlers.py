@@ -131,7 +131,9 @@ class Handlers:
     def open_tab(self, sid: Any, tab: str, layer: Any, head: Any) -> dict[str, Any]:
         """View tab `tab` was opened: remember it and draw its views now."""
         visitor = self.store.get(sid)
-        if visitor is None:
+        if visitor is None:  # before the first Prefill: its views are drawn for this tab
+            if isinstance(sid, str) and sid:
+                self.store.remember_tab(sid, tab)
             return {}
         visitor.tab = tab
         if visitor.session is None or not visitor.session.records or visitor.lock.locked():

@@ -127,6 +127,7 @@ class Visitors:
         self._mutex = threading.Lock()
         self.shared: dict[str, Any] = {}  # lab -> process-wide state (inspector.ui.admission counts it once)
         self._prefills: dict[str, float] = {}  # id -> when its page asked for a prefill that has not started
+        self._tabs: OrderedDict[str, str] = OrderedDict()  # id without a visitor yet -> the view tab its page opened
 
     def __len__(self) -> int:
         return len(self._visitors)
@@ -214,8 +215,18 @@ class Visitors:
                     f"(INSPECTOR_MAX_SESSIONS); try again in a moment")
             new_id = sid or self.new_id()
             self._expired.pop(new_id, None)
-            self._visitors[new_id] = Visitor(session=self._factory(), sid=new_id)
+            self._visitors[new_id] = Visitor(session=self._factory(), sid=new_id,
+                                             tab=self._tabs.pop(new_id, Visitor.tab))
             return new_id, self._visitors[new_id]
+
+    def remember_tab(self, sid: str, tab: str) -> None:
+        """The view tab a page opened before its first Prefill (no visitor yet): the visitor made for `sid`
+        starts on it, so its first views are that tab's. Only the newest EXPIRED_IDS_KEPT ids are kept."""
+        with self._mutex:
+            self._tabs[sid] = tab
+            self._tabs.move_to_end(sid)
+            while len(self._tabs) > EXPIRED_IDS_KEPT:
+                self._tabs.popitem(last=False)
 
     def reset(self, sid: str | None) -> None:
         """Replace the session's engine state with a fresh one (keeps the id); stops Play first."""

@@ -243,6 +243,20 @@ def test_step_updates_the_tokens_and_the_open_tab_at_once(tiny_loaded):
     assert "press Prefill first" in out["status"] and set(out) == {"status"}
 
 
+def test_a_tab_opened_before_the_first_prefill_is_the_one_its_views_are_drawn_for(tiny_loaded):
+    """A page opens a view tab before any Prefill (its id has no visitor yet): the prefill draws that tab."""
+    h, store = make(tiny_loaded)
+    sid = store.new_id()
+    assert h.open_tab(sid, "kv", 0, 0) == {} and store.get(sid) is None  # nothing to draw, no slot taken
+    out = h.prefill(sid, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[1]
+    assert store.get(sid).tab == "kv"
+    kv_slots = {s.key for s in h.page.panels["kv"].slots}
+    residual_slots = {s.key for s in h.page.panels["residual"].slots}
+    assert kv_slots <= set(out) and not residual_slots & set(out)  # the open tab's views, not Residual's
+    other = h.prefill(store.new_id(), "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)[0]
+    assert store.get(other).tab == "residual"  # a page that opened none starts on the first tab
+
+
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
     """Decode runs on the decode thread with `decode_threads()` torch threads (one fewer than torch has, or
     the env value), prefill on the prefill thread with every thread; no model call changes a thread's count
