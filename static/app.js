@@ -40,7 +40,7 @@
 
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
   // (data-z: float32 values, base64, rows x cols; or data-z-src: a file of those float32 bytes, fetched on the
-  // first hover, inspector/ui/bundle.py HoverFiles; data-rows / data-cols: names).
+  // first hover, inspector/ui/bundle_parts.py HoverFiles; data-rows / data-cols: names).
   const heatData = (heat) => {
     const src = heat.dataset.zSrc;
     const source = src || heat.dataset.z;

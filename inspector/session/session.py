@@ -78,9 +78,8 @@ class Session(SequenceOwner):
         self.loaded = loaded
         self.recompute = recompute  # True: every decode step runs the full sequence without the cache
         self.record = record  # False: no recorder in the model (zero cost); norms, lens and attention empty
-        # True: every forward's logit lens is computed as it runs. False (the default, and what the page, CLI and
-        # API use): record.logit_lens stays [] until `logit_lens(step)` (or a view that shows it) fills it. The
-        # lens costs a (layers x vocab) matmul per forward, about a whole decode step on the default model.
+        # False (the default, the doors'): record.logit_lens stays [] until `logit_lens(step)` fills it; True: every
+        # forward computes it, a (layers x vocab) matmul per forward, about a whole decode step on the default model.
         self.lens = lens
         self.model, self.config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.context = self.config.max_position_embeddings
@@ -375,12 +374,10 @@ class Session(SequenceOwner):
         else:
             norms = {p: np.zeros((L, 0), np.float32) for p in NORM_POINTS}
             queries, lens_inputs = None, None
-        # logits kept in fp16 by torch: the same rounding (to nearest even) as numpy's astype, 20x faster
+        # logits kept in fp16, rounded by torch (to nearest even, as numpy's astype does, at a fraction of its cost)
         record = ForwardRecord(
-            kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached,
-            **norms, logit_lens=[], logits=logits.half().cpu().numpy(), kv=self.trace.kv_stats(),
-            forward_ms=forward_ms,
-        )
+            kind=kind, step=len(self.trace), start_pos=start, token_ids=list(token_ids), cached=cached, **norms,
+            logit_lens=[], logits=logits.half().cpu().numpy(), kv=self.trace.kv_stats(), forward_ms=forward_ms)
         forward = Forward(record, logits, queries, lens_inputs, rec.raw_logits() if rec is not None else None)
         if self.lens and lens_inputs is not None:
             self.trace.fill_lens(forward)

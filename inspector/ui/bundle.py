@@ -24,34 +24,15 @@ file: the page makes no external request.
 Handlers return {view key: value} with only the views they changed (a refusal: the status line alone);
 `bundled()` adapts them for the wiring.
 
-Big hover data travels beside the bundle (`HoverFiles`): an image heatmap's cell values (`data-z` of
-`inspector.viz.heatimage`, float32) over `HOVER_INLINE_MAX` characters are written to a file Gradio serves,
-and the page fetches them when the mouse first moves over that image (static/app.js). At 2,841 keys the
-attention overview's values were 4.1 MB of the 4.8 MB bundle, and every byte of a bundle costs the page on
-every update (Gradio's HTML component compares its props as JSON text, the page parses them), hovered or not.
-
-A long prompt's token chips travel once (`PromptParts`): the chips of a prompt of `PART_MIN_ITEMS` tokens or
-more go as a part of their own, named by its digest (view key `part:<digest>`), and the chips view holds a
-marker in their place (`<!--ii-part:<digest>-->`); a later update whose prompt chips are the same sends the
-marker alone, the part again at most every `PART_RESEND_S`. The page keeps the latest parts and puts a part back
-in place of its marker before the view is shown; a chips view whose part has not arrived yet (updates answered
-out of order) waits for it. At 2,840 prompt tokens the chips were 569 KB of each Step's 786 KB bundle.
+What travels beside the bundle (big hover values as files, a long prompt's chips sent once) is
+`inspector.ui.bundle_parts`'s.
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
-import hashlib
 import html
 import inspect
 import json
-import secrets
-import shutil
-import tempfile
-import threading
-import time
-from collections import OrderedDict, deque
 from collections.abc import Callable
 from functools import cache, wraps
 from pathlib import Path
@@ -311,99 +292,3 @@ def bundled(fn: Callable, lead: int = 0) -> Callable:
     def call(*args: Any) -> Any:
         return convert(fn(*args))
     return call
-
-
-HOVER_INLINE_MAX = 65_536  # characters of base64 (48 KiB of float32, about 12,000 cells) kept inside the HTML
-HOVER_KEEP = 2  # files kept per (browser session, view): the one shown and the one before (a fetch on its way)
-HOVER_VIEWS_MAX = 128  # (browser session, view) pairs with files; the least recently drawn one's go first
-
-
-class HoverFiles:
-    """The float32 hover values of big image heatmaps, as files beside the bundle (see the module docstring).
-
-    `carry(owner, views)` gives `views` with every HTML value's `data-z="<base64>"` over `HOVER_INLINE_MAX`
-    characters replaced by `data-z-src="<page-relative URL>"` of a file holding the same bytes (decoded, raw
-    little-endian float32: the page reads them as a Float32Array, no base64 to undo). Files live in one
-    temporary folder served by Gradio (`gr.set_static_paths`), under unguessable names, and are deleted when
-    newer ones replace them (`HOVER_KEEP` per owner and view), when `HOVER_VIEWS_MAX` pairs are exceeded (a
-    visitor gone), and at exit."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._files: OrderedDict[tuple[Any, str], deque[Path]] = OrderedDict()
-        self._folder: Path | None = None
-
-    def folder(self) -> Path:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="inspector-hover-")).resolve()
-            gr.set_static_paths([self._folder])  # adds to the served paths (plotly.js stays served)
-            atexit.register(shutil.rmtree, self._folder, True)
-        return self._folder
-
-    def carry(self, owner: Any, views: dict[str, Any]) -> dict[str, Any]:
-        out = dict(views)
-        for key, value in views.items():
-            if isinstance(value, str) and ' data-z="' in value:
-                out[key] = self._carry_one(owner, key, value)
-        return out
-
-    def _carry_one(self, owner: Any, key: str, text: str) -> str:
-        attr = ' data-z="'
-        start = text.index(attr) + len(attr)
-        end = text.index('"', start)
-        if end - start <= HOVER_INLINE_MAX:
-            return text
-        with self._lock:
-            path = self.folder() / f"{secrets.token_urlsafe(18)}.f32"
-            path.write_bytes(base64.b64decode(text[start:end]))
-            kept = self._files.pop((owner, key), None) or deque()
-            kept.append(path)
-            while len(kept) > HOVER_KEEP:
-                kept.popleft().unlink(missing_ok=True)
-            self._files[(owner, key)] = kept
-            while len(self._files) > HOVER_VIEWS_MAX:
-                for old in self._files.popitem(last=False)[1]:
-                    old.unlink(missing_ok=True)
-        return text[:start - len(attr)] + f' data-z-src="gradio_api/file={path.as_posix()}"' + text[end + 1:]
-
-
-PART_MIN_ITEMS = 256  # prompt chips: a shorter prompt's chips go whole, in the chips view
-PART_RESEND_S = 5.0  # the same part is sent again after this long (a page that missed it gets it back)
-PART_OWNERS_MAX = 256  # browser sessions remembered; the least recently drawn is forgotten (its next part is sent)
-
-
-class PromptParts:
-    """The token chips of a long prompt, sent once (see the module docstring). `split(owner, chips, n_prompt)`
-    gives the views to send for the chips view's value `chips` (HTML whose items start with `marker`)."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-        self._lock = threading.Lock()
-        self._sent: OrderedDict[Any, tuple[str, float]] = OrderedDict()  # owner -> (digest, when sent)
-
-    def split(self, owner: Any, chips: str, n_prompt: int) -> dict[str, str]:
-        if n_prompt < PART_MIN_ITEMS:
-            return {"chips": chips}
-        start = chips.find(self.marker)
-        end = start
-        for _ in range(n_prompt):  # end: where the first item after the prompt's starts
-            end = chips.find(self.marker, end + 1)
-            if end < 0:
-                break
-        if start < 0 or end == start:
-            return {"chips": chips}
-        if end < 0:  # no item after the prompt's: the part ends where the container's end tag begins
-            end = chips.rindex("</")
-        part = chips[start:end]
-        digest = hashlib.blake2b(part.encode(), digest_size=12).hexdigest()
-        views = {"chips": f"{chips[:start]}<!--ii-part:{digest}-->{chips[end:]}"}
-        now = time.monotonic()
-        with self._lock:
-            last = self._sent.pop(owner, None)
-            if last is None or last[0] != digest or now - last[1] >= PART_RESEND_S:
-                views[f"part:{digest}"] = part
-                last = (digest, now)
-            self._sent[owner] = last
-            while len(self._sent) > PART_OWNERS_MAX:
-                self._sent.popitem(last=False)
-        return views

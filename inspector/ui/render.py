@@ -7,8 +7,8 @@ cheap however many views exist). `blank_views()` is every view before a run. The
 view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's view panels
 (`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
 `slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry. A big image
-heatmap's hover values go beside the bundle, as a file the page fetches on hover (`inspector.ui.bundle.HoverFiles`),
-and a long prompt's chips travel once (`inspector.ui.bundle.PromptParts`).
+heatmap's hover values go beside the bundle, as a file the page fetches on hover, and a long prompt's chips
+travel once (`inspector.ui.bundle_parts`: `HoverFiles`, `PromptParts`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from inspector.errors import first_line
 from inspector.ui.branch_handlers import tree_html
-from inspector.ui.bundle import HoverFiles, PromptParts
+from inspector.ui.bundle_parts import HoverFiles, PromptParts
 from inspector.ui.model_thread import on_model_thread
 from inspector.ui.panel import Page, ViewPanel
 from inspector.ui.registry import VIEWS
@@ -68,7 +68,8 @@ class Renderer:
         state it shows (`Visitor.version`): the page applies no update older than the one it shows. `pending`:
         the phase is that action, asked for and not done yet (the last run's timings stay)."""
         s = visitor.session if visitor else None
-        if visitor is not None and not pending and (visitor.activity == "prefill" or self.store.prefill_coming(visitor.sid)):
+        if visitor is not None and not pending and (visitor.activity == "prefill"
+                                                    or self.store.prefill_coming(visitor.sid)):
             pending = "prefill"  # a view drawn while the page's new prefill is coming shows that it is
         if pending:
             records = s.records if s is not None and s.records else []

@@ -1,5 +1,5 @@
 """A big image heatmap's hover values travel beside the view bundle, as a file fetched on the first hover
-(inspector/ui/bundle.py HoverFiles, static/app.js): the tip names the cell and shows the server's value."""
+(inspector/ui/bundle_parts.py HoverFiles, static/app.js): the tip names the cell and shows the server's value."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from inspector.ui.bundle import HOVER_INLINE_MAX
+from inspector.ui.bundle_parts import HOVER_INLINE_MAX
 from tests.support.browser import T, goto, open_tab, prefill, prompt_len, step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -1,4 +1,4 @@
-"""A long prompt's token chips travel once (inspector/ui/bundle.py PromptParts): the page puts them back in
+"""A long prompt's token chips travel once (inspector/ui/bundle_parts.py PromptParts): the page puts them back in
 place on every update, so the chips, their selection and the new tokens show as with a short prompt."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from inspector.ui.bundle import PART_MIN_ITEMS
+from inspector.ui.bundle_parts import PART_MIN_ITEMS
 from tests.support.browser import T, click_chip, generated, goto, prefill, prompt_len, step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

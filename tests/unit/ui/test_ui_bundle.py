@@ -82,7 +82,7 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded
     import re
     from pathlib import Path
 
-    from inspector.ui import bundle
+    from inspector.ui import bundle_parts
     from inspector.viz import attention as va
 
     rng = np.random.default_rng(0)
@@ -91,8 +91,8 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded
     big = va.overview_html(rows, [f"t{i}" for i in range(700)], 3, 699, 0, 0)
     small = va.overview_html(rows[:, :, :8], [f"t{i}" for i in range(8)], 3, 7, 0, 0)
     inline = re.search(r'data-z="([^"]+)"', big).group(1)
-    assert len(inline) > bundle.HOVER_INLINE_MAX >= len(re.search(r'data-z="([^"]+)"', small).group(1))
-    files = bundle.HoverFiles()
+    assert len(inline) > bundle_parts.HOVER_INLINE_MAX >= len(re.search(r'data-z="([^"]+)"', small).group(1))
+    files = bundle_parts.HoverFiles()
     out = files.carry("visitor-1", {"attn_overview": big, "small": small, "status": "<b>x</b>"})
     assert out["small"] == small and out["status"] == "<b>x</b>"  # small values stay inside the HTML
     src = re.search(r'data-z-src="gradio_api/file=([^"]+)"', out["attn_overview"]).group(1)
@@ -104,16 +104,16 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded
     # a view keeps its newest HOVER_KEEP files; older ones are deleted
     later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
                             files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
-             for _ in range(bundle.HOVER_KEEP)]
+             for _ in range(bundle_parts.HOVER_KEEP)]
     assert not path.exists() and all(p.exists() for p in later)
 
 
 def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
-    from inspector.ui import bundle
+    from inspector.ui import bundle_parts
     from inspector.ui.render import CHIP_START
     from inspector.viz import tokens as vtok
 
-    n_prompt = bundle.PART_MIN_ITEMS + 10
+    n_prompt = bundle_parts.PART_MIN_ITEMS + 10
     ids = list(range(n_prompt + 3))
     pieces = [f"w{i}" for i in ids]
 
@@ -126,7 +126,7 @@ def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
         return value.replace(f"<!--ii-part:{digest}-->", parts[digest])
 
     parts = {}
-    sender = bundle.PromptParts(CHIP_START)
+    sender = bundle_parts.PromptParts(CHIP_START)
     first = sender.split("v1", chips(), n_prompt)
     parts.update({k[5:]: v for k, v in first.items() if k.startswith("part:")})
     assert len(parts) == 1 and rebuilt(first, parts) == chips()
@@ -143,5 +143,5 @@ def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
     alone = sender.split("v3", only_prompt, n_prompt)  # no generated chip yet: the part ends before </div>
     parts.update({k[5:]: v for k, v in alone.items() if k.startswith("part:")})
     assert rebuilt(alone, parts) == only_prompt
-    short = bundle.PromptParts(CHIP_START).split("v1", chips(), bundle.PART_MIN_ITEMS - 1)
+    short = bundle_parts.PromptParts(CHIP_START).split("v1", chips(), bundle_parts.PART_MIN_ITEMS - 1)
     assert short == {"chips": chips()}  # a short prompt's chips go whole
