@@ -50,6 +50,7 @@ from harness.net import HOST, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEWPORT = {"width": 1400, "height": 900}
+APP_READY = "body[data-inspector-loaded]"  # the page-load chain has ended (inspector/ui/app.py PAGE_READY_JS)
 STEP_TABS = ("Residual stream", "Attention", "KV cache", "Sampling", "Tensor inventory", "Timing", "Beams")
 STORY = "Write a long story about a dragon who learns to bake bread."
 METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
@@ -87,15 +88,21 @@ def load_once(browser, url: str, ready: str) -> float:
     return elapsed
 
 
-def first_screen(browser, url: str, ready: str) -> dict[str, float]:
-    """CDP Nodes, elements and JS heap (MB) once the page is ready (garbage collected first)."""
+def opened(browser, url: str, ready: str = APP_READY):
+    """(page, CDP session with Performance metrics on) of `url` in a new page, once `ready` is in it."""
     page = browser.new_page(viewport=VIEWPORT)
     page.add_init_script(TOUR_SEEN_JS)
     page.goto(url)
     page.locator(ready).first.wait_for(state="attached", timeout=120_000)
-    page.wait_for_timeout(1000)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
+    return page, cdp
+
+
+def first_screen(browser, url: str, ready: str) -> dict[str, float]:
+    """CDP Nodes, elements and JS heap (MB) once the page is ready (garbage collected first)."""
+    page, cdp = opened(browser, url, ready)
+    page.wait_for_timeout(1000)
     cdp.send("HeapProfiler.collectGarbage")
     m = metrics(cdp)
     elements = page.evaluate("document.getElementsByTagName('*').length")
@@ -299,18 +306,13 @@ def main() -> None:
                          f"app {statistics.median(ours):.2f} s ({', '.join(f'{t:.2f}' for t in ours)}); minimal "
                          f"{statistics.median(peer):.2f} s ({', '.join(f'{t:.2f}' for t in peer)}); each server's first load: "
                          f"app {cold[1]:.2f} s, minimal {cold[0]:.2f} s"))
-            shot, mshot = (first_screen(browser, demo.local_url, "body[data-inspector-loaded]"),
+            shot, mshot = (first_screen(browser, demo.local_url, APP_READY),
                            first_screen(browser, mini.local_url, mini_ready))
             rows.append(("DOM nodes at the first screen (CDP Nodes)", "≤ 8,000", f"{shot['nodes']:,.0f}",
                          f"{shot['elements']:,} elements, JS heap {shot['heap_mb']:.0f} MB; minimal page "
                          f"{mshot['nodes']:,.0f} nodes, {mshot['heap_mb']:.0f} MB"))
 
-        page = browser.new_page(viewport=VIEWPORT)
-        page.add_init_script(TOUR_SEEN_JS)
-        page.goto(demo.local_url)
-        page.locator("body[data-inspector-loaded]").wait_for(state="attached", timeout=120_000)
-        cdp = page.context.new_cdp_session(page)
-        cdp.send("Performance.enable")
+        page, cdp = opened(browser, demo.local_url)
         if args.profile:
             if args.long_tokens:
                 prefill(page, long_prompt(loaded.tokenizer, args.long_tokens), chat=False, max_new=64,
@@ -375,12 +377,7 @@ def main() -> None:
         if "long" not in skip:
             os.environ["INSPECTOR_MAX_PROMPT_TOKENS"] = "4096"
             demo = start_app(loaded)
-            page = browser.new_page(viewport=VIEWPORT)
-            page.add_init_script(TOUR_SEEN_JS)
-            page.goto(demo.local_url)
-            page.locator("body[data-inspector-loaded]").wait_for(state="attached", timeout=120_000)
-            cdp = page.context.new_cdp_session(page)
-            cdp.send("Performance.enable")
+            page, cdp = opened(browser, demo.local_url)
             prompt = long_prompt(loaded.tokenizer, args.long_tokens)
             prefill(page, prompt, chat=False, max_new=64, timeout_ms=600_000)
             n_prompt = page.locator("#token-count").get_attribute("data-prompt")
