@@ -251,6 +251,8 @@ class Visitors:
         """Free a session's records and KV cache (State delete_callback / page unload)."""
         with self._mutex:
             visitor = self._visitors.pop(sid, None) if sid else None
+            if sid:
+                self._tabs.pop(sid, None)  # a page closed before its first Prefill
         if visitor is not None:
             visitor.pause.set()
             visitor.session = None
