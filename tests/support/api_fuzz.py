@@ -1,7 +1,7 @@
 """The API fuzz's machinery (tests/served/test_fuzz_api_tiny.py and test_fuzz_api_default.py run it): the
 cases, generated from the seed in tests/support/fuzz_inputs.py, the fuzz's view of a served app (`Server`: its
 clients, the normal request's tokens before any case), what each case must end in, and the scenarios of several
-calls. `run_case(srv, case)` runs one case and returns its problems.
+calls. `run_case(srv, case)` runs one case and fails the test with every problem found.
 
 The apps and their caps (INSPECTOR_MAX_* values, `LIMITS`), small so that "just under" and "just over" every cap
 is cheap:
@@ -283,7 +283,6 @@ def all_cases() -> list[Case]:
     cases = prompt_cases(rng) + sampling_cases(rng) + max_new_cases(rng) + raw_cases(rng) + arity_cases() + cap_cases()
     assert len({c.id for c in cases}) == len(cases)
     return cases
-
 
 
 # ---------------------------------------------------------------- servers

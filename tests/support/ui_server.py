@@ -1,8 +1,9 @@
 """The apps the tests serve, each start counted, and where the browser tests' screenshots go.
 
 - `start_app(loaded)`: the app served in this process (harness.app_server's), counted. The browser tests' app
-  is one per test process, over the real default model: the `app_demo` and `app_url` fixtures of
-  tests/conftest.py; every test opens it in a fresh page (a new browser session).
+  is one per run, over the real default model, in the one test process that runs every file using it: the
+  `app_demo` and `app_url` fixtures of tests/conftest.py; every test opens it in a fresh page (a new browser
+  session).
 - `serve_tiny_moe(directory)`: the app over a tiny random mixture of experts with the caps `TINY_APP_CAPS`,
   one per test process (the `tiny_moe_app` fixture of tests/conftest.py): the Routing tab's browser test and
   the API fuzz's cases on a tiny model share it (one worker runs both files: SAME_WORKER in tests/conftest.py).
@@ -97,9 +98,9 @@ def start_app_with_caps(loaded, caps: dict[str, str]):
 @contextmanager
 def caps_in_place(demo, caps: dict[str, str]) -> Iterator[None]:
     """The served app `demo` with the caps an app built with `caps` has (`limits_from`) while the block runs,
-    then its own again: its handlers read the caps when they run (`demo.store.limits`), so this is the app
-    built with those caps, but for what is fixed at build (the page's text, the sessions' time-to-live).
-    Nothing else may use the app meanwhile: a test process runs one test at a time."""
+    then its own again. Its handlers read the caps when they run (`demo.store.limits`), so it answers as an app
+    built with those caps would, except for what `build_app` fixes (the Serving lab's caption, the sessions'
+    time-to-live). Nothing else may use the app meanwhile: a test process runs one test at a time."""
     own = demo.store.limits
     demo.store.limits = limits_from(caps)
     try:
