@@ -1,14 +1,16 @@
 """The app as a real `python app.py` subprocess, its memory sampled from outside, and sessions driven
 through gradio_client the way a browser (the page's own events) or a script (the named API) does.
 
-Used by the tests (tests/support/ui_server.py counts each `Server` start: tests/served/test_load.py, the number-box
-tests), bench/load.py, bench/load_labs.py and bench/soak.py (`from harness.server_proc import ...`; they run from
+Used by the tests (tests/support/ui_server.py counts each `Server` start: the Space bundle's app of
+tests/support/space_app.py, which tests/served/test_space_e2e.py and test_load.py share), bench/load.py, bench/load_labs.py and bench/soak.py (`from harness.server_proc import ...`; they run from
 the repository root); no pytest here.
 
 - `Server`: `python app.py` on 127.0.0.1:<free port> with the offline environment, any Python (`python=`,
   e.g. another torch in a venv), from this checkout or another tree (`app_dir=`, e.g. `git archive HEAD`
   unpacked, to measure a commit while the checkout is being edited: the server imports `inspector` from
-  the directory of its app.py). `rss()` is the process's resident memory plus its children's.
+  the directory of its app.py). With `inherit_env=False` its environment is `env` alone plus the address
+  (a Space bundle's app, started as Spaces does: tests/support/space_app.py). `rss()` is the process's
+  resident memory plus its children's.
 - `RssSampler`: a thread that samples `Server.rss()` every `interval_s`; keeps the peak and every sample,
   and terminates the server when it passes `kill_above` bytes (the machine is shared: a runaway server
   must not take it down).
@@ -71,8 +73,9 @@ class Server:
     """`python app.py` on a free port of 127.0.0.1: `start()` and `close()`, or `with Server() as server:`."""
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
-                 app_dir: Path | str = ROOT, ready_timeout_s: float = 240.0) -> None:
+                 app_dir: Path | str = ROOT, ready_timeout_s: float = 240.0, inherit_env: bool = True) -> None:
         self.python = python
+        self.inherit_env = inherit_env
         self.app_dir = Path(app_dir).resolve()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -84,10 +87,13 @@ class Server:
 
     def start(self) -> "Server":
         """Start the server and wait until it answers (RuntimeError, with its log, if it exits or hangs)."""
-        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-               "HF_HUB_DISABLE_TELEMETRY": "1", "GRADIO_SERVER_NAME": "127.0.0.1",
-               "GRADIO_SERVER_PORT": str(self.port), **self.extra_env}
-        env.pop("SYSTEM", None)  # SYSTEM=spaces would start Spaces' reloader (UI_NOTES)
+        address = {"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port)}
+        if self.inherit_env:
+            env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+                   "HF_HUB_DISABLE_TELEMETRY": "1", **address, **self.extra_env}
+            env.pop("SYSTEM", None)  # SYSTEM=spaces would start Spaces' reloader (UI_NOTES)
+        else:
+            env = {**self.extra_env, **address}
         self.proc = subprocess.Popen([self.python, "app.py"], cwd=self.app_dir, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:

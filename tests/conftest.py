@@ -36,10 +36,14 @@ CHROMIUM_ARGS = [
 ]
 
 
+DEFAULT_APP_FILES_VAR = "INSPECTOR_TEST_DEFAULT_APP_FILES"
+
+
 def pytest_configure(config):
-    """The run's count of served apps (tests/support/ui_server.py): a fresh file, named in the environment before
-    the xdist workers start, so that they inherit it and append their apps' lines."""
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller has set the file
+    """The run's count of served apps (tests/support/ui_server.py), and the list of the files that use the
+    default app (DEFAULT_APP_UNIT): fresh files, named in the environment before the xdist workers start, so
+    that they inherit them and write there."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has set the files
         return
     from tests.support.ui_server import ARTIFACTS, SERVED_LOG_VAR
 
@@ -47,6 +51,9 @@ def pytest_configure(config):
     log = ARTIFACTS / "served-apps.log"
     log.write_text("")
     os.environ[SERVED_LOG_VAR] = str(log)
+    listing = ARTIFACTS / "default-app-files.txt"
+    listing.unlink(missing_ok=True)
+    os.environ[DEFAULT_APP_FILES_VAR] = str(listing)
 
 
 _file_times: dict[str, list] = {}  # file -> [worker, first start, last stop, seconds in its tests' phases]
@@ -95,55 +102,84 @@ def pytest_terminal_summary(terminalreporter, config):
             f"{w} {e:.0f}" for w, e in sorted(ends.items())) + "; per file: test-artifacts/file-times.log")
 
 
-# Files that share one served app beside the browser tests' own (a session fixture below: `tiny_moe_app`):
-# file -> the file it runs after, on the same xdist worker, so that the app is served once for both.
-SAME_WORKER = {"tests/served/test_fuzz_api.py": "tests/browser/test_moe_e2e.py"}
+# A run serves three apps (tests/README.md): the default app, in the process of the one worker that runs every file
+# using it (`app_demo`, `app_url`, or a fixture built on them); the tiny mixture of experts; the Space bundle's.
+# The files that share the tiny app or the Space's, each with the file it runs after on the same worker (one xdist
+# work unit: the app is served once for both):
+SAME_WORKER = {
+    "tests/served/test_fuzz_api_tiny.py": "tests/browser/test_moe_e2e.py",  # `tiny_moe_app`
+    "tests/served/test_load.py": "tests/served/test_space_e2e.py",  # `space_app`
+}
+DEFAULT_APP_UNIT = "the files that use the default app"  # one work unit: a worker takes it whole
+
+
+def uses_default_app(item) -> bool:
+    return "app_demo" in getattr(item, "fixturenames", ())  # app_url and the fixtures built on it take app_demo
+
+
+def write_default_app_files(items) -> None:
+    """In an xdist worker, after collection: the files whose tests use the default app, to the file the controller
+    named (its scheduler reads them: workers send it test ids only). Each worker writes the same list."""
+    path = os.environ.get(DEFAULT_APP_FILES_VAR)
+    if not path:
+        return
+    files = sorted({item.nodeid.split("::", 1)[0] for item in items if uses_default_app(item)})
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write("".join(f"{f}\n" for f in files))
+    os.replace(tmp, path)  # whole, never half written: the other worker may write it too
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` with the files of SAME_WORKER in one work unit (their tests in the collected order)."""
+    """`--dist loadfile` with three kinds of multi-file work unit: every file that uses the default app, then
+    each group of SAME_WORKER; their tests in the collected order."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SharedAppFiles(LoadFileScheduling):
+        default_app_files: set[str] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
+            if self.default_app_files is None:  # scopes are split once every worker has collected
+                listing = os.environ.get(DEFAULT_APP_FILES_VAR, "")
+                self.default_app_files = (set(open(listing, encoding="utf-8").read().split())
+                                          if listing and os.path.exists(listing) else set())
             path = super()._split_scope(nodeid)
-            return SAME_WORKER.get(path, path)
+            return DEFAULT_APP_UNIT if path in self.default_app_files else SAME_WORKER.get(path, path)
 
     return SharedAppFiles(config, log)
 
 
-# The files that take longest, longest first, run before every other file (measured: the seconds of their tests
-# in one run of tests/browser, tests/served and the browser test of tests/unit/ui on two workers, the machine
-# shared and loaded; test-artifacts/file-times.log has a run's). Longest first, the two workers end together:
-# one takes each number-box file, and no long file starts while the other worker runs out of work. A file not
-# here keeps its place below them.
+# After the default app's work unit (every file that uses it, about 750 s of tests: one worker runs it whole,
+# starting first), the files that take longest, longest first, so that the other worker starts them early and the
+# short ones fill both workers' ends (measured: the seconds of their tests in one full run on two workers, the
+# machine shared and loaded; test-artifacts/file-times.log has a run's). A file not here keeps its place below
+# them.
 LONG_FIRST = [
-    "tests/browser/test_ui_number_boxes_labs.py",  # 462 s
-    "tests/browser/test_ui_number_boxes.py",  # 452 s
-    "tests/browser/test_ui_tour_e2e.py",  # 245 s
-    "tests/served/test_space_e2e.py",  # 236 s: pip installs the Space's requirements into a fresh venv
-    "tests/browser/test_ui_e2e.py",  # 216 s
-    "tests/browser/test_ui_step_lands_e2e.py",  # 214 s
-    "tests/browser/test_ui_page.py",  # 152 s
-    "tests/browser/test_moe_e2e.py",  # 145 s with tests/served/test_fuzz_api.py (SAME_WORKER)
-    "tests/browser/test_ui_layout.py",  # 137 s
-    "tests/browser/test_ui_decoding_e2e.py",  # 122 s
-    "tests/browser/test_ui_branches_e2e.py",  # 114 s
-    "tests/browser/test_ui_serving_e2e.py",  # 112 s
-    "tests/served/test_load.py",  # 103 s
+    "tests/served/test_space_e2e.py",  # 140 s with tests/served/test_load.py (SAME_WORKER): pip installs the Space
+    "tests/browser/test_moe_e2e.py",  # 60 s with tests/served/test_fuzz_api_tiny.py (SAME_WORKER)
+    "tests/real_model/test_gemma3_real.py",  # 71 s
+    "tests/real_model/test_decoding_real.py",  # 44 s
+    "tests/real_model/test_generation_golden.py",  # 40 s
 ]
+
+
+# The first of the default app's files: the API fuzz's cases on it put their caps on it while its store is as fresh
+# as an app built for them (tests/served/test_fuzz_api_default.py).
+OPENS_THE_DEFAULT_APP = "tests/served/test_fuzz_api_default.py"
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
 def pytest_collection_modifyitems(config, items):
-    """The files of LONG_FIRST first, then those that drive a browser, then those marked slow, then the rest,
-    each file's tests in their order: the two workers (pyproject's addopts, `--no-loadscope-reorder`) take whole
-    files in this order, so the long files start early and the short ones fill the end (by default xdist orders
-    files by how many tests they hold, which put the long browser files last, with one worker busy and the
-    other idle)."""
+    """The files that use the default app (OPENS_THE_DEFAULT_APP first), then the other files of LONG_FIRST, then
+    those that drive a browser, then those marked slow, then the rest, each file's tests in their order: the two
+    workers (pyproject's addopts, `--no-loadscope-reorder`) take whole work units (`pytest_xdist_make_scheduler`)
+    in the order of their first test, so the default app's unit and the long files start early and the short
+    ones fill the end (by default xdist orders files by how many tests they hold, which put the long browser
+    files last, with one worker busy and the other idle). In a worker, it then writes which files use the
+    default app (`write_default_app_files`)."""
     def weight(item) -> int:
         marks = {m.name for m in item.iter_markers()}
         return 0 if "browser" in marks else 1 if "slow" in marks else 2
@@ -157,7 +193,12 @@ def pytest_collection_modifyitems(config, items):
         file_weight[path(item)] = min(file_weight.get(path(item), 2), weight(item))
         file_index.setdefault(path(item), i)
     first = {name: -len(LONG_FIRST) + i for i, name in enumerate(LONG_FIRST)}  # before weight 0
-    items.sort(key=lambda item: (first.get(path(item), file_weight[path(item)]), file_index[path(item)]))
+    first[OPENS_THE_DEFAULT_APP] = -len(LONG_FIRST) - 1
+    default_app = {path(item) for item in items if uses_default_app(item)}
+    items.sort(key=lambda item: (path(item) not in default_app, first.get(path(item), file_weight[path(item)]),
+                                 file_index[path(item)]))
+    if hasattr(config, "workerinput"):
+        write_default_app_files(items)
 
 
 @pytest.fixture(autouse=True)
@@ -194,8 +235,9 @@ def default_model():
 
 @pytest.fixture(scope="session")
 def app_demo(default_model):
-    """The app over the default model, served in this process: one for the whole test run (each browser test
-    opens it in a fresh page, so in a session of its own)."""
+    """The app over the default model, served in this process: one for the whole test run, in the one worker that
+    runs every file using it (DEFAULT_APP_UNIT). Each browser test opens it in a fresh page, so in a session of
+    its own; the API fuzz's cases on the default model put their caps on it while they run."""
     from tests.support.ui_server import start_app
 
     demo = start_app(default_model)
@@ -214,6 +256,17 @@ def tiny_moe_app(tmp_path_factory):
     app = serve_tiny_moe(tmp_path_factory.mktemp("tiny") / "tiny-mixtral")
     yield app
     app.demo.close()
+
+
+@pytest.fixture(scope="session")
+def space_app(tmp_path_factory):
+    """The Space bundle's `python app.py`, installed in its own venv and started as Spaces does
+    (tests/support/space_app.py): one for the whole test run, shared by tests/served/test_space_e2e.py and
+    tests/served/test_load.py (SAME_WORKER). Here, not in tests/support/, so that it is one fixture for both."""
+    from tests.support.space_app import serve_space
+
+    with serve_space(tmp_path_factory.mktemp("space")) as app:
+        yield app
 
 
 @pytest.fixture(scope="session")

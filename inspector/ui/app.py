@@ -69,13 +69,13 @@ def build_app(loaded: Any = None) -> gr.Blocks:
     if loaded is None:
         loaded = load_app_model()
     limits = app_limits()
-    store = Visitors(lambda: new_ui_session(loaded), limits)
-    page = Page(loaded, store, limits)
+    store = Visitors(lambda: new_ui_session(loaded), limits)  # the caps live here (`Page.limits`)
+    page = Page(loaded, store)
     registry.build_panels(page)
     h = page.handlers = Handlers(page)
 
     with gr.Blocks(title="Inference Inspector") as demo:
-        demo.store = store  # tests and bench look at live sessions
+        demo.store = store  # tests and bench look at live sessions and the caps (`store.limits`)
         # The callback must be a plain function, never `store.drop`: Gradio deep-copies the page config on
         # every GET /config (each page load, each gradio_client), and a bound method would copy the store
         # through it: every live session and the model's weights (deepcopy keeps functions as they are).

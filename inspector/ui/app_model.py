@@ -16,7 +16,8 @@ in use) loaded again on another device, put in place of the page model's weights
 `LoadedModel` (its name, source and tokenizer stay); the caller resets the sessions built on the old ones.
 
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
-and says so when one is hit. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
+and says so when one is hit. `build_app` reads them once, into its visitor store (`demo.store.limits`, one
+`AppLimits` object), and every handler reads that object when it runs. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
 `Session.retained_nbytes` with what the browser's labs hold) as well as through the prompt and step caps.
 For SmolLM2-135M, from the shapes of the session's retained tensors: a prompt token keeps about 112 KiB
 (fp32 KV cache 45 KiB + stored queries 67.5 KiB), a decode step about 470 KiB (those, plus fp32 logits

@@ -51,18 +51,24 @@ class Handlers:
 
     def __init__(self, page: Page) -> None:
         self.page = page
-        self.loaded, self.store, self.limits = page.loaded, page.store, page.limits
+        self.loaded, self.store = page.loaded, page.store
         self.render = Renderer(page)
         self.run_ahead = run_ahead_enabled()  # run each next decode forward ahead of Step
         self.decode_threads = decode_threads()  # torch threads of the decode thread (a bad setting fails here)
         self.bundle: Any = None  # the page's ViewBundle, once `build_app` lays it out
 
+    @property
+    def limits(self) -> Any:
+        """The app's caps (`Page.limits`: the store's), read when a handler runs."""
+        return self.page.limits
+
     @classmethod
-    def bare(cls, loaded: Any, store: Any, limits: Any) -> "Handlers":
-        """The run's handlers over every view panel of the registry, without a browser page (tests, scripts)."""
+    def bare(cls, loaded: Any, store: Any) -> "Handlers":
+        """The run's handlers over every view panel of the registry, without a browser page (tests, scripts);
+        the caps are the store's."""
         from inspector.ui.registry import build_panels
 
-        page = Page.bare(loaded, store, limits)
+        page = Page.bare(loaded, store)
         build_panels(page)
         page.handlers = cls(page)
         return page.handlers

@@ -25,7 +25,9 @@ The contract of a panel class (a subclass of `Panel`):
 
 `Page` holds what panels share: the model, the visitor store, the caps and the page-wide inputs (the
 session id, prompt, chat toggle, system prompt, sampling controls, max new tokens, the decoding settings'
-controls, the attention view's layer and head). Tests build one without a browser (`Page.bare`).
+controls, the attention view's layer and head). Tests build one without a browser (`Page.bare`). The caps
+are the store's (`page.limits` is `store.limits`, one object for the whole app): every handler reads them
+when it runs, so caps put in place on a live app apply from its next event.
 """
 
 from __future__ import annotations
@@ -84,7 +86,6 @@ class Page:
 
     loaded: Any  # inspector.models.loader.LoadedModel: the page's model, shared by every session
     store: Visitors
-    limits: AppLimits
     sid: Any = None  # gr.State: the browser session's id
     prompt: Any = None
     chat: Any = None
@@ -109,10 +110,19 @@ class Page:
         """The model's dtype as the page names it ("float32", "bfloat16")."""
         return str(self.loaded.dtype).replace("torch.", "")
 
+    @property
+    def limits(self) -> AppLimits:
+        """The app's caps: the visitor store's, read by every handler when it runs."""
+        return self.store.limits
+
+    @limits.setter
+    def limits(self, limits: AppLimits) -> None:
+        self.store.limits = limits
+
     @classmethod
-    def bare(cls, loaded: Any, store: Visitors, limits: AppLimits) -> "Page":
+    def bare(cls, loaded: Any, store: Visitors) -> "Page":
         """A page without components: handlers take their inputs as arguments (tests, scripts)."""
-        return cls(loaded, store, limits)
+        return cls(loaded, store)
 
 
 class Panel:

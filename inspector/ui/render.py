@@ -42,7 +42,7 @@ class Renderer:
 
     def __init__(self, page: Page) -> None:
         self.page = page
-        self.loaded, self.store, self.limits = page.loaded, page.store, page.limits
+        self.loaded, self.store = page.loaded, page.store
         self.views_by_tab = {p.key: p for p in page.panels.values() if isinstance(p, ViewPanel)}
         # the keys this page's views may update: the token views and the slots of its view panels
         self.view_keys = TOKEN_KEYS + tuple(s.key for view in self.views_by_tab.values() for s in view.slots)
@@ -79,7 +79,7 @@ class Renderer:
         else:
             phase = vh.phase_text(len(s.records), len(s.generated_ids), visitor.max_new_tokens, s.finished,
                                   visitor.playing)
-            memory = (s.retained_nbytes, self.limits.max_trace_mb * 2**20)
+            memory = (s.retained_nbytes, self.page.limits.max_trace_mb * 2**20)
             line = vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
         version = visitor.version if visitor is not None else 0
         return f'<span class="ii-version" hidden data-version="{version}"></span>' + line

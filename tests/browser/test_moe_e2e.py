@@ -1,7 +1,8 @@
 """End-to-end, headless chromium over a tiny random mixture of experts (a Mixtral of 2 layers, 5 experts, 2
-per token) served in this process (`tiny_moe_app` of tests/conftest.py, shared with tests/served/test_fuzz_api.py): the Routing tab
-draws its map, router chart and load; its layer slider moves the Attention view's and a clicked token is the
-one the router chart shows; the Timing view shows the weights each step read. Screenshot in test-artifacts/.
+per token) served in this process (`tiny_moe_app` of tests/conftest.py, shared with
+tests/served/test_fuzz_api_tiny.py): the Routing tab draws its map, router chart and load; its layer slider
+moves the Attention view's and a clicked token is the one the router chart shows; the Timing view shows the
+weights each step read. Screenshot in test-artifacts/.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Load test: eight sessions at once on one real `python app.py` server.
+"""Load test: eight sessions at once on one real `python app.py` server: the Space bundle's, in its own venv (the
+`space_app` fixture, shared with tests/served/test_space_e2e.py: one worker runs both files, SAME_WORKER in
+tests/conftest.py), so the load runs on the app as the hosted demo serves it, without serving one more.
 
 Each session is a greedy chat prompt of its own, prefilled and stepped through the page's own events
 (`/ui_prefill`, `/ui_step`: what a browser triggers, and the path that runs each next forward ahead),
@@ -16,7 +18,6 @@ from __future__ import annotations
 import pytest
 
 from harness.server_proc import RssSampler, prompt_for, run_parallel, run_sequential
-from tests.support.ui_server import Server
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +32,10 @@ PEAK_RSS_BOUND = 3 * 2**30
 GUARD = 6 * 2**30  # past this the sampler stops the server: a runaway must not take the shared machine down
 
 
-def test_eight_parallel_sessions_match_their_solo_runs_within_memory():
+def test_eight_parallel_sessions_match_their_solo_runs_within_memory(space_app):
     prompts = [prompt_for(i) for i in range(SESSIONS)]
-    with Server() as server, RssSampler(server, interval_s=0.1, kill_above=GUARD) as rss:
+    server = space_app.server
+    with RssSampler(server, interval_s=0.1, kill_above=GUARD) as rss:
         solo = run_sequential(server.url, "api", prompts, STEPS, MAX_NEW)
         runs, _wall = run_parallel(server.url, "ui", prompts, STEPS, MAX_NEW)
         log = server.log_tail()

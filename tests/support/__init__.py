@@ -9,8 +9,10 @@ default model, the served app, chromium's launch arguments) are in tests/conftes
   atlas's scores by hand; parity: a converted checkpoint against transformers; serving: solo greedy runs
 - viz_records: a real session over a tiny model, prefilled and stepped, and a fake prefill record
 - lab_context: a page without a browser (its panels and run); handlers: bare handlers and their status line
-- json_compare: the API's results against the CLI's --json; fuzz_inputs: the fuzz tests' seed and odd text
-- ui_server: the served apps (`start_app`, counted; `tiny_moe_app`) and where screenshots go; browser: what a
-  browser test does on the page; number_boxes: the number-box tests' values, messages and the served app's log
+- json_compare: the API's results against the CLI's --json; fuzz_inputs: the fuzz tests' seed and odd text;
+  api_fuzz: the API fuzz's cases, servers and checks
+- ui_server: the served apps (`start_app`, counted; `tiny_moe_app`; caps put in place on a live app) and where
+  screenshots go; space_app: the Space bundle's app in its own venv; browser: what a browser test does on the
+  page; number_boxes: the number-box tests' values, messages and the served app's log
 - imports: what a Python file imports (the layering tests)
 """

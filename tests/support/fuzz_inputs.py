@@ -1,9 +1,10 @@
-"""Shared pieces of the fuzz tests (tests/served/test_fuzz_api.py, tests/unit/commands/test_fuzz_cli.py): the seed,
-odd text generated from it, and the check every fuzz case ends with.
+"""Shared pieces of the fuzz tests (tests/support/api_fuzz.py, which tests/served/test_fuzz_api_tiny.py and
+test_fuzz_api_default.py run; tests/unit/commands/test_fuzz_cli.py): the seed, odd text generated from it, and
+the check every fuzz case ends with.
 
 Cases are generated at collection time from `random.Random(SEED)`, so a case id (`prompt-017`) names the same
 input on every run with the same seed; the failure message prints the input too. Another seed:
-`INSPECTOR_FUZZ_SEED=7 pytest tests/served/test_fuzz_api.py`.
+`INSPECTOR_FUZZ_SEED=7 pytest tests/served/test_fuzz_api_tiny.py tests/served/test_fuzz_api_default.py`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ SAMPLING = (0.0, 0, 1.0, 0.0, 0)  # temperature, top-k, top-p, min-p, seed
 def make(loaded, **limits):
     lim = AppLimits(**limits)
     store = Visitors(lambda: new_ui_session(loaded), lim)
-    return Handlers.bare(loaded, store, lim), store
+    return Handlers.bare(loaded, store), store
 
 
 def status(out) -> str:

@@ -18,7 +18,7 @@ from inspector.ui.visitors import Visitors, new_ui_session
 def make_page(loaded, store: Visitors | None = None, **limits) -> Page:
     lim = AppLimits(**limits) if store is None else store.limits
     store = store or Visitors(lambda: new_ui_session(loaded), lim)
-    return Handlers.bare(loaded, store, lim).page
+    return Handlers.bare(loaded, store).page
 
 
 def make_ctx(loaded, **limits) -> Page:

@@ -1,13 +1,16 @@
 """The apps the tests serve, each start counted, and where the browser tests' screenshots go.
 
 - `start_app(loaded)`: the app served in this process (harness.app_server's), counted. The browser tests' app
-  is one per test process, over the real default model: the `app_demo` and `app_url` fixtures of
-  tests/conftest.py; every test opens it in a fresh page (a new browser session).
+  is one per run, over the real default model, in the one test process that runs every file using it: the
+  `app_demo` and `app_url` fixtures of tests/conftest.py; every test opens it in a fresh page (a new browser
+  session).
 - `serve_tiny_moe(directory)`: the app over a tiny random mixture of experts with the caps `TINY_APP_CAPS`,
   one per test process (the `tiny_moe_app` fixture of tests/conftest.py): the Routing tab's browser test and
   the API fuzz's cases on a tiny model share it (one worker runs both files: SAME_WORKER in tests/conftest.py).
+- `caps_in_place(demo, caps)`: a served app with other caps while a block runs (the API fuzz's cases on the
+  default app: tests/support/api_fuzz.py), where an app built with them would be one more served app.
 - `Server`: the app as a `python app.py` subprocess (harness.server_proc's), counted when it starts.
-- `count_served(what)`: counts an app a test serves another way (the Space bundle's app in its own venv).
+- `count_served(what)`: counts an app a test serves another way.
 - `TOUR_SEEN_JS`: the page script that marks the guided tour seen.
 
 A start appends one line to the file that INSPECTOR_TEST_SERVED_LOG names (tests/conftest.py sets it for a
@@ -18,6 +21,8 @@ variable unset nothing is written.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,11 +59,15 @@ def start_app(loaded):
 
 
 class Server(server_proc.Server):
-    """harness.server_proc.Server, counted when it starts."""
+    """harness.server_proc.Server, counted when it starts (as `served_as`, default "python app.py")."""
+
+    def __init__(self, *args: Any, served_as: str = "python app.py", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.served_as = served_as
 
     def start(self) -> "Server":
         super().start()
-        count_served(f"python app.py, pid {self.pid}")
+        count_served(f"{self.served_as}, pid {self.pid}")
         return self
 
 
@@ -67,12 +76,37 @@ class Server(server_proc.Server):
 TINY_APP_CAPS = {"INSPECTOR_MAX_PROMPT_TOKENS": "1024", "INSPECTOR_MAX_STEPS": "8", "INSPECTOR_MAX_SESSIONS": "64"}
 
 
+def limits_from(caps: dict[str, str]):
+    """The `AppLimits` an app built with the INSPECTOR_MAX_* variables of `caps` set has (`app_limits()` reads
+    them, as `build_app` does; a cap not in `caps` is this process's, as for an app built here)."""
+    from inspector.ui.app_model import app_limits
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in caps.items():
+            mp.setenv(k, v)
+        return app_limits()
+
+
 def start_app_with_caps(loaded, caps: dict[str, str]):
     """`start_app` with the INSPECTOR_MAX_* variables of `caps` set while the app is built (it reads them then)."""
     with pytest.MonkeyPatch.context() as mp:
         for k, v in caps.items():
             mp.setenv(k, v)
         return start_app(loaded)
+
+
+@contextmanager
+def caps_in_place(demo, caps: dict[str, str]) -> Iterator[None]:
+    """The served app `demo` with the caps an app built with `caps` has (`limits_from`) while the block runs,
+    then its own again. Its handlers read the caps when they run (`demo.store.limits`), so it answers as an app
+    built with those caps would, except for what `build_app` fixes (the Serving lab's caption, the sessions'
+    time-to-live). Nothing else may use the app meanwhile: a test process runs one test at a time."""
+    own = demo.store.limits
+    demo.store.limits = limits_from(caps)
+    try:
+        yield
+    finally:
+        demo.store.limits = own
 
 
 @dataclass

@@ -292,7 +292,7 @@ def test_the_cap_read_before_every_step_counts_each_thing_once(tiny_loaded, monk
 
 def with_limits(h, limits):
     """The page's caps from now on (its panels and run read them from the page)."""
-    h.limits = h.page.limits = limits
+    h.page.limits = limits
 
 
 def test_the_lab_tabs_admit_their_memory_with_the_page_session(tiny_loaded):

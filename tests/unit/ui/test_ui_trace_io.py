@@ -30,7 +30,7 @@ TABS = ("residual", "attention", "kv", "sampling", "timing")
 def make(loaded, **limits):
     lim = AppLimits(**limits)
     store = Visitors(lambda: new_ui_session(loaded), lim)
-    return Handlers.bare(loaded, store, lim), store
+    return Handlers.bare(loaded, store), store
 
 
 def status(views) -> str:

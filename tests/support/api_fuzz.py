@@ -1,25 +1,21 @@
-"""Fuzz of the script API, `/prefill` and `/step` (inspector.ui.script_endpoints), through gradio_client and, for what
-gradio_client cannot send (NaN, Infinity, a wrong number of inputs), raw JSON posted to
-`/gradio_api/call/<endpoint>`.
+"""The API fuzz's machinery (tests/served/test_fuzz_api_tiny.py and test_fuzz_api_default.py run it): the
+cases, generated from the seed in tests/support/fuzz_inputs.py, the fuzz's view of a served app (`Server`: its
+clients, the normal request's tokens before any case), what each case must end in, and the scenarios of several
+calls. `run_case(srv, case)` runs one case and fails the test with every problem found.
 
-Every case is generated from the seed in tests/support/fuzz_inputs.py and must end in a result or in a one-line error
-that names the problem (`fuzz_inputs.error_problems`); every HEALTH_EVERY cases, and at the end, the same
-normal request as before the fuzz gives the same tokens, so the server neither died nor kept bad state.
-Reproduce one case: `pytest tests/served/test_fuzz_api.py -k prompt-017` (its inputs are in the failure message).
-
-The apps run in this process (tests/support/ui_server.py), each with small caps set through INSPECTOR_* variables so
-"just under" and "just over" every cap is cheap:
+The apps and their caps (INSPECTOR_MAX_* values, `LIMITS`), small so that "just under" and "just over" every cap
+is cheap:
 - real: SmolLM2-135M-Instruct, 64 prompt tokens, 8 new tokens: odd prompts through its tokenizer and chat
   template, and the prompt cap.
 - tiny: the tiny random mixture of experts of tests/support/tiny.py (`tiny_moe_app` of tests/conftest.py, which
   the Routing tab's browser test opens too), whose context window is 256 tokens, with a prompt cap above it
   (1024), 8 new tokens (`TINY_APP_CAPS`). Most cases run here: no case's outcome depends on the model, and its
   forwards cost milliseconds.
-- mem: SmolLM2 again with a memory cap (INSPECTOR_MAX_TRACE_MB) 1-2 MB above what a one-token prompt holds,
-  and 3 sessions: the memory cap (by prompt and by steps) and the session cap.
-Clients are opened when the fuzz first needs a server, before the fuzz's own requests (the tiny app may hold
-the browser test's sessions then): opening one later costs whatever a page load costs then
-(`test_new_visitor_after_fuzz` checks that separately).
+- mem: SmolLM2 again with a memory cap (INSPECTOR_MAX_TRACE_MB) 1-2 MB above what a one-token prompt holds
+  (in a session's share, when the labs hold shared models), and 3 sessions: the memory cap (by prompt and by
+  steps) and the session cap.
+"real" and "mem" are the default app of the test process (`app_demo`) with those caps put in place while their
+cases run (`caps_in_place`, tests/support/ui_server.py); "tiny" is an app built with its caps.
 """
 
 from __future__ import annotations
@@ -28,15 +24,15 @@ import json
 import math
 import random
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pytest
-from tests.support.fuzz_inputs import ODD_TEXT, SEED, UNIT, Expect, error_problems, has_controls, odd_text, short
-from tests.support.ui_server import TINY_APP_CAPS, start_app_with_caps
 
-pytestmark = pytest.mark.slow
+from tests.support.fuzz_inputs import ODD_TEXT, SEED, UNIT, Expect, error_problems, has_controls, odd_text, short
+from tests.support.ui_server import TINY_APP_CAPS, caps_in_place
 
 HEALTH_EVERY = 40  # cases per server between two checks that a normal request still works
 CALL_TIMEOUT_S = 120.0
@@ -289,9 +285,6 @@ def all_cases() -> list[Case]:
     return cases
 
 
-CASES = all_cases()
-
-
 # ---------------------------------------------------------------- servers
 @dataclass
 class Server:
@@ -305,6 +298,11 @@ class Server:
     state: dict | None = None  # the main client's last summary (None: unknown, e.g. after a refused prefill)
     done: int = 0
     reference: Any = None
+    in_place: bool = False  # True: an app shared with other tests, whose caps are put in place for each call
+
+    def caps(self) -> AbstractContextManager:
+        """The server's caps in force while the block runs (on a shared app, put in place; else built in)."""
+        return caps_in_place(self.demo, self.limits) if self.in_place else nullcontext()
 
     @property
     def url(self) -> str:
@@ -390,72 +388,48 @@ class Server:
         return text
 
 
-def _start(name: str, loaded: Any, env: dict[str, str]) -> Server:
-    return _serve(name, start_app_with_caps(loaded, env), loaded, env)  # the caps are read when the app is built
-
-
-def _serve(name: str, demo: Any, loaded: Any, env: dict[str, str]) -> Server:
-    """The fuzz's view of an app: its clients, and the normal request's tokens before any case."""
+def serve(name: str, demo: Any, loaded: Any, env: dict[str, str], in_place: bool = False) -> Server:
+    """The fuzz's view of an app: its clients, and the normal request's tokens before any case (under the
+    server's caps: `Server.caps`)."""
     from gradio_client import Client
 
     clients = [Client(demo.local_url, verbose=False) for _ in range(CLIENTS[name])]
-    srv = Server(name, demo, loaded, clients, extra={"env": env})
-    srv.reference = srv.normal()
+    srv = Server(name, demo, loaded, clients, extra={"env": env}, in_place=in_place)
+    with srv.caps():
+        srv.reference = srv.normal()
     assert isinstance(srv.reference[0], list), f"{name}: the normal request fails before any fuzz: {srv.reference}"
     return srv
 
 
-def _memory_cap_mb(loaded: Any) -> tuple[int, int]:
-    """A memory cap 1-2 MB above what a one-token prompt holds (a few decode steps), and a prompt length
-    over it."""
+def memory_cap_mb(loaded: Any, labs_share_mb: int = 0) -> tuple[int, int]:
+    """A memory cap 1-2 MB above what a one-token prompt holds (a few decode steps) in a session's share (the
+    cap less `labs_share_mb`, the session's share of the labs' shared models: admission takes it off), and
+    a prompt length over the whole cap."""
     from inspector.engine.config import SamplingParams
     from inspector.ui.visitors import new_ui_session
 
     s = new_ui_session(loaded)
     s.prefill("Hello", SamplingParams(), max_new_tokens=8)
-    cap_mb = s.retained_nbytes // 2**20 + 2
+    cap_mb = s.retained_nbytes // 2**20 + 2 + labs_share_mb
     for n in (64, 256, 1024):
         s = new_ui_session(loaded)
         s.prefill_ids([loaded.tokenizer.encode(UNIT)[0]] * n, SamplingParams(), max_new_tokens=8)
         if s.retained_nbytes >= cap_mb * 2**20 + 2**19:
             return cap_mb, n
-    pytest.fail("no prompt of up to 1024 tokens passes a memory cap 2 MB above a one-token prompt's")
+    pytest.fail(f"no prompt of up to 1024 tokens passes a memory cap of {cap_mb} MB")
 
 
-class Servers:
-    """The three apps, started (the tiny one: taken) when a case first needs one."""
+def serve_mem(demo: Any, loaded: Any) -> Server:
+    """"mem" on the default app `demo`, its caps put in place for each call: 3 sessions, a memory cap just
+    above a one-token prompt's."""
+    from inspector.ui.admission import process_nbytes
 
-    def __init__(self, default_model: Any, tiny_app: Any) -> None:
-        self._loaders: dict[str, Callable[[], Server]] = {
-            "real": lambda: _start("real", default_model, LIMITS["real"]),
-            "tiny": lambda: _serve("tiny", tiny_app.demo, tiny_app.loaded, LIMITS["tiny"]),
-            "mem": self._mem,
-        }
-        self._default = default_model
-        self.started: dict[str, Server] = {}
-
-    def _mem(self) -> Server:
-        cap_mb, n_over = _memory_cap_mb(self._default)
-        srv = _start("mem", self._default, {**LIMITS["mem"], "INSPECTOR_MAX_TRACE_MB": str(cap_mb)})
-        srv.extra["n_over"] = n_over
-        return srv
-
-    def __getitem__(self, name: str) -> Server:
-        if name not in self.started:
-            self.started[name] = self._loaders[name]()
-        return self.started[name]
-
-    def close(self) -> None:
-        for name, srv in self.started.items():
-            if name != "tiny":  # the shared tiny app closes with the test process (`tiny_moe_app`)
-                srv.demo.close()
-
-
-@pytest.fixture(scope="module")
-def servers(default_model, tiny_moe_app):
-    s = Servers(default_model, tiny_moe_app)
-    yield s
-    s.close()
+    sessions = int(LIMITS["mem"]["INSPECTOR_MAX_SESSIONS"])
+    labs_share_mb = -(-process_nbytes(demo.store) // (sessions * 2**20))  # 0 unless a lab built a shared model
+    cap_mb, n_over = memory_cap_mb(loaded, labs_share_mb)
+    srv = serve("mem", demo, loaded, {**LIMITS["mem"], "INSPECTOR_MAX_TRACE_MB": str(cap_mb)}, in_place=True)
+    srv.extra["n_over"] = n_over
+    return srv
 
 
 # ---------------------------------------------------------------- what a case must end in
@@ -565,10 +539,16 @@ SCENARIOS = {f.__name__: f for f in (steps_past_max, past_context, step_before_p
                                      sessions)}
 
 
-# ---------------------------------------------------------------- tests
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_api_case(case: Case, servers: Servers):
-    srv = servers[case.server]
+# ---------------------------------------------------------------- one case
+def run_case(srv: Server, case: Case) -> None:
+    """Run `case` on `srv` under its caps; fails the test with the case's inputs and every problem found."""
+    with srv.caps():
+        outcome, value, elapsed, expect, problems = _run(srv, case)
+    assert not problems, (f"{case.id} (seed {SEED}, {srv.name} server): {case!r} -> {outcome}: {short(value, 300)}; "
+                          f"expected {expect.kind}: " + "; ".join(problems))
+
+
+def _run(srv: Server, case: Case) -> tuple[str, Any, float, Expect, list[str]]:
     args, expect = resolve(srv, case)
     if case.endpoint in SCENARIOS:
         outcome, value, elapsed = SCENARIOS[case.endpoint](srv, case)
@@ -588,51 +568,16 @@ def test_api_case(case: Case, servers: Servers):
     srv.done += 1
     if srv.done % HEALTH_EVERY == 0:
         problems += srv.health_problems()
-    assert not problems, (f"{case.id} (seed {SEED}, {srv.name} server): {case!r} -> {outcome}: {short(value, 300)}; "
-                          f"expected {expect.kind}: " + "; ".join(problems))
+    return outcome, value, elapsed, expect, problems
 
 
-def test_refused_requests_hold_no_session(servers: Servers):
-    """A visitor whose requests are all refused holds no session: refusals cost no slot (the session cap)."""
-    srv = servers["tiny"]
-    before = len(srv.demo.store)
-    from gradio_client import Client
-
-    client = Client(srv.url, verbose=False)
-    refused = [prefill_args(""), prefill_args("   "), prefill_args("Hello", max_new=0),
-               prefill_args("Hello", max_new=9), prefill_args(UNIT * 300),
-               prefill_args("Hello", params=[-1, 0, 1, 0, 0]), prefill_args("Hello", params=[0, 0, 1, 0, -5])]
-    problems = []
-    for args in refused:
-        outcome, value, _ = srv.predict("prefill", args, client=client)
-        if outcome != "error":
-            problems.append(f"{short(args)} was accepted")
-        if len(srv.demo.store) != before:
-            problems.append(f"after {short(args)} -> {short(value)}: {len(srv.demo.store) - before} new session(s)")
-            before = len(srv.demo.store)
-    assert not problems, "; ".join(problems)
+def health_after_fuzz(servers: dict[str, Server]) -> dict[str, list[str]]:
+    """Every server's problems now (each under its caps): the normal request must give the tokens it gave
+    before the fuzz."""
+    problems = {}
+    for name, srv in servers.items():
+        with srv.caps():
+            problems[name] = srv.health_problems()
+    return problems
 
 
-def test_servers_still_serve_after_fuzz(servers: Servers):
-    """At the end, on every server the fuzz used: the same normal request gives the same tokens as before."""
-    problems = {name: srv.health_problems() for name, srv in servers.started.items()}
-    assert not any(problems.values()), problems
-
-
-def test_new_visitor_after_fuzz(servers: Servers):
-    """A visitor arriving after the fuzz (sessions open) loads the page config quickly and is served."""
-    srv = servers["real"]
-    t0 = time.perf_counter()
-    try:
-        status = httpx.get(f"{srv.url}config", timeout=10).status_code
-    except httpx.TimeoutException:
-        status = "none (timed out)"
-    elapsed = time.perf_counter() - t0
-    assert status == 200 and elapsed < 5.0, (
-        f"GET /config (a page load, or a new gradio_client.Client) with {len(srv.demo.store)} session(s) open "
-        f"took {elapsed:.1f} s, status {status}")
-    from gradio_client import Client
-
-    client = Client(srv.url, verbose=False)
-    outcome, out, _ = srv.predict("prefill", prefill_args(NORMAL_PROMPT, max_new=4), client=client)
-    assert outcome == "ok" and out["generated_ids"] == srv.reference[0], short(out)
