@@ -8,7 +8,8 @@ view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's 
 (`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
 `slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry. A big image
 heatmap's hover values go beside the bundle, as a file the page fetches on hover, and a long prompt's chips
-travel once (`inspector.ui.bundle_parts`: `HoverFiles`, `PromptParts`).
+are built once per prompt (`Renderer.prompt_chips`) and travel once (`inspector.ui.bundle_parts`: `HoverFiles`,
+`PromptParts`).
 """
 
 from __future__ import annotations
