@@ -107,6 +107,7 @@ class Tokenizer:
         self._tok = tok
         self.chat_template = chat_template
         self._bytes_cache: dict[int, bytes] = {}
+        self._piece_cache: dict[int, str] = {}  # token id -> piece: the page shows every position's on every Step
         self.vocab_size: int = tok.get_vocab_size(with_added_tokens=True)
         spec = json.loads(tok.to_str())
         self._byte_level = "ByteLevel" in json.dumps(spec.get("decoder")) or "ByteLevel" in json.dumps(spec.get("pre_tokenizer"))
@@ -195,6 +196,13 @@ class Tokenizer:
         """How a person should see the token: visible whitespace, bytes of partial characters as <0xNN>; an
         id the tokenizer has no piece for (a model whose embedding has more rows than the tokenizer has
         pieces, as Qwen2.5's) as `NO_PIECE` with its id."""
+        token_id = int(token_id)
+        cached = self._piece_cache.get(token_id)
+        if cached is None:
+            cached = self._piece_cache[token_id] = self._piece(token_id)
+        return cached
+
+    def _piece(self, token_id: int) -> str:
         if token_id in self.special_ids:
             return self._tok.id_to_token(int(token_id))
         if token_id >= self.vocab_size and self._tok.id_to_token(int(token_id)) is None:

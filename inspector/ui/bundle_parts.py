@@ -88,16 +88,20 @@ class HoverFiles:
 PART_MIN_ITEMS = 256  # prompt chips: a shorter prompt's chips go whole, in the chips view
 PART_RESEND_S = 5.0  # the same part is sent again after this long (a page that missed it gets it back)
 PART_OWNERS_MAX = 256  # browser sessions remembered; the least recently drawn is forgotten (its next part is sent)
+PART_DIGESTS_MAX = 16  # parts whose digest is kept (a prompt's chips: about 200 bytes a token)
 
 
 class PromptParts:
     """The token chips of a long prompt, sent once (see the module docstring). `split(owner, chips, n_prompt)`
-    gives the views to send for the chips view's value `chips` (HTML whose items start with `marker`)."""
+    gives the views to send for the chips view's value `chips` (HTML whose items start with `marker`);
+    `join(owner, before, part, after, n_prompt)` the same for `chips = before + part + after` with `part` the
+    prompt's items, already apart (no search for them, and the digest of a part seen before is kept)."""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
         self._lock = threading.Lock()
         self._sent: OrderedDict[Any, tuple[str, float]] = OrderedDict()  # owner -> (digest, when sent)
+        self._digests: OrderedDict[str, str] = OrderedDict()  # part -> its digest, the latest PART_DIGESTS_MAX
 
     def split(self, owner: Any, chips: str, n_prompt: int) -> dict[str, str]:
         if n_prompt < PART_MIN_ITEMS:
@@ -112,9 +116,13 @@ class PromptParts:
             return {"chips": chips}
         if end < 0:  # no item after the prompt's: the part ends where the container's end tag begins
             end = chips.rindex("</")
-        part = chips[start:end]
-        digest = hashlib.blake2b(part.encode(), digest_size=12).hexdigest()
-        views = {"chips": f"{chips[:start]}<!--ii-part:{digest}-->{chips[end:]}"}
+        return self.join(owner, chips[:start], chips[start:end], chips[end:], n_prompt)
+
+    def join(self, owner: Any, before: str, part: str, after: str, n_prompt: int) -> dict[str, str]:
+        if n_prompt < PART_MIN_ITEMS or not part:
+            return {"chips": before + part + after}
+        digest = self._digest(part)
+        views = {"chips": f"{before}<!--ii-part:{digest}-->{after}"}
         now = time.monotonic()
         with self._lock:
             last = self._sent.pop(owner, None)
@@ -125,3 +133,17 @@ class PromptParts:
             while len(self._sent) > PART_OWNERS_MAX:
                 self._sent.popitem(last=False)
         return views
+
+    def _digest(self, part: str) -> str:
+        """The part's digest; a part met again (the same string object: its hash is kept) costs a lookup."""
+        with self._lock:
+            digest = self._digests.get(part)
+            if digest is not None:
+                self._digests.move_to_end(part)
+                return digest
+        digest = hashlib.blake2b(part.encode(), digest_size=12).hexdigest()
+        with self._lock:
+            self._digests[part] = digest
+            while len(self._digests) > PART_DIGESTS_MAX:
+                self._digests.popitem(last=False)
+        return digest

@@ -8,11 +8,14 @@ view bundle's (`inspector.ui.bundle`): `TOKEN_KEYS` and the slots of the page's 
 (`Renderer.view_keys`: a view that does not apply to the page's model has none there, and a view narrows its
 `slots` to its model's); `PLOT_KEYS` / `VIEW_KEYS` are those of every view of the registry. A big image
 heatmap's hover values go beside the bundle, as a file the page fetches on hover, and a long prompt's chips
-travel once (`inspector.ui.bundle_parts`: `HoverFiles`, `PromptParts`).
+are built once per prompt (`Renderer.prompt_chips`) and travel once (`inspector.ui.bundle_parts`: `HoverFiles`,
+`PromptParts`).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from inspector.errors import first_line
@@ -35,6 +38,7 @@ TOKEN_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour")
 # The slots of every view tab of the registry, on any page (only the open tab's are drawn)
 PLOT_KEYS = tuple(s.key for view in VIEWS if issubclass(view, ViewPanel) for s in view.slots)
 VIEW_KEYS = TOKEN_KEYS + PLOT_KEYS
+PROMPT_CHIPS_KEPT = 16  # prompts whose chips the renderer keeps (about 200 bytes a token)
 
 
 class Renderer:
@@ -52,6 +56,8 @@ class Renderer:
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
         self.hover = HoverFiles()
         self.parts = PromptParts(CHIP_START)
+        self._prompt_chips: OrderedDict[tuple, str] = OrderedDict()  # (prompt ids, selection) -> the prompt's chips
+        self._chips_lock = threading.Lock()
 
     def blank_views(self, message: str = "", error: bool = False, visitor: Visitor | None = None) -> dict[str, Any]:
         """Every view in its empty state (page load, Reset of `visitor`)."""
@@ -109,20 +115,42 @@ class Renderer:
             # the whole lens); Play's steps skip it, so it never slows Play down, and the step Play stops at gets it
             s.commitment(rec.step)
         piece = tok.decode([rec.sample.token_id]) if rec.sample else ""
+        special, n_prompt = [tok.is_special(i) for i in ids], len(s.prompt_ids)
+        chips = vtok.token_chips_parts(ids, pieces, special, n_prompt, visitor.selected, vtok.decided_layers(s.records),
+                                       self.prompt_chips(ids, pieces, special, n_prompt, visitor.selected))
         v: dict[str, Any] = {
             "status": self.status(visitor, message, error),
-            "chips": vtok.token_chips_html(ids, pieces, [tok.is_special(i) for i in ids], len(s.prompt_ids),
-                                           visitor.selected, vtok.decided_layers(s.records)),
+            "chips": "",  # below: whole, or with the prompt's chips as a part beside it (`PromptParts`)
             "text": vtok.generated_text_html(s.text, s.finished),
             "pipeline": vp.pipeline_html(rec, self.facts, piece),
             "branches": tree_html(visitor),
             "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
-        v.update(self.parts.split(visitor.sid, v["chips"], len(s.prompt_ids)))
+        v.update(self.parts.join(visitor.sid, *chips, n_prompt))
         view = self.views_by_tab.get(visitor.tab)
         if plots and view is not None:
             v.update(self.hover.carry(visitor.sid, view.draw(visitor, layer, head)))
         return v
+
+    def prompt_chips(self, ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,
+                     selected: int | None) -> str:
+        """The prompt's chips (`vtok.prompt_chips_html`), built once per prompt and selection among them: every
+        Step of a run shows the same, and at 2,840 tokens building them took 3-11 ms a Step. The latest
+        `PROMPT_CHIPS_KEPT` are kept; the same string each time also keeps its part's digest (`PromptParts`)."""
+        if selected is not None and not 0 <= selected < n_prompt:
+            selected = None  # a selection among the generated tokens leaves the prompt's chips as they are
+        key = (tuple(ids[:n_prompt]), selected)
+        with self._chips_lock:
+            html = self._prompt_chips.get(key)
+            if html is not None:
+                self._prompt_chips.move_to_end(key)
+                return html
+        html = vtok.prompt_chips_html(ids, pieces, special, n_prompt, selected)
+        with self._chips_lock:
+            self._prompt_chips[key] = html
+            while len(self._prompt_chips) > PROMPT_CHIPS_KEPT:
+                self._prompt_chips.popitem(last=False)
+        return html
 
     @staticmethod
     def drawn_marker(visitor: Visitor) -> str:

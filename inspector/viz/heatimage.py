@@ -2,10 +2,10 @@
 
 plotly.js took 50-75 ms of the page's time to redraw a heatmap of a few thousand cells on each decode step
 (its axes, tick labels and margins, measured with Plotly.react hooked in the page); the PNG is built here
-in a few ms (Pillow) and the browser shows it in a few. Hover stays: the page's script (static/app.js)
-names the cell under the mouse from the element's data: `data-z` (cell values, float32 little-endian,
-base64, rows × cols), `data-rows` / `data-cols` (a name per row / column, JSON), `data-what` (what a value
-is) and `data-digits`.
+in a few ms (Pillow, a palette image: one byte per cell) and the browser shows it in a few. Hover stays: the
+page's script (static/app.js) names the cell under the mouse from the element's data: `data-z` (cell values,
+float32 little-endian, base64, rows × cols), `data-rows` / `data-cols` (a name per row / column, JSON),
+`data-what` (what a value is) and `data-digits`.
 
 Pure: numpy in, an HTML string out.
 """
@@ -32,9 +32,13 @@ def colormap(colors: list[str]) -> np.ndarray:
 
 
 def png(codes: np.ndarray, lut: np.ndarray) -> bytes:
-    """(rows, cols) uint8 codes -> PNG bytes, one pixel per cell colored by `lut` (256, 3)."""
+    """(rows, cols) uint8 codes -> PNG bytes, one pixel per cell colored by `lut` (256, 3): a palette image
+    (the codes as its indices, `lut` as its palette), which decodes to the same colors as `lut[codes]` in RGB
+    with a third of the bytes to compress (270 x 2,841 cells: 1.7 ms and 22 KB, against 20-38 ms and 45 KB)."""
+    image = Image.frombytes("P", (codes.shape[1], codes.shape[0]), np.ascontiguousarray(codes, np.uint8).tobytes())
+    image.putpalette(lut.tobytes())  # (256, 3) uint8 -> 768 bytes, R G B per code
     buf = io.BytesIO()
-    Image.fromarray(lut[codes], "RGB").save(buf, format="PNG", compress_level=1)  # (rows, cols, 3)
+    image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 

@@ -49,31 +49,55 @@ def _badge(decided: tuple[int, bool] | None) -> tuple[str, str]:
             f'<span class="ii-decided" data-layer="{layer}">L{layer}</span>')
 
 
+def chip_html(pos: int, tid: int, piece: str, is_special: bool, n_prompt: int, selected: int | None = None,
+              decided: tuple[int, bool] | None = None) -> str:
+    """The chip of one position: piece and id, its role in the tooltip, outlined when `selected`, and a
+    generated token's commitment badge (`decided`: its entry of `decided_layers`)."""
+    classes = ["ii-chip", "ii-prompt" if pos < n_prompt else "ii-gen"]
+    if is_special:
+        classes.append("ii-special")
+    if pos == selected:
+        classes.append("ii-selected")
+    role = "prompt" if pos < n_prompt else f"generated #{pos - n_prompt + 1}"
+    note, badge = _badge(decided) if pos >= n_prompt else ("", "")
+    title = f"position {pos} · id {tid} · {role}" + (" · special token" if is_special else "") + note
+    return (f'<span class="{" ".join(classes)}" data-pos="{pos}" data-id="{tid}" title="{esc(title)}">'
+            f'<span class="ii-piece">{esc(show_piece(piece, 24))}</span>'
+            f'<span class="ii-id">{tid}</span>{badge}</span>')
+
+
+def prompt_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,
+                      selected: int | None = None) -> str:
+    """The chips of the prompt's positions (the first `n_prompt`), one after another: what
+    `token_chips_html` shows of them, the same on every step of a run while the selection stays out of them."""
+    return "".join(chip_html(pos, ids[pos], pieces[pos], special[pos], n_prompt, selected)
+                   for pos in range(min(n_prompt, len(ids), len(pieces), len(special))))
+
+
+def token_chips_parts(ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,
+                      selected: int | None = None, decided: dict[int, tuple[int, bool]] | None = None,
+                      prompt_chips: str | None = None) -> tuple[str, str, str]:
+    """`token_chips_html` in three parts that join to it: (what comes before the prompt's chips, the prompt's
+    chips, the generated chips and the end). `prompt_chips`: the prompt's chips already built by
+    `prompt_chips_html` with the same arguments (a long prompt's are the same on every step), else built here."""
+    if prompt_chips is None:
+        prompt_chips = prompt_chips_html(ids, pieces, special, n_prompt, selected)
+    decided = decided or {}
+    generated = "".join(chip_html(pos, ids[pos], pieces[pos], special[pos], n_prompt, selected, decided.get(pos))
+                        for pos in range(n_prompt, min(len(ids), len(pieces), len(special))))
+    n_gen = len(ids) - n_prompt
+    head = (f'<div class="ii-chip-count" id="token-count" data-prompt="{n_prompt}" data-generated="{n_gen}">'
+            f'{n_prompt} prompt tokens · {n_gen} generated</div>')
+    return f'<div id="token-chips" class="ii-chips">{head}', prompt_chips, f"{generated}</div>"
+
+
 def token_chips_html(ids: list[int], pieces: list[str], special: list[bool], n_prompt: int,
                      selected: int | None = None, decided: dict[int, tuple[int, bool]] | None = None) -> str:
     """One chip per position; hovering shows id and position, the selected position is outlined; `decided`
     (from `decided_layers`) badges the generated tokens with their commitment layer."""
     if not ids:
         return '<div id="token-chips" class="ii-chips ii-empty">No tokens yet: type a prompt and press Prefill.</div>'
-    chips = []
-    for pos, (tid, piece, is_special) in enumerate(zip(ids, pieces, special)):
-        classes = ["ii-chip", "ii-prompt" if pos < n_prompt else "ii-gen"]
-        if is_special:
-            classes.append("ii-special")
-        if pos == selected:
-            classes.append("ii-selected")
-        role = "prompt" if pos < n_prompt else f"generated #{pos - n_prompt + 1}"
-        note, badge = _badge((decided or {}).get(pos)) if pos >= n_prompt else ("", "")
-        title = f"position {pos} · id {tid} · {role}" + (" · special token" if is_special else "") + note
-        chips.append(
-            f'<span class="{" ".join(classes)}" data-pos="{pos}" data-id="{tid}" title="{esc(title)}">'
-            f'<span class="ii-piece">{esc(show_piece(piece, 24))}</span>'
-            f'<span class="ii-id">{tid}</span>{badge}</span>'
-        )
-    n_gen = len(ids) - n_prompt
-    head = (f'<div class="ii-chip-count" id="token-count" data-prompt="{n_prompt}" data-generated="{n_gen}">'
-            f'{n_prompt} prompt tokens · {n_gen} generated</div>')
-    return f'<div id="token-chips" class="ii-chips">{head}{"".join(chips)}</div>'
+    return "".join(token_chips_parts(ids, pieces, special, n_prompt, selected, decided))
 
 
 def generated_text_html(text: str, finished: str | None = None) -> str:

@@ -145,3 +145,66 @@ def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
     assert rebuilt(alone, parts) == only_prompt
     short = bundle_parts.PromptParts(CHIP_START).split("v1", chips(), bundle_parts.PART_MIN_ITEMS - 1)
     assert short == {"chips": chips()}  # a short prompt's chips go whole
+
+
+def test_join_sends_what_split_sends_with_the_prompts_chips_apart():
+    from inspector.ui import bundle_parts
+    from inspector.ui.render import CHIP_START
+    from inspector.viz import tokens as vtok
+
+    n_prompt = bundle_parts.PART_MIN_ITEMS + 4
+    ids = list(range(n_prompt + 2))
+    pieces, special = [f"w{i}" for i in ids], [i == 0 for i in ids]
+    before, part, after = vtok.token_chips_parts(ids, pieces, special, n_prompt, None, {n_prompt + 1: (3, True)})
+    whole = vtok.token_chips_html(ids, pieces, special, n_prompt, None, {n_prompt + 1: (3, True)})
+    assert before + part + after == whole and part.count(CHIP_START) == n_prompt
+    joined = bundle_parts.PromptParts(CHIP_START).join("v1", before, part, after, n_prompt)
+    assert joined == bundle_parts.PromptParts(CHIP_START).split("v1", whole, n_prompt)
+    assert len(joined) == 2 and joined["chips"].count(CHIP_START) == 2  # the generated chips stay in the view
+    short = bundle_parts.PromptParts(CHIP_START).join("v1", before, part, after, bundle_parts.PART_MIN_ITEMS - 1)
+    assert short == {"chips": whole}  # a short prompt's chips go whole
+
+
+def test_a_long_prompts_chips_are_built_once_per_prompt_and_selection(tiny_loaded, monkeypatch):
+    import html
+
+    from inspector.ui import bundle_parts
+    from inspector.viz import tokens as vtok
+    from tests.support.handlers import SAMPLING, make
+
+    monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "0")
+    monkeypatch.setattr(bundle_parts, "PART_MIN_ITEMS", 16)  # the tiny model's context is 256 tokens
+    built = []
+    monkeypatch.setattr(vtok, "prompt_chips_html",
+                        lambda *a, _f=vtok.prompt_chips_html: built.append(a[3:]) or _f(*a))
+    h, store = make(tiny_loaded)
+    words = " ".join(f"w{i}" for i in range(12))
+    sid, first = h.prefill(None, words, False, "", *SAMPLING, 6, 0, 0)
+    assert sid is not None, first["status"]
+    s, parts = store.get(sid).session, {}
+
+    def shown(views):  # the chips view as the page shows it: the part put back in place of its marker
+        parts.update({k[5:]: v for k, v in views.items() if k.startswith("part:")})
+        value = views["chips"]
+        for digest, part in parts.items():
+            value = value.replace(f"<!--ii-part:{digest}-->", part)
+        return value
+
+    def fresh(selected=None):  # the chips built whole, as for a short prompt (not counted in `built`)
+        ids, n = list(s.prompt_ids) + list(s.generated_ids), len(built)
+        whole = vtok.token_chips_html(ids, s.token_pieces(), [tiny_loaded.tokenizer.is_special(i) for i in ids],
+                                      len(s.prompt_ids), selected, vtok.decided_layers(s.records))
+        del built[n:]
+        return whole
+
+    n_prompt = len(s.prompt_ids)
+    assert n_prompt >= bundle_parts.PART_MIN_ITEMS and shown(first) == fresh()
+    for _ in range(2):
+        step = h.step(sid, *SAMPLING, 0, 0)
+        assert not any(k.startswith("part:") for k in step)  # the same part: the marker alone
+        assert shown(step) == fresh()
+    assert built == [(n_prompt, None)]  # the prompt's chips were built at the prefill only
+    picked = h.select(sid, 3, 0, 0)  # a prompt chip selected: its chips again, with the outline
+    assert shown(picked) == fresh(3) and 'ii-selected" data-pos="3"' in html.unescape(shown(picked))
+    h.select(sid, n_prompt + 1, 0, 0)  # a generated chip selected: the prompt's chips as at the prefill
+    assert built == [(n_prompt, None), (n_prompt, 3)]

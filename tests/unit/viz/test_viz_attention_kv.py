@@ -56,7 +56,8 @@ def test_overview_is_one_uint8_image(tiny_run):
     np.testing.assert_array_equal(z, rows.reshape(n_rows, n_keys).astype("<f4"))  # hover: the weights, 0 to 1
     assert 'data-what="attention weight"' in out and "weight×255" not in out
     expected = np.round(rows.reshape(n_rows, n_keys) * 255).astype(np.uint8)  # colors: weights quantised to uint8
-    pixels = np.asarray(image)  # (rows, keys, 3)
+    assert image.mode == "P"  # a palette image: one byte per cell to compress
+    pixels = np.asarray(image.convert("RGB"))  # (rows, keys, 3): the colors the page shows
     np.testing.assert_array_equal(pixels, va.BLUES_LUT[expected])
     assert tuple(va.BLUES_LUT[0]) == (247, 251, 255) and tuple(va.BLUES_LUT[255]) == (8, 48, 107)  # light = 0
     row_names = json.loads(html.unescape(re.search(r"data-rows='([^']+)'", out).group(1)))

@@ -54,7 +54,9 @@ def test_residual_heatmap_covers_layers_by_positions(tiny_run):
     out = vr.residual_heatmap(s.records, s.token_pieces(), selected=1)
     pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', out)
     assert len(pngs) == 1
-    image = np.asarray(Image.open(io.BytesIO(base64.b64decode(pngs[0]))))  # (layers, positions, 3)
+    decoded = Image.open(io.BytesIO(base64.b64decode(pngs[0])))
+    assert decoded.mode == "P"  # a palette image: one byte per cell to compress
+    image = np.asarray(decoded.convert("RGB"))  # (layers, positions, 3): the colors the page shows
     assert image.shape == (*z.shape, 3)
     values = np.frombuffer(base64.b64decode(re.search(r'data-z="([^"]+)"', out).group(1)), "<f4").reshape(z.shape)
     np.testing.assert_array_equal(values, z[::-1])  # hover reports true norms; the last layer is the top row
