@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import goto, open_view
+from tests.support.browser import goto, open_view, views_settled
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -70,7 +70,10 @@ def test_serving_tab_fits_a_phone_sized_screen(page: Page, app_url):
     expect(page.locator("#serving-status")).to_contain_text("queued 1 sequence", timeout=T)
     page.locator("#serving-step").click()
     expect(page.locator("#serving-summary")).to_have_attribute("data-steps", "1", timeout=T)
-    page.wait_for_timeout(700)
+    for plot in ("serving-grid", "serving-timeline", "serving-tokens", "serving-roofline"):  # the step's figures drawn
+        expect(page.locator(f"#{plot} .js-plotly-plot")).to_be_visible(timeout=T)
+        expect(page.locator(f"#{plot}")).not_to_contain_text("press Load", timeout=T)
+    views_settled(page)
     width = page.evaluate("document.documentElement.scrollWidth")
     page.screenshot(path=str(ARTIFACTS / "ui_serving_390.png"), full_page=True)
     assert width <= 390, f"the Serving tab is {width} px wide at 390 px"
