@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import T, goto, open_view, prefill, step
+from tests.support.browser import T, goto, open_view, prefill, step, views_settled
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -64,7 +64,7 @@ def test_every_tab_is_in_sight_and_every_table_fits(page: Page, app_url, width: 
             expect(page.locator("#serving-status")).to_contain_text("queued", timeout=T)
         if label == "Tensor inventory":
             expect(page.locator("#inventory-table")).to_be_visible(timeout=T)
-        page.wait_for_timeout(300)
+        views_settled(page)
         faults = page.evaluate(LAYOUT_FAULTS, width)
         assert not faults, f"{label} at {width} px:\n" + "\n".join(faults)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{label}: wider than the screen"

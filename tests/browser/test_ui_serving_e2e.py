@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import goto, open_view
+from tests.support.browser import goto, open_view, views_settled
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -70,26 +70,30 @@ def test_serving_tab_fits_a_phone_sized_screen(page: Page, app_url):
     expect(page.locator("#serving-status")).to_contain_text("queued 1 sequence", timeout=T)
     page.locator("#serving-step").click()
     expect(page.locator("#serving-summary")).to_have_attribute("data-steps", "1", timeout=T)
-    page.wait_for_timeout(700)
+    for plot in ("serving-grid", "serving-timeline", "serving-tokens", "serving-roofline"):  # the step's figures drawn
+        expect(page.locator(f"#{plot} .js-plotly-plot")).to_be_visible(timeout=T)
+        expect(page.locator(f"#{plot}")).not_to_contain_text("press Load", timeout=T)
+    views_settled(page)
     width = page.evaluate("document.documentElement.scrollWidth")
     page.screenshot(path=str(ARTIFACTS / "ui_serving_390.png"), full_page=True)
     assert width <= 390, f"the Serving tab is {width} px wide at 390 px"
 
 
 def test_serving_tab_compares_prefix_caching_and_chunked_prefill(page: Page, app_url):
-    """The comparison panel: 3 requests sharing the library system prompt, 2 new tokens each, served four
-    ways; the table has the four configurations, the same outputs, and hits only with prefix caching; a
-    request count of 1 gives one line."""
+    """The comparison panel: 2 requests (the fewest it takes) sharing the library system prompt, 2 new tokens
+    each, served four ways; the table has the four configurations, the same outputs, and hits with prefix
+    caching (the second request, arriving at step 2, finds the first one's prefix), none without; a request
+    count of 1 gives one line."""
     page.set_viewport_size({"width": 1400, "height": 1100})
     goto(page, app_url)
     open_view(page, "Serving")
     page.get_by_text("Prefix caching and chunked prefill: one workload served four ways").click()
     status = page.locator("#serving-prefix-status")
     expect(status).to_contain_text("press Compare", timeout=T)
-    page.locator("#serving-prefix-requests input").fill("3")
+    page.locator("#serving-prefix-requests input").fill("2")
     page.locator("#serving-prefix-new input").fill("2")
     page.locator("#serving-prefix-run").click()
-    expect(status).to_contain_text("3 requests of", timeout=4 * T)
+    expect(status).to_contain_text("2 requests of", timeout=4 * T)
     expect(status).to_contain_text("served 4 ways")
     rows = page.locator("#serving-prefix-table tr[data-config]")
     expect(rows).to_have_count(4)

@@ -11,7 +11,8 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import T, click_chip, generated, goto, open_settings, open_view, prefill, step
+from tests.support.browser import (T, TWO_FRAMES_JS, click_chip, generated, goto, open_settings, open_view, prefill,
+                                   step)
 from tests.support.number_boxes import click, enter, until
 from tests.support.ui_server import ARTIFACTS
 
@@ -71,7 +72,10 @@ def test_tour_opens_on_a_first_visit_names_the_kv_views_numbers_and_stays_closed
     expect(tour).to_be_hidden()
     page.reload()
     expect(page.locator("body[data-inspector-loaded]")).to_be_attached(timeout=T)
-    page.wait_for_timeout(1000)  # a first visit's tour would have opened by now
+    # a first visit's tour opens as its text arrives (static/tour.js watches #tour-view): it has arrived, and the
+    # watcher has run (in the same task as the change), two frames ago
+    expect(page.locator("#tour-view .ii-tour-step")).not_to_have_count(0, timeout=T)
+    page.evaluate(TWO_FRAMES_JS)
     expect(tour).to_be_hidden()
     page.locator("#tour-btn").click()  # reopened by its button
     expect(tour).to_be_visible()

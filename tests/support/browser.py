@@ -31,6 +31,26 @@ def open_view(page: Page, label: str) -> None:
 open_tab = open_view  # the views' tests' name for it
 
 
+# Every shown view slot holds the value the page keeps for its key (inspector/ui/bundle.py: `show` sets the slot's
+# `_shown` to it; a slot mounted when its tab opens draws itself from `window.iiViews`); a key with no value yet
+# has nothing to draw.
+VIEWS_SHOWN_JS = """() => {
+  const views = window.iiViews || {};
+  return [...document.querySelectorAll('.ii-slot[data-view]')]
+    .filter((s) => s.getClientRects().length > 0 && s.dataset.view in views)
+    .every((s) => s._shown === (views[s.dataset.view] || ''));
+}"""
+TWO_FRAMES_JS = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
+def views_settled(page: Page) -> None:
+    """Wait until the open tab's views show what the page holds for them and two frames have been laid out since:
+    what a layout check reads then is the tab as drawn (not a fixed pause, which is too long on an idle machine
+    and may be too short on a loaded one)."""
+    page.wait_for_function(VIEWS_SHOWN_JS, polling="raf", timeout=T)
+    page.evaluate(TWO_FRAMES_JS)
+
+
 def goto(page: Page, url: str, tour: bool = False) -> None:
     """Open the app and wait until it is live (the status line is drawn by the page-load event). `tour`:
     as a first visit (the guided tour opens); otherwise as a visitor who has closed it."""

@@ -113,8 +113,16 @@ def assert_no_traceback(server: ServedApp) -> None:
         assert bad not in log, f"the server log has a {bad}:\n{log[-4000:]}"
 
 
+def queue_ended(demo, within_s: float = 5.0) -> None:
+    """Wait (up to `within_s`) until Gradio's queue of `demo` holds no event and runs none."""
+    queue = demo._queue
+    deadline = time.monotonic() + within_s
+    while (len(queue) or queue.get_active_worker_count()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @pytest.fixture
-def server(app_url: str, capfd: pytest.CaptureFixture) -> Iterator[ServedApp]:
+def server(app_demo, app_url: str, capfd: pytest.CaptureFixture) -> Iterator[ServedApp]:
     """The served app, its log held for this test (set up before the page opens: `width` takes it)."""
     from inspector.ui import model_thread
 
@@ -124,8 +132,8 @@ def server(app_url: str, capfd: pytest.CaptureFixture) -> Iterator[ServedApp]:
         logger.addHandler(app.records)
     try:
         yield app
+        queue_ended(app_demo)  # an event the closed page left in Gradio's queue has ended
         model_thread.settle()  # the work the page's last events queued has run, and printed what it would
-        time.sleep(0.5)  # an event the closed page left in Gradio's queue has ended
         assert_no_traceback(app)
     finally:
         for logger in loggers:
