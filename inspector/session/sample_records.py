@@ -25,13 +25,13 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
     (cap, the (V,) logits before the final soft-cap) in a family that has one.
 
     A draw that ran no stage of the chain (greedy, no processors) and has no soft-cap gives a deferred
-    record: its token, piece, params and vocabulary size now, the rest built from `result` and `logits`
-    (which it holds, unmodified, as the session's forward does) when first read; every other draw's is
-    built now, so nothing beyond the (V,) logits is held for later."""
+    record: its token, params and vocabulary size now, the rest (the token's piece too) built from `result`
+    and `logits` (which it holds, unmodified, as the session's forward does) when first read; every other
+    draw's is built now, so nothing beyond the (V,) logits is held for later."""
     if precap is None and not result.stage_names:
         out = SampleRecord.__new__(SampleRecord)
-        out.__dict__.update(params=params, token_id=result.token, token_piece=piece(result.token),
-                            vocab_size=int(logits.numel()), stages=[], softcap=None, softcap_stat=None,
+        out.__dict__.update(params=params, token_id=result.token, vocab_size=int(logits.numel()), stages=[],
+                            softcap=None, softcap_stat=None,
                             _fill=lambda rec: _fill(rec, result, logits, piece, n))
         return out
     return _built(result, logits, params, piece, n, precap)
