@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from inspector.analysis.head_findings import HeadAblation, HeadAtlas
     from inspector.models.loader import LoadedModel
     from inspector.generation.beam_tree import BeamRecord
+    from inspector.generation.request import RunRequest
     from inspector.quant.kv_eval import CacheSpec
     from inspector.quant.measurements import FidelityRecord
 
@@ -188,24 +189,33 @@ def quant(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None =
 
 
 def beam_search(self: Model, prompt: str | None = None, *, ids: Sequence[int] | None = None, num_beams: int = 2,
-                names: str = "keywords", **options: Any) -> BeamRecord:
+                request: RunRequest | None = None, names: str = "keywords", **options: Any) -> BeamRecord:
     """Beam search (`inspector run --num-beams B`) after `prompt` or token `ids`: every hypothesis scored, the
     candidate tree per step. Takes `Model.prefill`'s keywords that beam search combines with (chat, system,
-    max_new_tokens, length_penalty and the decoding processors); `inspector.commands.decoding.beam_dict`
-    gives the CLI's JSON. `names`: as `attribute`'s."""
+    max_new_tokens, length_penalty and the decoding processors), read into one `RunRequest`; or that
+    `request` itself (what `Model.start` takes: `inspector run --num-beams` hands over its flags' one), with
+    no prompt, ids or keywords beside it (its num_beams is the request's). The record carries the request
+    (`rec.request`); `inspector.commands.decoding.beam_dict` gives the CLI's JSON. `names`: as `attribute`'s."""
     from inspector.api.measures import beam_record
     from inspector.generation.request import RunRequest
 
-    given = _ids(self, prompt, ids, "prompt", options.get("chat", False), options.get("system"))
+    if request is None:
+        given = _ids(self, prompt, ids, "prompt", options.get("chat", False), options.get("system"))
+        request = RunRequest.from_keywords(dict(options, num_beams=num_beams), prompt=prompt,
+                                           ids=None if given is None else tuple(given), device=self.loaded.device)
+    elif prompt is not None or ids is not None or options:
+        raise InputError("beam_search takes a request or a prompt, ids and keywords, not both")
+    else:
+        given = _ids(self, request.prompt, request.ids, "prompt", request.chat, request.system)
     where = refusals(names)
-    request = RunRequest.from_keywords(dict(options, num_beams=num_beams), prompt=prompt,
-                                       ids=None if given is None else tuple(given), device=self.loaded.device)
     _, settings = request.check(names=names)
     if settings.num_beams < 2:
         raise InputError(f"{_named('num_beams', names)} must be at least 2 for a beam search, got {settings.num_beams}")
     with where:
-        return beam_record(self.loaded, prompt, request.chat, request.system, settings, request.max_new_tokens,
-                           ids=given)
+        rec = beam_record(self.loaded, request.prompt, request.chat, request.system, settings, request.max_new_tokens,
+                          ids=given)
+    rec.request = request
+    return rec
 
 
 def _heads_args(names: str, **given: Any) -> SimpleNamespace:

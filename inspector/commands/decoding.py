@@ -3,12 +3,12 @@
 The flags of `flags.decoding_flags()` become a validated `DecodingSettings` through the run's `RunRequest`
 (`inspector.generation.request`: the schema file read, `ID=V` biases parsed; InputError on anything refused).
 `run_beam(args, model, request)` runs the request's beam search through the Python API
-(`Model.beam_search`, its refusals naming the flags) and prints the best hypothesis, or with `--json` one
-object: the plain run's model, prompt_ids, prompt_pieces, generated_ids, text and finished, plus `beams`:
-num_beams, length_penalty, early_stopping, hypotheses (every finished beam: generated_ids, text, logprob,
-score = logprob / length ** length_penalty, best first) and steps (per step, the candidates: beam node id,
-parent id, token id, piece, cumulative logprob, status running | finished | dropped), and `request`, the run's
-description (`RunRequest.to_json()`) as in a plain run's JSON.
+(`Model.beam_search(request=...)`: the one request, its refusals naming the flags) and prints the best
+hypothesis, or with `--json` one object: the plain run's model, prompt_ids, prompt_pieces, generated_ids, text
+and finished, plus `beams`: num_beams, length_penalty, early_stopping, hypotheses (every finished beam:
+generated_ids, text, logprob, score = logprob / length ** length_penalty, best first) and steps (per step, the
+candidates: beam node id, parent id, token id, piece, cumulative logprob, status running | finished |
+dropped), and `request`, the run's description (`RunRequest.to_json()`) as in a plain run's JSON.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import sys
 from typing import Any
 
 from inspector.commands.flags import json_text
-from inspector.generation.request import DEFAULTS, KEYWORDS, RunRequest
+from inspector.generation.request import RunRequest
 
 
 def run_beam(args: argparse.Namespace, model: Any, request: RunRequest) -> int:
     """`run --num-beams B`: `model.beam_search` of the request, then the best hypothesis (or the JSON object)."""
-    rec = model.beam_search(request.prompt, **keywords_of(request), names="flags")
+    rec = model.beam_search(request=request, names="flags")
     best = rec.hypotheses[0]
     if args.json:
-        print(json_text(beam_dict(model.loaded, rec, request)))
+        print(json_text(beam_dict(model.loaded, rec)))
         return 0
     print(best.text)
     print(f"[beam search, {rec.num_beams} beams: best of {len(rec.hypotheses)} hypotheses, score {best.score:.3f} "
@@ -34,13 +34,8 @@ def run_beam(args: argparse.Namespace, model: Any, request: RunRequest) -> int:
     return 0
 
 
-def keywords_of(request: RunRequest) -> dict[str, Any]:
-    """The request's fields that `Model.prefill` and `Model.beam_search` take by name, where not the default."""
-    return {name: getattr(request, name) for name in KEYWORDS if getattr(request, name) != DEFAULTS[name]}
-
-
-def beam_dict(loaded: Any, rec: Any, request: RunRequest | None = None) -> dict[str, Any]:
-    """The `--json` object of a beam search (`BeamRecord`), with the run's "request" when given."""
+def beam_dict(loaded: Any, rec: Any) -> dict[str, Any]:
+    """The `--json` object of a beam search (`BeamRecord`), with the run's "request" when the record carries one."""
     best = rec.hypotheses[0]
     out = {
         "model": loaded.name,
@@ -57,8 +52,8 @@ def beam_dict(loaded: Any, rec: Any, request: RunRequest | None = None) -> dict[
                         "status": n.status} for n in nodes] for nodes in rec.steps],
         },
     }
-    if request is not None:
-        out["request"] = request.to_json()
+    if rec.request is not None:
+        out["request"] = rec.request.to_json()
     return out
 
 

@@ -237,12 +237,13 @@ class KVCache:
         return kv_bytes(self.config, 1, torch.empty((), dtype=self.dtype).element_size())
 
     def layer_nbytes(self, layer: int) -> int:
-        """Bytes of K plus V in use by one layer, every row, measured from the committed views."""
-        total = 0
-        for row in range(self.batch):
-            k, v = self.read(layer, row)
-            total += k.nbytes + v.nbytes
-        return total
+        """Bytes of K plus V in use by one layer, every row: what the committed views (`read`) hold, counted
+        from the buffers' shapes and each row's length (a session asks for every layer after each forward)."""
+        k, v = self._keys[layer], self._values[layer]
+        if k is None:
+            return 0
+        per_position = k.shape[1] * k.shape[3] * k.element_size() + v.shape[1] * v.shape[3] * v.element_size()
+        return sum(self.lengths) * per_position  # (kv_heads, n, head_dim) views of K and V per row
 
     @property
     def nbytes(self) -> int:

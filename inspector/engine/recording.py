@@ -62,9 +62,10 @@ class SummaryRecorder:
             p: [None] * num_layers for p in (*NORM_POINTS, *POST_NORM_POINTS, "rot_q")}
         self._post: dict[str, list[torch.Tensor]] = {}  # post-norm point -> (n,) norms per layer, when emitted
         self._raw_logits: torch.Tensor | None = None  # (V,) fp32 on the CPU
-        self._norms: list[torch.Tensor | None] = [None] * num_layers  # (5, n) per layer, NORM_POINTS order
+        # (5, n) per layer, NORM_POINTS order; after a short forward's one reduction, the (L, 5, n) tensor itself
+        self._norms: list[torch.Tensor | None] | torch.Tensor = [None] * num_layers
         self._rot_q: torch.Tensor | None = None  # (num_layers, H, n, d)
-        self._last_resid: list[torch.Tensor | None] = [None] * num_layers  # (D,) each
+        self._last_resid: list[torch.Tensor | None] | torch.Tensor = [None] * num_layers  # (D,) each, or (L, D)
         self._done = False
         # trace name -> (layer, point) for the points kept; every other name is ignored by one dict miss
         self._wanted = _wanted(num_layers)
@@ -132,8 +133,8 @@ class SummaryRecorder:
         x = torch.stack([held[p][i] for i in range(self.num_layers) for p in NORM_POINTS])  # (L*5, B, T, D)
         x = self._rows(x.transpose(0, 1), positions_dim=2)  # (L*5, n, D)
         norms = torch.linalg.vector_norm(x.detach().float(), dim=-1).cpu()  # (L*5, n)
-        self._norms = list(norms.view(self.num_layers, len(NORM_POINTS), -1))  # (5, n) per layer
-        self._last_resid = list(x.view(self.num_layers, len(NORM_POINTS), *x.shape[1:])[:, -1, -1].clone())
+        self._norms = norms.view(self.num_layers, len(NORM_POINTS), -1)  # (L, 5, n): stacked already
+        self._last_resid = x.view(self.num_layers, len(NORM_POINTS), *x.shape[1:])[:, -1, -1].clone()  # (L, D)
         q = torch.stack(held["rot_q"])  # (L, B, H, T, d)
         self._rot_q = self._rows(q.transpose(0, 1), positions_dim=3).contiguous().cpu()  # (L, H, n, d)
         if held["attn_out_raw"][0] is not None:  # a family with post-norms emitted them
@@ -146,7 +147,8 @@ class SummaryRecorder:
     def norm_arrays(self) -> dict[str, np.ndarray]:
         """{point: (num_layers, n) float32} for every norm point."""
         self._finish()
-        norms = torch.stack(self._norms).numpy().astype(np.float32)  # (L, 5, n)
+        norms = self._norms if isinstance(self._norms, torch.Tensor) else torch.stack(self._norms)  # (L, 5, n)
+        norms = norms.numpy().astype(np.float32)
         return {p: norms[:, j] for j, p in enumerate(NORM_POINTS)}
 
     def queries(self) -> torch.Tensor:
@@ -180,7 +182,8 @@ class SummaryRecorder:
     def lens_inputs(self) -> torch.Tensor:
         """(num_layers, D): the last position's residual after each layer."""
         self._finish()
-        return torch.stack(self._last_resid)
+        last = self._last_resid
+        return last if isinstance(last, torch.Tensor) else torch.stack(last)  # (L, D)
 
 
 class ExpertUsage:

@@ -9,6 +9,7 @@ the nodes of `hypotheses[0]` are the chosen output. `inspector.generation.beam` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 RUNNING, FINISHED, DROPPED = "running", "finished", "dropped"
 
@@ -43,6 +44,7 @@ class BeamRecord:
     steps: list[list[BeamNode]] = field(default_factory=list)  # the candidates of each step, best first
     hypotheses: list[BeamHypothesis] = field(default_factory=list)  # finished, best first
     finish: str = ""  # a `FinishReason` value of the best hypothesis
+    request: Any = None  # the `RunRequest` it ran (`Model.beam_search`), None when searched without one
 
     def path(self, node: int) -> list[int]:
         """Node ids from the first step to `node`."""

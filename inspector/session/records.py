@@ -77,6 +77,23 @@ class SampleRecord:
     softcap: float | None = None
     softcap_stat: StageStat | None = None
 
+    # A record may be made deferred (`inspector.session.sample_records.sample_record`): its token and params
+    # set, the rest (candidates, entropies, survivors, stage_stats) built by `_fill(self)` when one is first
+    # read. __getattr__ runs only for an attribute not set yet, so a filled record costs nothing more.
+    def __getattr__(self, name: str) -> object:
+        fill = self.__dict__.pop("_fill", None)
+        if fill is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        fill(self)
+        return getattr(self, name)
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles carry the built fields, never the deferred builder."""
+        fill = self.__dict__.pop("_fill", None)
+        if fill is not None:
+            fill(self)
+        return dict(self.__dict__)
+
 
 @dataclass
 class KVLayerStat:

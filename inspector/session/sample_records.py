@@ -22,7 +22,30 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
                   piece: Callable[[int], str], n: int = 20,
                   precap: tuple[float, torch.Tensor] | None = None) -> SampleRecord:
     """The numpy/plain record of a draw: top-n by raw logit (chosen token always included); `precap`:
-    (cap, the (V,) logits before the final soft-cap) in a family that has one."""
+    (cap, the (V,) logits before the final soft-cap) in a family that has one.
+
+    A draw that ran no stage of the chain (greedy, no processors) and has no soft-cap gives a deferred
+    record: its token, params and vocabulary size now, the rest (the token's piece too) built from `result`
+    and `logits` (which it holds, unmodified, as the session's forward does) when first read; every other
+    draw's is built now, so nothing beyond the (V,) logits is held for later."""
+    if precap is None and not result.stage_names:
+        out = SampleRecord.__new__(SampleRecord)
+        out.__dict__.update(params=params, token_id=result.token, vocab_size=int(logits.numel()), stages=[],
+                            softcap=None, softcap_stat=None,
+                            _fill=lambda rec: _fill(rec, result, logits, piece, n))
+        return out
+    return _built(result, logits, params, piece, n, precap)
+
+
+def _fill(rec: SampleRecord, result: SampleResult, logits: torch.Tensor, piece: Callable[[int], str],
+          n: int) -> None:
+    """Set a deferred record's remaining fields, as `_built` computes them."""
+    built = _built(result, logits, rec.params, piece, n, None)
+    rec.__dict__.update({k: v for k, v in built.__dict__.items() if k not in rec.__dict__})
+
+
+def _built(result: SampleResult, logits: torch.Tensor, params: SamplingParams, piece: Callable[[int], str],
+           n: int, precap: tuple[float, torch.Tensor] | None) -> SampleRecord:
     logits = logits.detach().float().reshape(-1)
     top = torch.topk(logits, min(n, logits.shape[0])).indices.tolist()
     if result.token not in top:
@@ -43,7 +66,7 @@ def sample_record(result: SampleResult, logits: torch.Tensor, params: SamplingPa
     out = SampleRecord(params=params, token_id=result.token, token_piece=piece(result.token), candidates=cands,
                        entropy_raw=result.entropy_raw, entropy_final=result.entropy_final,
                        survivors=result.survivors, vocab_size=int(logits.shape[0]),
-                       stages=[name for name, _ in result.stages],
+                       stages=result.stage_names,
                        stage_stats=stage_stats(result, logits, piece))
     if precap is not None:
         add_softcap(out, precap[0], precap[1], logits, result.probs_raw, piece)

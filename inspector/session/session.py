@@ -56,13 +56,6 @@ OVERFLOW = ("stop", "window")
 OVERFLOW_SINKS = 4  # sink positions the overflow window keeps
 
 
-def _check(params: SamplingParams) -> None:
-    try:
-        params.validate()
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-
-
 class Session(SequenceOwner):
     """Prefill, step, branch and resample one generation; its forwards and KV cache are in `self.trace`."""
 
@@ -92,6 +85,7 @@ class Session(SequenceOwner):
         self.decoding = DecodingSettings()
         self._decoding_procs: tuple = ()
         self.request: dict | None = None  # the run's description (`RunRequest.to_json()`) when its maker gives it
+        self._valid: SamplingParams | None = None  # the params object last known valid (`_check`)
         if restored is None:
             self._reset()
         else:
@@ -173,9 +167,10 @@ class Session(SequenceOwner):
         return self.prefill_ids(ids, params, max_new_tokens=max_new_tokens, tokenize_ms=tokenize_ms)
 
     def prefill_ids(self, ids: list[int], params: SamplingParams, *, max_new_tokens: int = 64,
-                    tokenize_ms: float = 0.0) -> ForwardRecord:
-        """`prefill` from token ids (already tokenized); starts a new generation."""
-        _check(params)
+                    tokenize_ms: float = 0.0, checked: bool = False) -> ForwardRecord:
+        """`prefill` from token ids (already tokenized); starts a new generation. Sampling params are checked once:
+        by `RunRequest.check` (every door's), whose caller says `checked=True`; a direct caller's here."""
+        self._check(params, checked)
         if max_new_tokens <= 0 or not ids:
             raise InputError("prompt is empty" if not ids else f"max new tokens must be > 0, got {max_new_tokens}")
         if len(ids) >= self.context:
@@ -193,7 +188,7 @@ class Session(SequenceOwner):
     def step(self, params: SamplingParams) -> ForwardRecord:
         """Feed the last sampled token (one forward of one token), sample the next. InputError if finished
         or not prefilled."""
-        _check(params)
+        self._check(params)
         if not self.trace.forwards:
             raise InputError("nothing to continue: run prefill first")
         if self.finished:
@@ -267,7 +262,7 @@ class Session(SequenceOwner):
 
     def preview_sample(self, params: SamplingParams, step: int | None = None) -> SampleRecord:
         """Re-run sampling (no model) on a step's stored logits with other params; same seed rule as step."""
-        _check(params)
+        self._check(params)
         forward = self.trace.at(-1 if step is None else step)
         rec, logits = forward.record, forward.logits
         context = self.seq.ids[:rec.positions.stop]
@@ -277,7 +272,7 @@ class Session(SequenceOwner):
 
     def resample(self, params: SamplingParams) -> ForwardRecord:
         """Re-draw the newest step's token from its stored logits with `params` (no model rerun)."""
-        _check(params)
+        self._check(params)
         if not self.trace.forwards:
             raise InputError("nothing to resample: run prefill first")
         self.trace.drop_pending()
@@ -393,6 +388,12 @@ class Session(SequenceOwner):
         result = loop.choose(self.seq, logits, params, self.levers, force, index)
         rec.sample_ms = (time.perf_counter() - t0) * 1e3
         rec.sample = sample_record(result, logits, params, self.tokenizer.piece, precap=self._precap(forward))
+
+    def _check(self, params: SamplingParams, checked: bool = False) -> None:
+        """NumberError (an InputError) unless `params` are valid: checked by their maker, by this session, or now."""
+        if not (checked or params is self._valid):
+            params.validate()
+        self._valid = params
 
     def _precap(self, forward: Forward) -> tuple[float, "torch.Tensor"] | None:
         """(cap, logits before it) of a forward in a family with a final logit soft-cap (the Sampling view)."""

@@ -12,6 +12,7 @@ from tests.support.tiny import tiny_llama_dir  # noqa: F401 (fixture)
 
 import inspector
 from inspector.commands.cli import main
+from inspector.errors import InputError
 from inspector.generation.request import RunRequest
 from tests.support.json_compare import same, untimed
 
@@ -78,7 +79,15 @@ def test_beam_search(model, tiny_llama_dir, capsys):  # noqa: F811
     assert RunRequest.from_json(cli.pop("request")) == RunRequest.of(
         model=str(tiny_llama_dir), prompt="Hello world", num_beams=3, length_penalty=0.5, max_new_tokens=5)
     api = model.beam_search("Hello world", num_beams=3, length_penalty=0.5, max_new_tokens=5)
-    assert same(beam_dict(model.loaded, api), cli)
+    assert api.request == RunRequest.of(prompt="Hello world", num_beams=3, length_penalty=0.5, max_new_tokens=5,
+                                        device=model.loaded.device)  # the record carries the request it ran
+    ran = beam_dict(model.loaded, api)
+    assert RunRequest.from_json(ran.pop("request")) == api.request
+    assert same(ran, cli)
+    again = model.beam_search(request=api.request)  # the request itself, as `inspector run --num-beams` hands it over
+    assert again.request is api.request and same(beam_dict(model.loaded, again), beam_dict(model.loaded, api))
+    with pytest.raises(InputError, match="not both"):
+        model.beam_search("Hello world", request=api.request)
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "early-exit:1"])

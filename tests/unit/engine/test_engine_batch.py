@@ -136,6 +136,7 @@ def test_cache_lengths_read_and_bytes(model):
         cache.read(0, row=0, end=4)
     per_entry = cfg.num_key_value_heads * cfg.head_dim * 4  # fp32 K or V of one position, one layer
     assert cache.layer_nbytes(0) == 2 * per_entry * (3 + 7)
+    assert cache.layer_nbytes(1) == sum(t.nbytes for r in range(2) for t in cache.read(1, row=r))  # the views' bytes
     assert cache.nbytes == cfg.num_hidden_layers * 2 * per_entry * 10
     # allocated: whole buffers of `step` positions per row, whatever is in use
     assert cache.capacity == cache.step

@@ -144,3 +144,40 @@ def test_forced_token_and_record():
     assert c0.prob_raw == pytest.approx(float(torch.softmax(logits, -1)[0]))
     assert c0.kept_top_k and not rec.candidates[2].kept_top_k and rec.candidates[2].prob_final == 0.0
     assert entropy(torch.tensor([0.5, 0.5, 0.0])) == pytest.approx(math.log(2))
+
+
+def test_a_greedy_record_deferred_until_read_equals_the_one_built_at_once():
+    """A greedy draw without processors gives a deferred record (token now, the rest when read): every field,
+    read later, equals what a record built at once holds; a copy or pickle carries the built fields."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from inspector.session import sample_records
+
+    torch.manual_seed(0)
+    logits = torch.randn(300) * 3
+    params = SamplingParams()
+    piece = str
+    deferred = sample_record(sample(logits, params), logits, params, piece)
+    assert "_fill" in deferred.__dict__ and deferred.token_id == int(logits.argmax())  # nothing built yet
+    built = sample_records._built(sample(logits, params), logits, params, piece, 20, None)
+    assert "_fill" not in built.__dict__
+    assert pickle.loads(pickle.dumps(deferred)) == built and "_fill" not in deferred.__dict__  # filled to pickle
+    later = sample_record(sample(logits, params), logits, params, piece)
+    assert copy.deepcopy(later) == built and "_fill" not in copy.deepcopy(later).__dict__
+    for f in dataclasses.fields(built):
+        assert getattr(deferred, f.name) == getattr(built, f.name), f.name
+    assert deferred.entropy_raw == pytest.approx(entropy(torch.softmax(logits, -1)))
+    assert deferred.survivors == 1 and deferred.candidates[0].prob_final == 1.0
+    with pytest.raises(AttributeError):
+        deferred.no_such_field
+
+
+def test_a_result_computes_each_distribution_when_read_and_keeps_it():
+    logits = LOGITS.clone()
+    r = sample(logits, SamplingParams(temperature=0.7, top_k=3, seed=1), generator_for(1, 0))
+    assert r.probs_raw is r.probs_raw  # computed once, then kept
+    assert close(r.probs_raw, PROBS) and torch.equal(logits, LOGITS)
+    assert r.kept_top_k.tolist() == [True, True, True, False, False] and r.survivors == 3
+    assert r.stage_names == [name for name, _ in r.stages]

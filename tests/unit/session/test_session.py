@@ -225,3 +225,25 @@ def test_records_are_small_and_deep_copyable(loaded):
         return True
     assert all(no_tensors(r) for r in records)
     assert records[1].logit_lens[0][0].id == s.records[1].logit_lens[0][0].id
+
+
+def test_sampling_params_are_checked_once(loaded, monkeypatch):
+    """A direct caller's params are checked at the prefill (a bad one refused in one line), then not again for the
+    same object; params the request already checked (`checked=True`) are not checked here at all."""
+    calls = []
+    validate = SamplingParams.validate
+    monkeypatch.setattr(SamplingParams, "validate", lambda self: (calls.append(self), validate(self))[1])
+    s = Session(loaded)
+    with pytest.raises(InputError, match="temperature"):
+        s.prefill_ids([1, 2, 3], SamplingParams(temperature=-1.0))
+    params = SamplingParams(temperature=0.5, seed=3)
+    s.prefill_ids([1, 2, 3], params)
+    s.step(params)
+    s.step(params)
+    s.resample(params)
+    assert len(calls) == 2  # the refused params, then `params` once
+    s.step(SamplingParams(temperature=0.5, seed=3))  # an equal but new object: checked
+    assert len(calls) == 3
+    trusted = SamplingParams(top_k=4)
+    Session(loaded).prefill_ids([1, 2, 3], trusted, checked=True)
+    assert len(calls) == 3
