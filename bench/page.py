@@ -12,6 +12,10 @@ default model, the app served in this process as the browser tests serve it: `ha
   ScriptDuration, LayoutDuration (+ RecalcStyleDuration) deltas over `--steps` Steps on each view tab (each
   Step waits until the tab's views are painted, then 300 ms), divided by the Steps. Target ≤ 60 ms of tasks
   per Step (the Residual tab, the first one a visitor sees, is the target's row; the other tabs are shown).
+  Beside them, from a Chromium trace of the same Steps (`main_thread_tasks`): the main thread's top-level tasks'
+  wall time and their thread (CPU) time. Task durations are wall time: on a loaded machine (2 cores shared with
+  the server's forwards and whatever else runs) they include the time the renderer waited for a core inside a
+  task, which the CPU time does not; the minimal page's click is measured the same way.
 - Play at max on every view tab, two protocols in one run, so they can be told apart:
   bench.ui's (Play until `--play-tokens` tokens reached the page, counted from the click, against the engine
   alone in this process, `new_ui_session`, at its best thread count, mean of just before and just after) and
