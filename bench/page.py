@@ -131,7 +131,7 @@ def main_thread_tasks(browser, page, during) -> tuple[float, float]:
     counts too) includes the time the renderer waited for a core inside its tasks; the second is its own work."""
     import json
 
-    browser.start_tracing(page=page, categories=["devtools.timeline"])
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline"])
     during()
     events = json.loads(browser.stop_tracing())["traceEvents"]
     main = {(e["pid"], e["tid"]) for e in events
