@@ -16,10 +16,10 @@ the seconds one step should take; at max speed the page gets an update at most e
 falls behind and steals the CPU from the model. At max speed the plots are also spaced so that building and
 sending them takes at most `PLOT_SHARE` of Play's time: the views are built on the model thread, between two
 steps, so each redraw of the plots delays the next token by its cost (the last update with plots: how much
-longer it took than the last one without). On a machine where the open view's plots take 30 ms that changes
-nothing; where they take 250 ms (the Residual tab's, measured at a load average of 16 on 2 cores) they are redrawn every 2.5 s,
-not every 0.4 s that would have taken 60% of Play's time. `EVERY_STEP`: an update with plots after every step,
-no wait (the labs' Play).
+longer it took than the last one without). Where the open view's plots take 30 ms that changes nothing; where
+they take 250 ms (the Residual tab's, measured at a load average of 16 on 2 cores) they are redrawn every 2.5 s,
+not every 0.4 s, which would have taken about 60% of Play's time. `EVERY_STEP`: an update with plots after every
+step, no wait (the labs' Play).
 """
 
 from __future__ import annotations
