@@ -384,7 +384,14 @@ def main() -> None:
                              f"{per['RecalcStyleDuration']:.0f} ms; traced: tasks {per['trace_wall_ms']:.0f} ms, of "
                              f"them CPU {per['cpu_ms']:.0f} ms; click → token {per['token_ms']:.0f} ms, "
                              f"→ views {per['views_ms']:.0f} ms"))
+                if tab == STEP_TABS[0]:
+                    first = per
                 prefill(page, "What is gravity?")  # each tab from the same short context
+            rows.append((f"renderer CPU per Step, {STEP_TABS[0]} tab, against the minimal page's click (traced)", "",
+                         f"{first['cpu_ms'] / mini_per['cpu_ms']:.2f}×",
+                         f"{first['cpu_ms']:.0f} ms vs {mini_per['cpu_ms']:.0f} ms of CPU; of their tasks' wall time "
+                         f"({first['trace_wall_ms']:.0f} ms, {mini_per['trace_wall_ms']:.0f} ms) the rest is time inside "
+                         "those tasks off the CPU (waiting for a core, on a loaded machine)"))
             cdp.send("HeapProfiler.collectGarbage")
             m = metrics(cdp)
             rows.append(("DOM nodes after Steps on every view tab (CDP Nodes)", "", f"{m['Nodes']:,.0f}",
