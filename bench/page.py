@@ -12,6 +12,10 @@ default model, the app served in this process as the browser tests serve it: `ha
   ScriptDuration, LayoutDuration (+ RecalcStyleDuration) deltas over `--steps` Steps on each view tab (each
   Step waits until the tab's views are painted, then 300 ms), divided by the Steps. Target ≤ 60 ms of tasks
   per Step (the Residual tab, the first one a visitor sees, is the target's row; the other tabs are shown).
+  Beside them, from a Chromium trace of the same Steps (`main_thread_tasks`): the main thread's top-level tasks'
+  wall time and their thread (CPU) time. Task durations are wall time: on a loaded machine (2 cores shared with
+  the server's forwards and whatever else runs) they include the time the renderer waited for a core inside a
+  task, which the CPU time does not; the minimal page's click is measured the same way.
 - Play at max on every view tab, two protocols in one run, so they can be told apart:
   bench.ui's (Play until `--play-tokens` tokens reached the page, counted from the click, against the engine
   alone in this process, `new_ui_session`, at its best thread count, mean of just before and just after) and
@@ -121,20 +125,50 @@ def prefill(page, prompt: str, chat: bool = True, max_new: int = 200, timeout_ms
     page.wait_for_timeout(500)
 
 
-def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None, settle_ms: int = 800) -> dict:
-    """`n` Steps on `tab`: renderer metric deltas per Step (ms), click-to-paint medians, server rows. The tab's
-    own draw (answered after opening it) is given `settle_ms` first, so that it is not counted as a Step's."""
+def main_thread_tasks(browser, page, during) -> tuple[float, float]:
+    """(wall ms, CPU ms) of the renderer main thread's tasks while `during()` runs, from a Chromium trace: each
+    top-level task's duration and its thread time. On a loaded machine the first (what CDP TaskDuration
+    counts too) includes the time the renderer waited for a core inside its tasks; the second is its own work."""
+    import json
+
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline"])
+    during()
+    events = json.loads(browser.stop_tracing())["traceEvents"]
+    main = {(e["pid"], e["tid"]) for e in events
+            if e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    tasks = sorted((e for e in events if (e.get("pid"), e.get("tid")) in main and e.get("name") == "RunTask"
+                    and e.get("ph") == "X" and "dur" in e), key=lambda e: (e["ts"], -e["dur"]))
+    wall = cpu = 0.0
+    end = -1
+    for e in tasks:
+        if e["ts"] >= end:  # a top-level task (a nested one lies inside the last)
+            wall, cpu, end = wall + e["dur"] / 1000, cpu + e.get("tdur", e["dur"]) / 1000, e["ts"] + e["dur"]
+    return wall, cpu
+
+
+def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None, settle_ms: int = 800,
+                 browser=None) -> dict:
+    """`n` Steps on `tab`: renderer metric deltas per Step (ms), click-to-paint medians, server rows; with
+    `browser`, also the main thread's task wall and CPU ms per Step from a trace (`main_thread_tasks`). The
+    tab's own draw (answered after opening it) is given `settle_ms` first, so that it is not counted as a Step's."""
     open_tab(page, tab)
     page.wait_for_timeout(settle_ms)
     before, clicks, rows = metrics(cdp), [], []
-    for _ in range(n):
-        k = len(server.rows) if server else 0
-        clicks.append(page.evaluate(CLICK_TO_PAINT, "step-btn"))
-        page.wait_for_timeout(300)
-        if server and len(server.rows) > k:
-            rows.append(server.rows[k])
+
+    def steps() -> None:
+        for _ in range(n):
+            k = len(server.rows) if server else 0
+            clicks.append(page.evaluate(CLICK_TO_PAINT, "step-btn"))
+            page.wait_for_timeout(300)
+            if server and len(server.rows) > k:
+                rows.append(server.rows[k])
+
+    traced = main_thread_tasks(browser, page, steps) if browser is not None else None
+    if traced is None:
+        steps()
     after = metrics(cdp)
     per = {name: (after[name] - before[name]) * 1000 / n for name in METRICS}
+    per["trace_wall_ms"], per["cpu_ms"] = (t / n for t in traced) if traced else (float("nan"), float("nan"))
     per["token_ms"] = statistics.median(c[0] for c in clicks)
     per["views_ms"] = statistics.median(c[1] for c in clicks)
     per["rows"] = rows
@@ -142,22 +176,28 @@ def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None,
 
 
 def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
-    """The minimal page's renderer metric deltas (ms) per click of its button (its gr.Plot redrawn), `n` clicks."""
+    """The minimal page's renderer metric deltas (ms) per click of its button (its gr.Plot redrawn), `n` clicks,
+    and the main thread's task wall and CPU ms per click (`main_thread_tasks`)."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(url)
     page.locator("#mini-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     before = metrics(cdp)
-    for i in range(n):
-        page.locator("#mini-box textarea").fill("x" * (i + 5))
-        page.locator("#mini-btn").click()
-        page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
-                               f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
-        page.wait_for_timeout(300)
+
+    def clicks() -> None:
+        for i in range(n):
+            page.locator("#mini-box textarea").fill("x" * (i + 5))
+            page.locator("#mini-btn").click()
+            page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
+                                   f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
+            page.wait_for_timeout(300)
+
+    wall, cpu = main_thread_tasks(browser, page, clicks)
     after = metrics(cdp)
     page.close()
-    return {name: (after[name] - before[name]) * 1000 / n for name in METRICS}
+    return {**{name: (after[name] - before[name]) * 1000 / n for name in METRICS}, "trace_wall_ms": wall / n,
+            "cpu_ms": cpu / n}
 
 
 def cpu_profile(cdp, during) -> list[tuple[float, str]]:
@@ -332,17 +372,26 @@ def main() -> None:
             mini_per = minimal_updates(browser, mini.local_url, args.steps)
             rows.append((f"peer: the minimal page's renderer main thread per button click (its plot redrawn, mean of "
                          f"{args.steps})", "", f"{mini_per['TaskDuration']:.0f} ms",
-                         f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms: what "
-                         "one plain Gradio update costs on this machine now"))
+                         f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms; "
+                         f"traced: tasks {mini_per['trace_wall_ms']:.0f} ms, of them CPU {mini_per['cpu_ms']:.0f} ms: "
+                         "what one plain Gradio update costs on this machine now"))
             prefill(page, "What is gravity?")
             for tab in STEP_TABS:
-                per = steps_on_tab(page, cdp, tab, args.steps, server)
+                per = steps_on_tab(page, cdp, tab, args.steps, server, browser=browser)
                 rows.append((f"renderer main thread per Step, {tab} tab (mean of {args.steps}): tasks",
                              "≤ 60 ms" if tab == STEP_TABS[0] else "(≤ 60 ms)", f"{per['TaskDuration']:.0f} ms",
                              f"script {per['ScriptDuration']:.0f}, layout {per['LayoutDuration']:.0f}, style "
-                             f"{per['RecalcStyleDuration']:.0f} ms; click → token {per['token_ms']:.0f} ms, "
+                             f"{per['RecalcStyleDuration']:.0f} ms; traced: tasks {per['trace_wall_ms']:.0f} ms, of "
+                             f"them CPU {per['cpu_ms']:.0f} ms; click → token {per['token_ms']:.0f} ms, "
                              f"→ views {per['views_ms']:.0f} ms"))
+                if tab == STEP_TABS[0]:
+                    first = per
                 prefill(page, "What is gravity?")  # each tab from the same short context
+            rows.append((f"renderer CPU per Step, {STEP_TABS[0]} tab, against the minimal page's click (traced)", "",
+                         f"{first['cpu_ms'] / mini_per['cpu_ms']:.2f}×",
+                         f"{first['cpu_ms']:.0f} ms vs {mini_per['cpu_ms']:.0f} ms of CPU; of their tasks' wall time "
+                         f"({first['trace_wall_ms']:.0f} ms, {mini_per['trace_wall_ms']:.0f} ms) the rest is time inside "
+                         "those tasks off the CPU (waiting for a core, on a loaded machine)"))
             cdp.send("HeapProfiler.collectGarbage")
             m = metrics(cdp)
             rows.append(("DOM nodes after Steps on every view tab (CDP Nodes)", "", f"{m['Nodes']:,.0f}",

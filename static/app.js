@@ -39,8 +39,10 @@
   }, true);
 
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
-  // (data-z: float32 values, base64, rows x cols; or data-z-src: a file of those float32 bytes, fetched on the
-  // first hover, inspector/ui/bundle_parts.py HoverFiles; data-rows / data-cols: names).
+  // (data-z: float32 values, base64, rows x cols; or data-z-src: a file of that base64 text, fetched and decoded
+  // on the first hover, inspector/ui/bundle_parts.py HoverFiles; data-rows / data-cols: names).
+  const decode64 = (text) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(text)
+    : Uint8Array.from(atob(text), (c) => c.charCodeAt(0)));  // native where the browser has it (Chromium 140+)
   const heatData = (heat) => {
     const src = heat.dataset.zSrc;
     const source = src || heat.dataset.z;
@@ -50,13 +52,12 @@
       heat._rows = JSON.parse(heat.dataset.rows);
       heat._cols = JSON.parse(heat.dataset.cols);
       if (!src) {
-        const raw = atob(heat.dataset.z);
-        heat._values = new Float32Array(Uint8Array.from(raw, (c) => c.charCodeAt(0)).buffer);
+        heat._values = new Float32Array(decode64(heat.dataset.z).buffer);
       } else {
-        fetch(src).then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))))
-          .then((bytes) => {
+        fetch(src).then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))))
+          .then((text) => {
             if (heat._z !== source) return;  // a newer step's values replaced these meanwhile
-            heat._values = new Float32Array(bytes);
+            heat._values = new Float32Array(decode64(text.trim()).buffer);
             if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y);
           })
           .catch(() => { if (heat._z === source) heat._z = null; });  // the next move asks again

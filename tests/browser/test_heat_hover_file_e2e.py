@@ -33,7 +33,7 @@ def test_overview_hover_values_come_from_a_file_and_are_the_servers(page: Page, 
     expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n}", timeout=T)
     heat = page.locator("#attn-overview-map")
     assert 270 * (n + 1) * 4 * 4 / 3 > HOVER_INLINE_MAX  # so big that its values go as a file
-    expect(heat).to_have_attribute("data-z-src", re.compile(r"^gradio_api/file=.+\.f32$"))
+    expect(heat).to_have_attribute("data-z-src", re.compile(r"^gradio_api/file=.+\.f32\.b64$"))
     assert heat.get_attribute("data-z") is None
 
     visitor = next(v for v in app_demo.store.live() if v.session is not None and v.tab == "attention"

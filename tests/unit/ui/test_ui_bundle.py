@@ -77,7 +77,7 @@ def test_the_page_loads_plotly_js_from_the_plotly_package():
     assert ViewBundle().head == tag and "Plotly.react" in ViewBundle().js_on_load
 
 
-def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded):
+def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loaded):
     import base64
     import re
     from pathlib import Path
@@ -99,8 +99,9 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_bytes(tiny_loaded
     assert "data-z=" not in out["attn_overview"]
     assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"') == big
     path = Path(src)
-    assert path.parent == files.folder() and path.read_bytes() == base64.b64decode(inline)  # lossless
-    np.testing.assert_array_equal(np.fromfile(path, "<f4").reshape(27, 700), rows.reshape(27, 700))
+    assert path.parent == files.folder() and path.read_text(encoding="ascii") == inline  # the same text, lossless
+    values = np.frombuffer(base64.b64decode(path.read_bytes()), "<f4")
+    np.testing.assert_array_equal(values.reshape(27, 700), rows.reshape(27, 700))
     # a view keeps its newest HOVER_KEEP files; older ones are deleted
     later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
                             files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
