@@ -101,10 +101,11 @@ def status_html(message: str, error: bool = False, settings: DecodingSettings | 
 
 
 def link_values(link: Any) -> list:
-    """The controls' values for a run link's decoding settings (skipped when the link has none)."""
-    if not isinstance(link, dict) or not link.get("decoding"):
+    """The controls' values for a run link's decoding settings (`RunLink.checked.settings`, as its parse checked
+    them; skipped when the link sets none or could not be read)."""
+    s = getattr(getattr(link, "checked", None), "settings", None)
+    if s is None or s.is_default:
         return [gr.skip()] * 12
-    s = DecodingSettings.from_dict(json.loads(link["decoding"]))
     kind, text = {"json_schema": ("JSON schema", s.json_schema), "regex": ("regex", s.regex),
                   "choice": ("choice", "\n".join(s.choices))}.get((s.constraint or ("", ""))[0], ("none", ""))
     return [f"{s.repetition_penalty:g}", f"{s.presence_penalty:g}", f"{s.frequency_penalty:g}",

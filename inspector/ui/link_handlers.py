@@ -3,9 +3,10 @@
 `link_fill(request)`, `link_run(h, ...)` and `link_query_for(h, ...)` are wired by the page (`h`: the page's
 run, `inspector.ui.handlers.Handlers`). On page load `link_fill` reads the URL's
 query (its `RunRequest`, checked: `inspector.ui.run_links.parse_link`): it fills the controls (prompt, chat,
-system prompt, sampling, max new tokens) and keeps the run in a `gr.State`; `link_run` then prefills and
-steps exactly as a visitor pressing the buttons would (the same request, caps and session), and replays the
-link's branches (`inspector.session.tree_replay`). A bad link leaves the
+system prompt, sampling, max new tokens) and keeps the link in a `gr.State`; `link_run` then prefills the
+run the link's parse checked (`RunLink.checked`, not checked again) and steps exactly as a visitor pressing
+the buttons would (the same caps and session), and replays the link's branches
+(`inspector.session.tree_replay`). A bad link leaves the
 controls as they are and says why in the status line.
 
 "Link to this run" asks the server (`link_query_for`): the link is made from what the session ran — the
@@ -17,7 +18,7 @@ branch's tokens with the one shown — never from the controls, which may have b
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gradio as gr
@@ -27,7 +28,8 @@ from inspector.session.branches import BranchTree, SavedTree
 from inspector.session.tree_replay import grow_tree
 from inspector.ui.model_thread import call, on_model_thread
 from inspector.ui.refusals import keep_sid, refuses
-from inspector.ui.run_links import KEYS, RunLink, link_decoding, link_query, link_tree, parse_link, tree_fields
+from inspector.ui.decoding_controls import step_settings
+from inspector.ui.run_links import KEYS, RunLink, link_query, parse_link, tree_fields
 from inspector.ui.visitors import Visitor
 
 CONTROLS = KEYS[:-1]  # the controls a link fills, in order: prompt ... max_new (steps is not a control)
@@ -107,16 +109,15 @@ def link_query_for(h: Any, sid: Any) -> tuple[str, dict[str, Any]]:
 
 
 def link_fill(request: gr.Request) -> list:
-    """Control values from the URL (skipped when it names no run), then the run itself (dict), an error
-    message (str) or None for the State that `link_run` reads."""
+    """Control values from the URL (skipped when it names no run), then the link itself (`RunLink`, with the run
+    it checked), an error message (str) or None for the State that `link_run` reads."""
     try:
         link = parse_link(dict(request.query_params) if request is not None else {})
     except InspectorError as exc:
         return [gr.skip()] * len(CONTROLS) + [str(exc)]
     if link is None:
         return [gr.skip()] * len(CONTROLS) + [None]
-    values = asdict(link)
-    return [values[k] for k in CONTROLS] + [values]
+    return [getattr(link, k) for k in CONTROLS] + [link]
 
 
 @refuses(lead=keep_sid)
@@ -126,12 +127,11 @@ def link_run(h: Any, sid: Any, link: Any, layer: Any, head: Any) -> tuple[Any, d
         return gr.skip(), {}
     if isinstance(link, str):
         raise InputError(link)  # the link could not be read: why, in the status line
-    run = RunLink(**link)
-    tree = link_tree(run)
+    run, tree = link, link.tree
     sid, linked = h.store.get_or_create(sid)
-    linked.decoding = link_decoding(run.decoding)  # the settings panel's, for the prefill
-    checked = h.request(sid, run.prompt, run.chat, run.system, run.temperature, run.top_k, run.top_p, run.min_p,
-                        run.seed, run.max_new)  # the link's run, as the Prefill's controls would give it
+    linked.decoding = link.checked.settings  # the settings panel's (beams kept for the Beams tab)
+    # the link's run as parse_link checked it, with the settings a step-by-step run uses (as the Prefill's)
+    checked = replace(link.checked, settings=step_settings(linked))
     sid, visitor = h.start(sid, checked)
     if tree is None:
         for _ in range(min(run.steps, visitor.max_new_tokens - 1)):

@@ -23,7 +23,9 @@ Only unreserved URL characters are used (digits, `.`, `-`, `_`): the link stays 
 
 `link_query(...)` writes such a query; `parse_link(query)` reads one into a `RunLink` with the page's
 defaults filled in, or raises InputError naming each bad parameter ("link parameter top_k: top-k must be
-..."); `link_request(link)` is its `RunRequest`. A link takes what the page's controls take. The page's
+..."); `link_request(link)` is its `RunRequest`. The link it reads keeps the run it checked (`RunLink.checked`:
+the request, its sampling parameters and the settings panel's decoding) and the branch tree
+(`RunLink.tree`), so the page runs them as they are, with no second parse or check. A link takes what the page's controls take. The page's
 "Link to this run" is written by the server from the run the session holds (`inspector.ui.link_handlers.
 link_for`), not from the controls, which may have been edited since.
 """
@@ -32,13 +34,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any
 from urllib.parse import urlencode
 
 from inspector.errors import InputError
-from inspector.quant.requested import VERSION, RequestError, RunRequest, decoding_fields
+from inspector.quant.requested import VERSION, Checked, RequestError, RunRequest, decoding_fields
 from inspector.session.branches import MAX_BRANCHES, SavedBranch, SavedTree, check_saved
 from inspector.session.settings import LENGTH_PENALTY, NUM_BEAMS, DecodingSettings
 from inspector.ui.fields import PAGE_NAMES, STEPS
@@ -70,6 +72,10 @@ class RunLink:
     tokens: str = ""  # the root branch's tokens, "id.id.id" ("" = sampled: prefill + `steps` steps)
     branches: str = ""  # further branches, "parent-step-id.id_..." (see the module docstring)
     branch: int = 0  # the branch shown
+    # what `parse_link` checked, for the page to run as it is (None in a link written from a run, `link_for`);
+    # neither is part of the link's value (its query keys are the fields above)
+    checked: Checked | None = field(default=None, compare=False, repr=False)  # the run, decoding with beams
+    tree: SavedTree | None = field(default=None, compare=False, repr=False)  # its branches (None: none)
 
 
 def parse_link(query: Mapping[str, str]) -> RunLink | None:
@@ -108,11 +114,11 @@ def parse_link(query: Mapping[str, str]) -> RunLink | None:
                    decoding="" if settings.is_default else json.dumps(settings.to_dict()),
                    tokens=(query.get("tokens") or "").strip(), branches=(query.get("branches") or "").strip(),
                    branch=bounded("branch", BRANCH, query.get("branch", 0)))
-    link_tree(link)  # every branch parameter checked now, before anything runs
+    tree = link_tree(link)  # every branch parameter checked now, before anything runs
     if link.tokens and query.get("steps") is not None and link.steps != len(ids(link.tokens, "tokens")) - 1:
         raise InputError(f"link parameter steps must be the count of tokens less one "
                          f"({len(ids(link.tokens, 'tokens')) - 1}), got {link.steps}")
-    return link
+    return replace(link, checked=replace(checked, settings=settings), tree=tree)
 
 
 def bounded(key: str, bound: Bound, raw: Any) -> Any:

@@ -107,3 +107,26 @@ def test_a_link_refuses_what_the_page_does_not_run():
         "link parameter top_k: top-k must be a whole number from 0 to 200 (0 = off), got 'many'",
         "link parameter repetition_penalty: repetition-penalty must be a number > 0 (1 = off; > 1 discourages "
         "repeats), got '0'"]
+
+
+def test_a_link_is_parsed_and_checked_once(tiny_loaded, monkeypatch):  # noqa: F811
+    """Opening a link checks its run once, when the URL is read (`parse_link`): the run it prefills is that
+    checked run (`RunLink.checked`), with no second parse of the values nor a second check."""
+    from inspector.generation.request_checks import Checked
+    from inspector.quant.requested import RunRequest
+
+    h, store = make(tiny_loaded)
+    checks = []
+    real = RunRequest.checked
+    monkeypatch.setattr(RunRequest, "checked", lambda self, *a, **k: (checks.append(self), real(self, *a, **k))[1])
+    link = RunLink(prompt="The quick brown fox", chat=False, temperature=0.8, seed=5, max_new=8, steps=2)
+    filled = link_fill(request(dict(parse_qsl(link_query(link)))))
+    assert len(checks) == 1 and isinstance(filled[-1].checked, Checked)
+    assert filled[-1] == link  # the checked run and tree ride beside the link's value, not in it
+    started = []
+    real_start = type(h).start
+    monkeypatch.setattr(type(h), "start", lambda self, sid, c: (started.append(c), real_start(self, sid, c))[1])
+    out = link_run(h, store.new_id(), filled[-1], 0, 0)
+    assert "opened from a link: prefill + 2 steps" in status(out[1:])
+    assert len(checks) == 1  # not checked again
+    assert started[0].request == filled[-1].checked.request and started[0].params == filled[-1].checked.params

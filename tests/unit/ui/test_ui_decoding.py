@@ -57,7 +57,8 @@ def test_a_run_link_carries_the_decoding_settings():
 
     back = parse_link({k: unquote_plus(v) for k, v in query.items()})
     assert back == link and DecodingSettings.from_dict(json.loads(back.decoding)) == s
-    filled = link_values({"decoding": back.decoding})
+    assert back.checked.settings == s  # the run parse_link checked: what the page runs, not parsed again
+    filled = link_values(back)
     assert filled[0] == "1.3" and filled[8] == "choice" and filled[9] == "yes\nno" and filled[10] == "4"
     assert settings_from_controls(*filled) == s
     assert parse_link({"prompt": "hi"}).decoding == ""  # older links: the defaults
