@@ -177,7 +177,7 @@ class Handlers:
             use_policy(visitor)  # the KV cache view's policy, if one was chosen
             visitor.max_new_tokens = max_new
             call_prefill(visitor.session.prefill_ids, admitted.ids, checked.params, max_new_tokens=max_new,
-                         tokenize_ms=admitted.tokenize_ms)
+                         tokenize_ms=admitted.tokenize_ms, checked=True)  # `page_request` checked the params
             # its link and trace: the run's text, not the box's
             link_handlers.remember_run(visitor, request.prompt, request.chat, request.system)
         return sid, visitor

@@ -111,14 +111,19 @@ def test_a_link_refuses_what_the_page_does_not_run():
 
 def test_a_link_is_parsed_and_checked_once(tiny_loaded, monkeypatch):  # noqa: F811
     """Opening a link checks its run once, when the URL is read (`parse_link`): the run it prefills is that
-    checked run (`RunLink.checked`), with no second parse of the values nor a second check."""
+    checked run (`RunLink.checked`), with no second parse of the values nor a second check, by the page's
+    handlers or by the session they start."""
     from inspector.generation.request_checks import Checked
     from inspector.quant.requested import RunRequest
 
     h, store = make(tiny_loaded)
-    checks = []
+    from inspector.engine.config import SamplingParams
+
+    checks, validated = [], []
     real = RunRequest.checked
     monkeypatch.setattr(RunRequest, "checked", lambda self, *a, **k: (checks.append(self), real(self, *a, **k))[1])
+    real_validate = SamplingParams.validate
+    monkeypatch.setattr(SamplingParams, "validate", lambda self: (validated.append(self), real_validate(self))[1])
     link = RunLink(prompt="The quick brown fox", chat=False, temperature=0.8, seed=5, max_new=8, steps=2)
     filled = link_fill(request(dict(parse_qsl(link_query(link)))))
     assert len(checks) == 1 and isinstance(filled[-1].checked, Checked)
@@ -129,4 +134,5 @@ def test_a_link_is_parsed_and_checked_once(tiny_loaded, monkeypatch):  # noqa: F
     out = link_run(h, store.new_id(), filled[-1], 0, 0)
     assert "opened from a link: prefill + 2 steps" in status(out[1:])
     assert len(checks) == 1  # not checked again
+    assert validated == []  # nor its sampling params, by the session's prefill and steps (`checked=True`)
     assert started[0].request == filled[-1].checked.request and started[0].params == filled[-1].checked.params
