@@ -32,6 +32,7 @@ from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
 from inspector.ui.selections import build_pin, reselect_pinned
+from inspector.viz.tokens import CHIP_START
 from inspector.ui.visitors import Visitors, new_ui_session
 from inspector.ui.system_prompt import chat_checkbox, system_note_html, template_system
 from inspector.ui.tour_panel import TOUR_CSS_FILE, build_tour_button, build_tour_panel
@@ -47,8 +48,6 @@ EXAMPLES = [
     ["Write a haiku about the sea.", True],
     ["def fibonacci(n):", False],
 ]
-# How `inspector.viz.tokens.token_chips_html` starts each chip: the chips' slot is a list of them (`ViewSlot.items`)
-CHIP_START = '<span class="ii-chip '
 # The last link of the page-load chain marks the page: until then a load step may still write the controls
 # (a run link's values), so browser tests and scripts wait for `body[data-inspector-loaded]`.
 PAGE_READY_JS = "() => { document.body.dataset.inspectorLoaded = '1'; }"
@@ -152,7 +151,7 @@ def token_column() -> dict[str, Any]:
     c: dict[str, Any] = {}
     ViewSlot("status", "status")
     gr.Markdown(vtok.CAPTION, elem_classes="ii-caption")
-    ViewSlot("chips", "tokens", items=CHIP_START)  # a Step changes a chip or two: only those are redrawn
+    ViewSlot("chips", "tokens", items=CHIP_START)  # a list of chips: a Step changes one or two, only those are redrawn
     ViewSlot("text", "text")
     ViewSlot("branches", "branches")  # the branch tree, once the run has branched
     with gr.Row(elem_classes="ii-trace-row"):

@@ -93,31 +93,15 @@ PART_DIGESTS_MAX = 16  # parts whose digest is kept (a prompt's chips: about 200
 
 
 class PromptParts:
-    """The token chips of a long prompt, sent once (see the module docstring). `split(owner, chips, n_prompt)`
-    gives the views to send for the chips view's value `chips` (HTML whose items start with `marker`);
-    `join(owner, before, part, after, n_prompt)` the same for `chips = before + part + after` with `part` the
-    prompt's items, already apart (no search for them, and the digest of a part seen before is kept)."""
+    """The token chips of a long prompt, sent once (see the module docstring). `join(owner, before, part, after,
+    n_prompt)` gives the views to send for the chips view's value `before + part + after`, where `part` is the
+    prompt's chips, built apart (`inspector.viz.tokens.token_chips_parts`; the digest of a part seen before is
+    kept)."""
 
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sent: OrderedDict[Any, tuple[str, float]] = OrderedDict()  # owner -> (digest, when sent)
         self._digests: OrderedDict[str, str] = OrderedDict()  # part -> its digest, the latest PART_DIGESTS_MAX
-
-    def split(self, owner: Any, chips: str, n_prompt: int) -> dict[str, str]:
-        if n_prompt < PART_MIN_ITEMS:
-            return {"chips": chips}
-        start = chips.find(self.marker)
-        end = start
-        for _ in range(n_prompt):  # end: where the first item after the prompt's starts
-            end = chips.find(self.marker, end + 1)
-            if end < 0:
-                break
-        if start < 0 or end == start:
-            return {"chips": chips}
-        if end < 0:  # no item after the prompt's: the part ends where the container's end tag begins
-            end = chips.rindex("</")
-        return self.join(owner, chips[:start], chips[start:end], chips[end:], n_prompt)
 
     def join(self, owner: Any, before: str, part: str, after: str, n_prompt: int) -> dict[str, str]:
         if n_prompt < PART_MIN_ITEMS or not part:

@@ -32,7 +32,6 @@ from inspector.viz import timing as vt
 from inspector.viz import tokens as vtok
 from inspector.viz import tour as vtour
 
-CHIP_START = '<span class="ii-chip '  # how `inspector.viz.tokens.token_chips_html` starts each chip
 # What every run event updates: status line, token chips, text, pipeline strip, branches, the tour's text
 TOKEN_KEYS = ("status", "chips", "text", "pipeline", "branches", "tour")
 # The slots of every view tab of the registry, on any page (only the open tab's are drawn)
@@ -55,7 +54,7 @@ class Renderer:
                                    cfg.num_key_value_heads, cfg.vocab_size)
         self.tour_facts = tour_facts(page.loaded, page.inventory.bytes)
         self.hover = HoverFiles()
-        self.parts = PromptParts(CHIP_START)
+        self.parts = PromptParts()
         self._prompt_chips: OrderedDict[tuple, str] = OrderedDict()  # (prompt ids, selection) -> the prompt's chips
         self._chips_lock = threading.Lock()
 

@@ -20,6 +20,7 @@ CAPTION = ("Tokens & text: the prompt is split into tokens (blue, processed toge
            "more. A generated token's badge (L21) is the layer from which the logit lens shows it on top: what "
            "the lens reads, not when the model \"knows\" it. Click a token to select its position.")
 
+CHIP_START = '<span class="ii-chip '  # how every chip's HTML begins (`chip_html`): the page lists chips by it
 LENS_NOTE = "the logit lens reads early layers poorly: a layer where it shows the token, not where the model knows it"
 
 
@@ -53,7 +54,7 @@ def chip_html(pos: int, tid: int, piece: str, is_special: bool, n_prompt: int, s
               decided: tuple[int, bool] | None = None) -> str:
     """The chip of one position: piece and id, its role in the tooltip, outlined when `selected`, and a
     generated token's commitment badge (`decided`: its entry of `decided_layers`)."""
-    classes = ["ii-chip", "ii-prompt" if pos < n_prompt else "ii-gen"]
+    classes = ["ii-prompt" if pos < n_prompt else "ii-gen"]  # after "ii-chip" (CHIP_START)
     if is_special:
         classes.append("ii-special")
     if pos == selected:
@@ -61,7 +62,7 @@ def chip_html(pos: int, tid: int, piece: str, is_special: bool, n_prompt: int, s
     role = "prompt" if pos < n_prompt else f"generated #{pos - n_prompt + 1}"
     note, badge = _badge(decided) if pos >= n_prompt else ("", "")
     title = f"position {pos} · id {tid} · {role}" + (" · special token" if is_special else "") + note
-    return (f'<span class="{" ".join(classes)}" data-pos="{pos}" data-id="{tid}" title="{esc(title)}">'
+    return (f'{CHIP_START}{" ".join(classes)}" data-pos="{pos}" data-id="{tid}" title="{esc(title)}">'
             f'<span class="ii-piece">{esc(show_piece(piece, 24))}</span>'
             f'<span class="ii-id">{tid}</span>{badge}</span>')
 

@@ -1,11 +1,10 @@
 """The token chips' HTML splits into a head and one part per chip at the marker the page's list slot is given
-(`inspector.ui.app.CHIP_START`), so an update can redraw only the chips whose HTML changed (the browser side:
+(`inspector.viz.tokens.CHIP_START`), so an update can redraw only the chips whose HTML changed (the browser side:
 tests/browser/test_page_lists_e2e.py)."""
 
 from __future__ import annotations
 
-from inspector.ui.app import CHIP_START
-from inspector.viz.tokens import token_chips_html
+from inspector.viz.tokens import CHIP_START, token_chips_html
 
 
 def test_chip_html_splits_into_a_head_and_one_part_per_chip():

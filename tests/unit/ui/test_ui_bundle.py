@@ -111,8 +111,8 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loade
 
 def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
     from inspector.ui import bundle_parts
-    from inspector.ui.render import CHIP_START
     from inspector.viz import tokens as vtok
+    from inspector.viz.tokens import CHIP_START
 
     n_prompt = bundle_parts.PART_MIN_ITEMS + 10
     ids = list(range(n_prompt + 3))
@@ -121,37 +121,41 @@ def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
     def chips(selected=None, n=len(ids)):
         return vtok.token_chips_html(ids[:n], pieces[:n], [False] * n, n_prompt, selected)
 
+    def sent(sender, owner, selected=None, n=len(ids), prompt_len=n_prompt):  # as the renderer sends them
+        parts_of = vtok.token_chips_parts(ids[:n], pieces[:n], [False] * n, n_prompt, selected)
+        return sender.join(owner, *parts_of, prompt_len)
+
     def rebuilt(views, parts):
         value = views["chips"]
         digest = value.split("<!--ii-part:")[1].split("-->")[0]
         return value.replace(f"<!--ii-part:{digest}-->", parts[digest])
 
     parts = {}
-    sender = bundle_parts.PromptParts(CHIP_START)
-    first = sender.split("v1", chips(), n_prompt)
+    sender = bundle_parts.PromptParts()
+    first = sent(sender, "v1")
     parts.update({k[5:]: v for k, v in first.items() if k.startswith("part:")})
     assert len(parts) == 1 and rebuilt(first, parts) == chips()
     assert next(iter(parts.values())).count(CHIP_START) == n_prompt  # the prompt's chips, the generated ones stay
-    again = sender.split("v1", chips(n=len(ids) - 1), n_prompt)  # the same prompt chips: the marker alone
+    again = sent(sender, "v1", n=len(ids) - 1)  # the same prompt chips: the marker alone
     assert set(again) == {"chips"} and rebuilt(again, parts) == chips(n=len(ids) - 1)
     assert len(again["chips"]) < len(first["chips"]) + len(next(iter(parts.values()))) // 10
-    other = sender.split("v2", chips(), n_prompt)  # another browser session gets the part
+    other = sent(sender, "v2")  # another browser session gets the part
     assert any(k.startswith("part:") for k in other)
-    picked = sender.split("v1", chips(selected=5), n_prompt)  # a prompt chip selected: a new part
+    picked = sent(sender, "v1", selected=5)  # a prompt chip selected: a new part
     parts.update({k[5:]: v for k, v in picked.items() if k.startswith("part:")})
     assert len(parts) == 2 and rebuilt(picked, parts) == chips(selected=5)
-    only_prompt = vtok.token_chips_html(ids[:n_prompt], pieces[:n_prompt], [False] * n_prompt, n_prompt)
-    alone = sender.split("v3", only_prompt, n_prompt)  # no generated chip yet: the part ends before </div>
+    only_prompt = chips(n=n_prompt)
+    alone = sent(sender, "v3", n=n_prompt)  # no generated chip yet: the part ends before </div>
     parts.update({k[5:]: v for k, v in alone.items() if k.startswith("part:")})
     assert rebuilt(alone, parts) == only_prompt
-    short = bundle_parts.PromptParts(CHIP_START).split("v1", chips(), bundle_parts.PART_MIN_ITEMS - 1)
+    short = sent(bundle_parts.PromptParts(), "v1", prompt_len=bundle_parts.PART_MIN_ITEMS - 1)
     assert short == {"chips": chips()}  # a short prompt's chips go whole
 
 
-def test_join_sends_what_split_sends_with_the_prompts_chips_apart():
+def test_the_chips_parts_join_to_the_whole_and_only_the_prompts_travel_apart():
     from inspector.ui import bundle_parts
-    from inspector.ui.render import CHIP_START
     from inspector.viz import tokens as vtok
+    from inspector.viz.tokens import CHIP_START
 
     n_prompt = bundle_parts.PART_MIN_ITEMS + 4
     ids = list(range(n_prompt + 2))
@@ -159,10 +163,11 @@ def test_join_sends_what_split_sends_with_the_prompts_chips_apart():
     before, part, after = vtok.token_chips_parts(ids, pieces, special, n_prompt, None, {n_prompt + 1: (3, True)})
     whole = vtok.token_chips_html(ids, pieces, special, n_prompt, None, {n_prompt + 1: (3, True)})
     assert before + part + after == whole and part.count(CHIP_START) == n_prompt
-    joined = bundle_parts.PromptParts(CHIP_START).join("v1", before, part, after, n_prompt)
-    assert joined == bundle_parts.PromptParts(CHIP_START).split("v1", whole, n_prompt)
+    joined = bundle_parts.PromptParts().join("v1", before, part, after, n_prompt)
+    digest = bundle_parts.hashlib.blake2b(part.encode(), digest_size=12).hexdigest()
+    assert joined == {"chips": f"{before}<!--ii-part:{digest}-->{after}", f"part:{digest}": part}
     assert len(joined) == 2 and joined["chips"].count(CHIP_START) == 2  # the generated chips stay in the view
-    short = bundle_parts.PromptParts(CHIP_START).join("v1", before, part, after, bundle_parts.PART_MIN_ITEMS - 1)
+    short = bundle_parts.PromptParts().join("v1", before, part, after, bundle_parts.PART_MIN_ITEMS - 1)
     assert short == {"chips": whole}  # a short prompt's chips go whole
 
 
