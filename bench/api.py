@@ -2,7 +2,7 @@
 markdown tables.
 
 Run: python -m bench.api [--rounds 5] [--steps 32] [--prompt 64] [--cache-prompt 512] [--threads 1]
-     [--clock wall|cpu]
+     [--clock wall|cpu] [--no-split]
 
 Goals (issue 43), each a ratio of medians measured in this run:
 - decode: `model.prefill(ids=...)` then `run.step(steps)` through the public API at its defaults (every
@@ -15,6 +15,12 @@ Goals (issue 43), each a ratio of medians measured in this run:
   residual, the prefill run again with a capturing recorder) against one plain forward of the engine over
   the same ids (no recorder): within 1.5x. transformers' forward (`output_hidden_states=True`, which also
   keeps every layer's residual) is printed beside it.
+Where a decode step goes (skipped with `--no-split`): the same three decodes on a checkpoint with the default
+model's layers, heads, vocabulary and tokenizer at hidden size 72 (random weights, written to a temporary
+directory), whose forwards read about 4% of the bytes (20 MB, most of it the LM head): their step time is the
+per-operation cost (Python, dispatch, the small ops) each side pays whatever the width, plus that reading.
+The default model's step minus that is the time spent reading its weights (fp32, every matrix once per
+step), printed with its GB/s; transformers' step over the API's weight reading alone is the most the API could be faster if its per-operation cost were zero.
 The machine may be shared: the sides alternate round after round, and both the medians and the fastest
 round are printed, with the goals' ratios of both. Both sides use the same torch thread count (`--threads`).
 `--threads 1 --clock cpu` times the CPU time of the one thread that works (`time.thread_time`), which other
@@ -91,6 +97,36 @@ def api_cache(run) -> tuple[float, int]:
     return clock() - t0, sum(a.nbytes for a in cache.values())
 
 
+def narrow_checkpoint(loaded, directory) -> None:
+    """Write the default model's structure at hidden size 72 (9 heads of 8, 3 KV heads, MLP 144) with random
+    weights and its tokenizer into `directory` (see the module doc: the per-operation cost of a step)."""
+    import json
+    import shutil
+
+    import transformers
+
+    config = json.loads((loaded.weights_path / "config.json").read_text())
+    config.update(hidden_size=72, intermediate_size=144, head_dim=8)
+    hf_config = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(directory)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+        if (loaded.weights_path / name).exists():
+            shutil.copy(loaded.weights_path / name, directory)
+
+
+def step_split(model, hf, ids: list[int], steps: int, rounds: int) -> dict[str, float]:
+    """Per-step medians (s) of the API, the engine alone and transformers over `rounds` alternating rounds."""
+    per: dict[str, list[float]] = {"api": [], "engine": [], "hf": []}
+    api_decode(model, ids, 2), hf_decode(hf, ids, 2), engine_decode(model.loaded, ids, 2)  # warm-up
+    for _ in range(rounds):
+        per["api"] += api_decode(model, ids, steps)[1]
+        per["hf"] += hf_decode(hf, ids, steps)[1]
+        seconds, _ = engine_decode(model.loaded, ids, steps)
+        per["engine"].append(seconds / (steps + 1))  # prefill included: an upper bound of its step
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.api")
     ap.add_argument("--rounds", type=int, default=5)
@@ -99,6 +135,7 @@ def main() -> None:
     ap.add_argument("--cache-prompt", type=int, default=512, help="prompt tokens of the cache comparison")
     ap.add_argument("--threads", type=int, default=1, help="torch threads, the same for both sides")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the thread's CPU time (1 thread)")
+    ap.add_argument("--no-split", dest="split", action="store_false", help="skip where a decode step goes")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     global clock
@@ -159,6 +196,38 @@ def main() -> None:
     print(f"| (the API's bookkeeping: API / engine alone) | {med['api'] / med['engine']:.3f}x | "
           f"{low['api'] / low['engine']:.3f}x | |")
     print(f"| run.cache within 1.5x of a plain forward | {ratio:.2f}x | {low_ratio:.2f}x | {'yes' if ratio <= 1.5 else 'no'} |")
+    if args.split:
+        print_split(model, hf, ids, args, med)
+
+
+def print_split(model, hf, ids: list[int], args, med: dict[str, float]) -> None:
+    """The table of where a decode step goes (see the module doc)."""
+    import tempfile
+
+    import transformers
+
+    import inspector
+
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.loaded.model.parameters())
+    with tempfile.TemporaryDirectory() as tmp:
+        narrow_checkpoint(model.loaded, tmp)
+        narrow = inspector.load(tmp)
+        narrow_hf = transformers.AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
+        small = step_split(narrow, narrow_hf, ids, args.steps, args.rounds)
+        narrow_bytes = sum(p.numel() * p.element_size() for p in narrow.loaded.model.parameters())
+    api_read, hf_read = med["api_step"] - small["api"], med["hf_step"] - small["hf"]
+    print(f"\nWhere a decode step goes (medians; the per-operation cost measured on the same structure at hidden size "
+          f"72; weights {weight_bytes / 1e6:.0f} MB fp32, read once per step by both sides):\n")
+    print("| | API | transformers |")
+    print("|---|---|---|")
+    print(f"| decode step, default model | {1e3 * med['api_step']:.1f} ms | {1e3 * med['hf_step']:.1f} ms |")
+    print(f"| per-operation cost (hidden size 72, {narrow_bytes / 1e6:.0f} MB of weights; engine alone "
+          f"{1e3 * small['engine']:.1f} ms, prefill shared in) | "
+          f"{1e3 * small['api']:.1f} ms | {1e3 * small['hf']:.1f} ms |")
+    print(f"| the rest: reading the weights | {1e3 * api_read:.1f} ms ({weight_bytes / api_read / 1e9:.1f} GB/s) | "
+          f"{1e3 * hf_read:.1f} ms ({weight_bytes / hf_read / 1e9:.1f} GB/s) |")
+    print(f"| transformers' step / the API's weight reading alone (the API's speed-up with zero per-operation cost) | "
+          f"{med['hf_step'] / api_read:.2f}x | |")
 
 
 if __name__ == "__main__":
