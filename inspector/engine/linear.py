@@ -12,11 +12,12 @@ activations, and how weights are stored. (Quantized weights are `inspector.quant
   kernels already use both). Everything else goes to `F.linear`: one row with one thread (there `x @ W.T`
   over a weight stored (K, N) is the fastest form measured), other dtypes (bf16's kernels are fastest as
   `F.linear`) and tensor-likes (the quantized LM head).
-- `lay_out_weights(model, transposed)`: each layer's q/k/v weights in one buffer and gate/up in another,
-  the per-matrix parameters becoming row views of it (one product instead of three, or two); with
-  `transposed`, every weight matrix (the embedding / tied LM head too) is stored (in, out), so the
-  parameter is a transposed view. The model then owns all its weights (no memory-mapped file behind
-  them). HF names, shapes, values and the state dict are unchanged.
+- `lay_out_weights(model, transposed)`: each layer's q/k/v weights stacked into one matrix and gate/up
+  into another, the per-matrix parameters becoming row views of it (one product instead of three, or two);
+  with `transposed`, every weight matrix (the embedding / tied LM head too) is stored (in, out), so the
+  parameter is a transposed view. Every matrix lies in one huge-page-backed buffer, in the order a forward
+  reads them. The model then owns all its weights (no memory-mapped file behind them). HF names, shapes,
+  values and the state dict are unchanged.
 - `stacked_weight(module, names)`: the (sum N, K) matrix of the named Linear submodules' weights when
   they lie stacked in one buffer, else None. Cached on the module and rechecked by identity and address,
   so a weight replaced later (a state dict loaded with assign=True, quantized modules, `model.double()`)
@@ -33,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inspector.engine.memory import huge_page_buffer
 from inspector.engine.trace import NoHooks
 
 QKV = ("q_proj", "k_proj", "v_proj")  # an attention module's projections stacked into one product
@@ -75,39 +77,82 @@ def lay_out_weights(model: nn.Module, transposed: bool,
     """Store the 2-D projection weights as row views of stacked buffers: each block's q/k/v together and
     its gate/up together (see `stacked_weight`); with `transposed`, every matrix (the embedding / tied LM
     head too) is stored (in, out), so a weight is a transposed view (F.linear then streams it as x @ W_t).
-    Every other parameter is copied too: afterwards the model holds its own memory and nothing keeps the
-    memory-mapped weights file open (its pages would otherwise stay resident beside the copies).
+    Every matrix is written into one buffer per dtype, in the order a forward reads them, backed by huge
+    pages where the kernel offers them (`inspector.engine.memory.huge_page_buffer`); every other parameter
+    is copied too. Afterwards the model holds its own memory and nothing keeps the memory-mapped weights
+    file open (its pages would otherwise stay resident beside the copies).
     `release(old)` is called on each replaced tensor once its copy is made (the loader drops the mapped
     file's pages with it); the caller must never read those tensors again. Values, names and shapes unchanged."""
     groups = []
     for block in model.model.layers:
         attn, mlp = block.self_attn, block.mlp
         groups += [(attn, QKV), (attn, ("o_proj",)), (mlp, GATE_UP), (mlp, ("down_proj",))]
-    laid: set[int] = set()
+    stacks = []  # (modules, attr, their tensors): each written as one stacked tensor
     for owner, names in groups:
         modules = [getattr(owner, n, None) for n in names]  # a fused family (Phi-3) has none of them
         if not all(isinstance(m, nn.Linear) for m in modules):
             continue
         for attr in ("weight", "bias"):
             parts = [getattr(m, attr) for m in modules]
-            if any(p is None for p in parts):
-                continue
-            stacked = torch.cat([p.detach() for p in parts])  # (sum N, K) or (sum N,)
-            if transposed and stacked.dim() == 2:
-                stacked = stacked.t().contiguous().t()  # same values, (in, out) storage
-            for m, view in zip(modules, stacked.split([p.shape[0] for p in parts])):
-                setattr(m, attr, nn.Parameter(view, requires_grad=False))
-                laid.add(id(getattr(m, attr)))
-            for p in parts:
-                _release(release, p)
-    for module in model.modules():
-        for name, p in list(module.named_parameters(recurse=False)):
-            if id(p) in laid:
-                continue
-            own = p.detach()
-            own = own.t().contiguous().t() if transposed and own.dim() == 2 else own.clone()
-            setattr(module, name, nn.Parameter(own, requires_grad=False))
+            if all(p is not None for p in parts):
+                stacks.append((modules, attr, parts))
+    stacked = {id(p) for _, _, parts in stacks for p in parts}
+    singles = [(module, name, p) for module in model.modules()
+               for name, p in list(module.named_parameters(recurse=False)) if id(p) not in stacked]
+    matrices = [parts for _, _, parts in stacks if parts[0].dim() == 2] + [[p] for _, _, p in singles if p.dim() == 2]
+    arena = _MatrixArena(matrices)
+
+    for modules, attr, parts in stacks:
+        if parts[0].dim() == 2:
+            whole = arena.place(parts, transposed)  # (sum N, K)
+        else:
+            whole = torch.cat([p.detach() for p in parts])  # (sum N,): a bias
+        for m, view in zip(modules, whole.split([p.shape[0] for p in parts])):
+            setattr(m, attr, nn.Parameter(view, requires_grad=False))
+        for p in parts:
             _release(release, p)
+    for module, name, p in singles:
+        own = arena.place([p], transposed) if p.dim() == 2 else p.detach().clone()
+        setattr(module, name, nn.Parameter(own, requires_grad=False))
+        _release(release, p)
+
+
+class _MatrixArena:
+    """One huge-page buffer per (dtype, device) for the given matrices (lists stacked along their rows), handed
+    out in order by `place`, each matrix starting ALIGN elements apart. Off the CPU, one plain buffer."""
+
+    ALIGN = 64  # elements: every matrix starts on a 256-byte boundary (fp32), as torch's own allocations do
+
+    def __init__(self, matrices: list[list[torch.Tensor]]) -> None:
+        sizes: dict[tuple, int] = {}
+        for parts in matrices:
+            key = (parts[0].dtype, parts[0].device)
+            sizes[key] = sizes.get(key, 0) + self._span(sum(p.numel() for p in parts))
+        self._free = {key: self._buffer(n, *key) for key, n in sizes.items()}
+
+    def place(self, parts: list[torch.Tensor], transposed: bool) -> torch.Tensor:
+        """parts (n_i, K) written one after another into the next free span: a (sum n_i, K) tensor, stored
+        (K, sum n_i) when `transposed`."""
+        N, K = sum(p.shape[0] for p in parts), parts[0].shape[1]
+        key = (parts[0].dtype, parts[0].device)
+        span, self._free[key] = self._free[key][:N * K], self._free[key][self._span(N * K):]
+        stored = span.view(K, N) if transposed else span.view(N, K)  # the storage order
+        whole = stored.t() if transposed else stored  # (N, K)
+        row = 0
+        for p in parts:
+            whole[row:row + p.shape[0]].copy_(p.detach())
+            row += p.shape[0]
+        return whole
+
+    @classmethod
+    def _span(cls, numel: int) -> int:
+        return -(-numel // cls.ALIGN) * cls.ALIGN
+
+    @staticmethod
+    def _buffer(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        if device.type == "cpu":
+            return huge_page_buffer(numel, dtype)
+        return torch.empty(numel, dtype=dtype, device=device)
 
 
 def _release(release: Callable[[torch.Tensor], None] | None, old: torch.Tensor) -> None:

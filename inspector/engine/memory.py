@@ -10,6 +10,11 @@ small long-lived allocations made between them (trace summaries, records) pin th
 grows far past what a session holds. With the threshold fixed at 4 MB, large buffers get their own
 mappings and go back to the system when freed (`bench/engine.py`'s memory table measures the effect).
 `load_model` calls `release_large_frees()` once.
+
+`huge_page_buffer(numel, dtype)` is the memory the weight matrices are laid out in
+(`inspector.engine.linear.lay_out_weights`): the kernel is asked to back it with transparent huge pages
+(2 MiB), since a decode step streams every weight once, and with 4 KiB pages it walks the page table
+once per 4 KiB read.
 """
 
 from __future__ import annotations
@@ -73,3 +78,27 @@ def drop_resident_pages(t: torch.Tensor) -> None:
         _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
     except AttributeError:  # no libc, or one without madvise
         return
+
+
+MADV_HUGEPAGE = 14  # sys/mman.h (Linux)
+HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 (and arm64 with 4 KiB base pages)
+
+
+def huge_page_buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised 1-D CPU tensor of `numel` elements whose whole 2 MiB pages the kernel is asked to back
+    with transparent huge pages (madvise HUGEPAGE before anything is written; the kernel may still use small
+    pages). Off Linux, without libc, or when the kernel refuses: a plain buffer of small pages. The values
+    are the caller's to write; only the page size can differ."""
+    if not sys.platform.startswith("linux"):
+        return torch.empty(numel, dtype=dtype)
+    size = torch.empty((), dtype=dtype).element_size()
+    buffer = torch.empty(numel + HUGE_PAGE // size, dtype=dtype)  # room to start on a huge-page boundary
+    first = buffer.data_ptr()
+    start = -(-first // HUGE_PAGE) * HUGE_PAGE
+    end = (first + buffer.numel() * size) // HUGE_PAGE * HUGE_PAGE  # the whole huge pages inside the buffer
+    try:
+        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_HUGEPAGE)
+    except AttributeError:  # no libc, or one without madvise
+        pass
+    offset = (start - first) // size  # torch aligns allocations to 64 bytes: a whole number of elements
+    return buffer[offset:offset + numel]
