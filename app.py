@@ -1,8 +1,8 @@
 """Start the Inference Inspector web app: `python app.py` (Hugging Face Spaces runs this file too).
 
-Loads the model once (`inspector.ui.app_model.load_app_model()`), builds the page and launches it on
-127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise. Analytics off. A bad
-model source or INSPECTOR_* setting prints one line and exits 1.
+Checks the INSPECTOR_* settings, loads the model once (`inspector.ui.app_model.load_app_model()`), builds
+the page and launches it on 127.0.0.1:7860 unless GRADIO_SERVER_NAME / GRADIO_SERVER_PORT say otherwise.
+Analytics off. A bad model source or INSPECTOR_* setting prints one line and exits 1.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from inspector.errors import InspectorError  # noqa: E402
 from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
-from inspector.ui.app_model import load_app_model  # noqa: E402
 
 
 def main() -> None:
     try:
-        demo = build_app(load_app_model())
+        demo = build_app()  # checks the INSPECTOR_* settings, then loads the model (load_app_model)
     except InspectorError as exc:  # a bad INSPECTOR_* setting or model source: one line, no traceback
         sys.exit(f"error: {exc}")
     demo.queue(default_concurrency_limit=None)

@@ -117,3 +117,19 @@ def test_app_py_reports_a_bad_setting_in_one_line(var, value, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message)
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_app_py_checks_its_settings_before_loading_the_model():
+    """A bad INSPECTOR_* setting is refused before the model loads (a first start would convert it first):
+    with a model path that does not exist as well, the setting is what `python app.py` names."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "INSPECTOR_MODEL": "/nonexistent/model-dir", "INSPECTOR_RUN_AHEAD": "yes",
+           "GRADIO_SERVER_PORT": "1"}
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: INSPECTOR_RUN_AHEAD must be 0 or 1, got 'yes'"
