@@ -165,6 +165,15 @@ def click(page: Page, selector: str) -> Callable[[], None]:
     return lambda: page.locator(selector).click()
 
 
+def enter_and_click(page: Page, selector: str, value: str, button: str) -> Callable[[], None]:
+    """Type `value` into the box and press `button`: as an `until` action, the value is typed again with each
+    press, so a box drawn again with its old value (a panel just unfolded) is sent what was typed."""
+    def action() -> None:
+        enter(page, selector, value)
+        page.locator(button).click()
+    return action
+
+
 def leave(page: Page, selector: str, value: str) -> Callable[[], None]:
     """Type `value` into the box and leave it (Tab): a slider's box then sends `release`."""
     def action() -> None:
