@@ -234,6 +234,17 @@ def default_model():
 
 
 @pytest.fixture(scope="session")
+def gemma3_270m():
+    """The real Gemma 3 270M (`--model gemma3-270m`), loaded once per test process (about 8 s: its 262,144-token
+    tokenizer and its weights laid out): tests/real_model/test_gemma3_real.py and test_heads_real.py take this
+    one, as every test that needs the default model takes `default_model`. Here, not in tests/support/, so that
+    it is one fixture for both files (a fixture imported into two files is two fixtures, each built)."""
+    from inspector.models.loader import load_model
+
+    return load_model("gemma3-270m")
+
+
+@pytest.fixture(scope="session")
 def app_demo(default_model):
     """The app over the default model, served in this process: one for the whole test run, in the one worker that
     runs every file using it (DEFAULT_APP_UNIT). Each browser test opens it in a fresh page, so in a session of

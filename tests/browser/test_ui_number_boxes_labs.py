@@ -10,7 +10,8 @@ from playwright.sync_api import Page, expect
 
 from tests.support.browser import T, choose, goto, open_view, prefill
 from tests.support.number_boxes import (TEXT, ServedApp, assert_no_traceback, check_slider, click,  # noqa: F401
-                                        enter, enter_and_click, expected, leave, named, server, text_box, until, values, width)
+                                        enter, enter_and_click, expected, leave, named, server, text_box, until,
+                                        values, width)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -83,8 +84,7 @@ def test_kv_policies_boxes(page: Page, server: ServedApp):
     for selector, name in [("#kvpolicy-flash-layer", "layer"), ("#kvpolicy-flash-head", "query head")]:
         box = f"{selector} input[type=number]"
         for v in values("99999"):  # no release handler: the button names the value
-            # typed again before each press: the accordion's boxes may still be mounting when the first value is
-            # typed, and a box mounted after it shows its own value again
+            # typed again with each press: the panel just unfolded can draw a box again with its old value
             until(page, enter_and_click(page, box, v, "#kvpolicy-flash-run"), status, expected(name, v))
         enter(page, box, "0")
         until(page, click(page, "#kvpolicy-flash-run"), status, "tile", retry_ms=T)

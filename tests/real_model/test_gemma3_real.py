@@ -28,10 +28,8 @@ TEXTS = ["Hello world", "  two  spaces\n\nnewlines", "def f(x):\n    return x", 
 
 
 @pytest.fixture(scope="module")
-def gemma():
-    from inspector.models.loader import load_model
-
-    return load_model("gemma3-270m")
+def gemma(gemma3_270m):
+    return gemma3_270m  # the test process's one load of it (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

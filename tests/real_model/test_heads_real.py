@@ -3,7 +3,7 @@ equal to those computed from transformers' eager attention maps on the same prob
 strongest heads are the ones FINDINGS measured; zeroing the top induction heads takes away the repeated
 copy's advantage, and zeroing as many random heads does not.
 
-Lean: the session's default model (never loaded again), Gemma loaded once for the module, each model's
+Lean: the session's default model and Gemma 3 (each loaded once per test process: tests/conftest.py), each model's
 transformers copy loaded for one comparison and dropped, small probes where the claim holds on them."""
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ SMALL = {"default": (24, 2), "gemma": (16, 2)}
 
 
 @pytest.fixture(scope="module")
-def gemma():
-    from inspector.models.loader import load_model
-
-    return load_model("gemma3-270m")
+def gemma(gemma3_270m):
+    return gemma3_270m  # the test process's one load of it (tests/conftest.py), shared with test_gemma3_real.py
 
 
 def check_against_transformers(hf, atlas, probe) -> None:

@@ -166,7 +166,8 @@ def click(page: Page, selector: str) -> Callable[[], None]:
 
 
 def enter_and_click(page: Page, selector: str, value: str, button: str) -> Callable[[], None]:
-    """Type `value` into the box, then press `button` (both again on each try of `until`)."""
+    """Type `value` into the box and press `button`: as an `until` action, the value is typed again with each
+    press, so a box drawn again with its old value (a panel just unfolded) is sent what was typed."""
     def action() -> None:
         enter(page, selector, value)
         page.locator(button).click()
