@@ -85,20 +85,20 @@ HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 (and arm64 with 4 KiB b
 
 
 def huge_page_buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised 1-D CPU tensor of `numel` elements whose whole 2 MiB pages the kernel is asked to back
-    with transparent huge pages (madvise HUGEPAGE before anything is written; the kernel may still use small
-    pages). Off Linux, without libc, or when the kernel refuses: a plain buffer of small pages. The values
-    are the caller's to write; only the page size can differ."""
+    """An uninitialised 1-D CPU tensor of `numel` elements (exactly: its storage holds no padding, so what
+    counts storage bytes counts the values) whose whole 2 MiB pages the kernel is asked to back with
+    transparent huge pages (madvise HUGEPAGE before anything is written; the kernel may still use small
+    pages, and the part before the first and after the last 2 MiB boundary stays in small ones). Off Linux,
+    without libc, or when the kernel refuses: small pages. Only the page size can differ."""
+    buffer = torch.empty(numel, dtype=dtype)
     if not sys.platform.startswith("linux"):
-        return torch.empty(numel, dtype=dtype)
-    size = torch.empty((), dtype=dtype).element_size()
-    buffer = torch.empty(numel + HUGE_PAGE // size, dtype=dtype)  # room to start on a huge-page boundary
+        return buffer
     first = buffer.data_ptr()
     start = -(-first // HUGE_PAGE) * HUGE_PAGE
-    end = (first + buffer.numel() * size) // HUGE_PAGE * HUGE_PAGE  # the whole huge pages inside the buffer
-    try:
-        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_HUGEPAGE)
-    except AttributeError:  # no libc, or one without madvise
-        pass
-    offset = (start - first) // size  # torch aligns allocations to 64 bytes: a whole number of elements
-    return buffer[offset:offset + numel]
+    end = (first + numel * buffer.element_size()) // HUGE_PAGE * HUGE_PAGE  # the whole huge pages inside it
+    if end > start:
+        try:
+            _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_HUGEPAGE)
+        except AttributeError:  # no libc, or one without madvise
+            pass
+    return buffer

@@ -135,3 +135,21 @@ def test_one_row_over_transposed_storage_splits_k_only_with_threads(threads, mon
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     torch.testing.assert_close(project(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
     assert len(calls) == (threads > 1)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_layout_puts_every_matrix_in_one_buffer_in_forward_order_with_no_padding(transposed):
+    """Every weight matrix lies in one storage, layer by layer in the order a forward reads them (q/k/v, o,
+    gate/up, down), and that storage holds exactly the matrices' bytes (memory counts stay true)."""
+    model = tiny_model(num_key_value_heads=2)
+    lay_out_weights(model, transposed=transposed)
+    matrices = [p for p in model.parameters() if p.dim() == 2]
+    storages = {p.untyped_storage().data_ptr() for p in matrices}
+    assert len(storages) == 1
+    assert matrices[0].untyped_storage().nbytes() == sum(p.numel() * p.element_size() for p in matrices)
+    layer = model.model.layers[0]
+    order = [stacked_weight(layer.self_attn, QKV), layer.self_attn.o_proj.weight, stacked_weight(layer.mlp, GATE_UP),
+             layer.mlp.down_proj.weight, model.model.layers[1].self_attn.q_proj.weight]
+    addresses = [w.data_ptr() for w in order]
+    assert addresses == sorted(addresses)
+    assert all(p.untyped_storage().data_ptr() not in storages for p in model.parameters() if p.dim() == 1)
