@@ -46,7 +46,7 @@ from inspector.ui.visitors import Visitor, Visitors
 DEFAULT_SPEED = 3  # slow enough to watch each token arrive
 PLOT_INTERVAL_S = 0.4  # the open view's plots at most 2.5 times a second
 MAX_SPEED_PLOT_INTERVAL_S = 1.0  # at the Speed control's max, the open view's plots at most once a second
-MAX_SPEED_UPDATE_S = 0.1  # at the Speed control's max, the page gets at most 10 updates a second
+MAX_SPEED_UPDATE_S = 0.2  # at the Speed control's max, the page gets at most 5 updates a second
 PLOT_SHARE = 0.1  # at the Speed control's max, the plots' redraws take at most this share of Play's time
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
