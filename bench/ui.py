@@ -17,7 +17,7 @@
   and its size, the largest view in it; and in the page, when the Step request left and its answer came
   back, so the rest of click-to-paint is the browser's (Chromium shares the 2 cores with the server).
 - Play tokens/s with views on, on every view tab, at the page's fastest Play speed: tokens that reached the page / wall time,
-  and how many updates the page got (at that speed Play sends at most 10 a second, each with every token
+  and how many updates the page got (at that speed Play sends at most 5 a second, each with every token
   since the last);
   peer, measured just before and just after (averaged): the engine alone, same prompt and length, with all
   threads and with the app's decode thread count. Beside it, where Play's time went, per token: the step in the
