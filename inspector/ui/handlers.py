@@ -251,10 +251,11 @@ class Handlers:
     def play(self, sid: Any, temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any, layer: Any, head: Any,
              speed: Any = None, fastest: Any = True) -> Iterator[dict[str, Any]]:
         """Stream decode steps until EOS / max tokens / context end / Pause (`inspector.ui.play`): status,
-        tokens and text on every update, the open tab's plots at most every `PlayPace.plot_interval_s` (and
-        always on the last step); at most `speed` steps a second unless `fastest` (the Speed control; a
-        script's call without them: max), and at max speed at most `PlayPace.max_speed_update_s` between
-        updates, each showing every token since the last."""
+        tokens and text on every update, the open tab's plots at most every `PlayPace.plot_interval_s` (at max
+        speed `PlayPace.max_speed_plot_interval_s`; always on the last step); at most `speed` steps a second
+        unless `fastest` (the Speed control; a script's call without them: max), and at max speed at most
+        `PlayPace.max_speed_update_s` between updates, each showing every token since the last, the steps
+        never waiting for an update to be sent (`inspector.ui.play.unhindered`)."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
         pace = PlayPace.of(speed, fastest)
         if self.store.prefill_coming(sid):
