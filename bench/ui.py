@@ -17,13 +17,17 @@
   and its size, the largest view in it; and in the page, when the Step request left and its answer came
   back, so the rest of click-to-paint is the browser's (Chromium shares the 2 cores with the server).
 - Play tokens/s with views on, on every view tab, at the page's fastest Play speed: tokens that reached the page / wall time,
-  and how many updates the page got (at that speed Play sends at most 10 a second, each with every token
+  and how many updates the page got (at that speed Play sends at most 5 a second, each with every token
   since the last);
   peer, measured just before and just after (averaged): the engine alone, same prompt and length, with all
-  threads and with the app's decode thread count.
+  threads and with the app's decode thread count. Beside it, where Play's time went, per token: the step in the
+  app (forward + sample, from the session's records, median) against the engine alone's; the CPU time of the
+  model thread, of the rest of this process (Gradio: encoding and sending the updates) and of the browser (every
+  Chromium process: CDP `SystemInfo.getProcessInfo`). CPU times hold on a loaded machine where wall times drift:
+  on 2 cores, the browser and Gradio share the core the model's one decode thread leaves.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).
 
-Usage: python -m bench.ui [--steps 8] [--play-tokens 64]
+Usage: python -m bench.ui [--steps 8] [--play-tokens 64] [--play-only] [--tabs Attention,KV cache]
 """
 
 from __future__ import annotations
@@ -254,7 +258,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8, help="Step clicks per tab")
     ap.add_argument("--play-tokens", type=int, default=64, help="tokens per Play measurement (0: skip Play and "
                     "cold start, only the Step clicks)")
+    ap.add_argument("--play-only", action="store_true", help="only the Play measurements (no Step clicks, no cold "
+                    "start)")
+    ap.add_argument("--tabs", default="", help="comma-separated view tabs to Play on (default: every one)")
     args = ap.parse_args()
+    play_tabs = tuple(t.strip() for t in args.tabs.split(",") if t.strip()) or PLAY_TABS
 
     from playwright.sync_api import sync_playwright
 
@@ -267,121 +275,167 @@ def main() -> None:
     loaded = load_model()
     engine_alone = engine_alone_factory(loaded)
 
-    # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
-    # decode count (the decode thread)
-    alone = {n: on_thread(engine_alone("What is gravity?", max(8, args.steps)))[0]
-             for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
-    engine_ms = alone[all_threads]
-
     rows = []
     with sync_playwright() as p:
-        # First the peer: the same clicks when Step runs its own forward (INSPECTOR_RUN_AHEAD=0); then the
-        # app as it ships (each next forward run ahead), whose page goes on to the Play measurements.
-        measured, rapid = {}, {}
-        server = ServerTimes()
-        for run_ahead in ("0", "1"):
-            os.environ["INSPECTOR_RUN_AHEAD"] = run_ahead
-            demo = start_app(loaded)
-            browser, page = open_page(p, demo)
-            per_tab = step_clicks(page, args.steps, server)
-            visitor = demo.store.live()[0]
-            measured[run_ahead] = (per_tab, statistics.median(r.forward_ms + r.sample_ms
-                                                              for r in visitor.session.records[1:]))
-            rapid[run_ahead] = statistics.median(rapid_clicks(page, args.steps))
-            if run_ahead == "0":
-                browser.close()
-                demo.close()
+        if not args.play_only:
+            rows += step_rows(p, loaded, engine_alone, args.steps, all_threads, app_threads)
+        os.environ["INSPECTOR_RUN_AHEAD"] = "1"
+        demo = start_app(loaded)
+        browser, page = open_page(p, demo)
+        if args.play_tokens > 0:
+            rows += play_rows(browser, page, demo, engine_alone, args.play_tokens, play_tabs, all_threads, app_threads)
         os.environ.pop("INSPECTOR_RUN_AHEAD")
-        def medians(ts: list) -> str:
-            return f"{statistics.median(t[0] for t in ts):.0f} / {statistics.median(t[1] for t in ts):.0f} ms"
-
-        for tab, ts in measured["1"][0].items():
-            rows.append((f"Step click-to-paint, {tab} tab open (median of {len(ts)}): new token / all views",
-                         medians(ts), f"peer, no run-ahead: {medians(measured['0'][0][tab])}"))
-        for tab, ts in measured["1"][0].items():
-            rows_ = [t[2] for t in ts if t[2]]
-            if not rows_:
-                continue
-            med = lambda key: statistics.median(r.get(key, 0.0) for r in rows_)  # noqa: E731
-            largest = max(set(r["largest"] for r in rows_), key=[r["largest"] for r in rows_].count)
-            rows.append((f"where a Step's time goes, {tab} tab: server handler (its views) / JSON encode / bundle",
-                         f"{med('handler_ms'):.0f} ({med('views_ms'):.0f}) / {med('encode_ms'):.1f} ms / "
-                         f"{med('bytes') / 1024:.0f} KiB",
-                         f"largest view {largest}: {med('largest_bytes') / 1024:.0f} KiB"))
-            rows.append((f"where a Step's time goes, {tab} tab: click → request sent / answer arrived / token painted "
-                         "/ views painted", " / ".join(f"{statistics.median(t[i] for t in ts):.0f}" for i in (3, 4, 0, 1))
-                         + " ms", "in the page (performance.now): sent − click is the page's own work before the "
-                                  "request, arrived − sent is Gradio's server and the network"))
-        for run_ahead, what, note in (("1", "next forward run ahead (as shipped)", "goal ≤ 80 ms (all views)"),
-                                      ("0", "Step runs its own forward (INSPECTOR_RUN_AHEAD=0)", "peer")):
-            per_tab, engine = measured[run_ahead]
-            rows.append((f"Step click-to-paint, all tabs (median), {what}: new token / all views",
-                         medians([t for ts in per_tab.values() for t in ts]), note))
-            rows.append((f"engine step in the app, {what} (forward + sample, median)", f"{engine:.0f} ms", ""))
-            rows.append((f"Step clicked again as soon as the last one is painted, Timing tab, {what}: all views "
-                         f"(median of {args.steps})", f"{rapid[run_ahead]:.0f} ms",
-                         "a run-ahead forward not finished by the next click is waited for"))
-        rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
-                     f"{engine_ms:.0f} ms", "peer"))
-        rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
-                     f"{alone[app_threads]:.0f} ms", "peer"))
-
-        # Play with views on, at the fastest speed, on every view tab (the goal holds for each); the peer is the
-        # engine alone on the same prompt and length, with the threads the app decodes with and with all
-        # threads, measured just before and just after each Play, the two averaged (a shared machine's load
-        # drifts: a peer measured on one side only was seen to move ±10% between tabs)
-        speed = fastest_play(page)
-        story = "Write a long story about a dragon who learns to bake bread."
-
-        def engine_peers() -> dict[int, float]:
-            return {n: on_thread(engine_alone(story, args.play_tokens))[1]
-                    for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
-
-        for tab in PLAY_TABS if args.play_tokens > 0 else ():
-            before = engine_peers()
-            open_tab(page, tab)
-            page.locator("#prompt textarea").fill(story)
-            page.locator("#prefill-btn").click()
-            page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
-            page.wait_for_timeout(500)
-            start = int(page.locator("#token-count").get_attribute("data-generated"))
-            if not page.locator("#play-max input").is_checked():
-                page.locator("#play-max input").check()  # Play as fast as the model goes (the Speed control's max)
-            page.evaluate(COUNT_UPDATES)
-            t0 = time.perf_counter()
-            page.locator("#play-btn").click()
-            page.wait_for_function(
-                f"Number(document.querySelector('#token-count').dataset.generated) >= {start + args.play_tokens}"
-                " || document.querySelector('#status-line').dataset.phase.startsWith('finished')",
-                timeout=600_000, polling=20)
-            elapsed = time.perf_counter() - t0
-            got = int(page.locator("#token-count").get_attribute("data-generated")) - start
-            page.evaluate("document.getElementById('pause-btn').click()")  # as the space shortcut does
-            page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
-                                   timeout=120_000)
-            play_tps = got / elapsed
-            updates = page.evaluate("window.benchUpdates")
-            after = engine_peers()
-            peers = {n: (before[n] + after[n]) / 2 for n in before}
-            best = max(peers.values())
-            rows.append((f"Play tokens/s with views on, {tab} tab open ({got} tokens; {speed})",
-                         f"{play_tps:.1f} tok/s", f"{play_tps / best:.2f}× the engine alone at its best thread count "
-                         f"(goal ≥ 0.8×); {play_tps / peers[app_threads]:.2f}× it with the app's decode threads; "
-                         f"the page updated {updates} times ({updates / elapsed:.0f}/s)"))
-            rows.append((f"engine alone tokens/s, mean of just before and just after (wall clock, {args.play_tokens} "
-                         f"steps): {all_threads} threads / {app_threads} as the app decodes",
-                         f"{peers[all_threads]:.1f} / {peers[app_threads]:.1f} tok/s",
-                         f"peer; before {before[all_threads]:.1f} / {before[app_threads]:.1f}, "
-                         f"after {after[all_threads]:.1f} / {after[app_threads]:.1f}"))
         browser.close()
         demo.close()
-        if args.play_tokens > 0:
+        if args.play_tokens > 0 and not args.play_only:
             cold = cold_start(p)
             rows.append(("Cold start (python app.py → page usable)", f"{cold:.1f} s", ""))
 
+    print(f"load average (1/5/15 min) at the end: {'%.2f / %.2f / %.2f' % os.getloadavg()}\n")
     print("| measurement | value | note |\n|---|---|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+
+
+def step_rows(p, loaded, engine_alone, steps: int, all_threads: int, app_threads: int) -> list[tuple]:
+    """The Step clicks' rows: the app as it ships (each next forward run ahead) against the same clicks when
+    Step runs its own forward (INSPECTOR_RUN_AHEAD=0) and the engine alone."""
+    from harness.app_server import start_app
+    from inspector.ui import model_thread
+
+    # peer: the engine alone, same prompt, same process: all torch threads (the prefill thread), and the app's
+    # decode count (the decode thread)
+    alone = {n: on_thread(engine_alone("What is gravity?", max(8, steps)))[0]
+             for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
+    engine_ms = alone[all_threads]
+    rows = []
+    measured, rapid = {}, {}
+    server = ServerTimes()
+    for run_ahead in ("0", "1"):
+        os.environ["INSPECTOR_RUN_AHEAD"] = run_ahead
+        demo = start_app(loaded)
+        browser, page = open_page(p, demo)
+        per_tab = step_clicks(page, steps, server)
+        visitor = demo.store.live()[0]
+        measured[run_ahead] = (per_tab, statistics.median(r.forward_ms + r.sample_ms
+                                                          for r in visitor.session.records[1:]))
+        rapid[run_ahead] = statistics.median(rapid_clicks(page, steps))
+        browser.close()
+        demo.close()
+    os.environ.pop("INSPECTOR_RUN_AHEAD")
+
+    def medians(ts: list) -> str:
+        return f"{statistics.median(t[0] for t in ts):.0f} / {statistics.median(t[1] for t in ts):.0f} ms"
+
+    for tab, ts in measured["1"][0].items():
+        rows.append((f"Step click-to-paint, {tab} tab open (median of {len(ts)}): new token / all views",
+                     medians(ts), f"peer, no run-ahead: {medians(measured['0'][0][tab])}"))
+    for tab, ts in measured["1"][0].items():
+        rows_ = [t[2] for t in ts if t[2]]
+        if not rows_:
+            continue
+        med = lambda key: statistics.median(r.get(key, 0.0) for r in rows_)  # noqa: E731
+        largest = max(set(r["largest"] for r in rows_), key=[r["largest"] for r in rows_].count)
+        rows.append((f"where a Step's time goes, {tab} tab: server handler (its views) / JSON encode / bundle",
+                     f"{med('handler_ms'):.0f} ({med('views_ms'):.0f}) / {med('encode_ms'):.1f} ms / "
+                     f"{med('bytes') / 1024:.0f} KiB",
+                     f"largest view {largest}: {med('largest_bytes') / 1024:.0f} KiB"))
+        rows.append((f"where a Step's time goes, {tab} tab: click → request sent / answer arrived / token painted "
+                     "/ views painted", " / ".join(f"{statistics.median(t[i] for t in ts):.0f}" for i in (3, 4, 0, 1))
+                     + " ms", "in the page (performance.now): sent − click is the page's own work before the "
+                              "request, arrived − sent is Gradio's server and the network"))
+    for run_ahead, what, note in (("1", "next forward run ahead (as shipped)", "goal ≤ 80 ms (all views)"),
+                                  ("0", "Step runs its own forward (INSPECTOR_RUN_AHEAD=0)", "peer")):
+        per_tab, engine = measured[run_ahead]
+        rows.append((f"Step click-to-paint, all tabs (median), {what}: new token / all views",
+                     medians([t for ts in per_tab.values() for t in ts]), note))
+        rows.append((f"engine step in the app, {what} (forward + sample, median)", f"{engine:.0f} ms", ""))
+        rows.append((f"Step clicked again as soon as the last one is painted, Timing tab, {what}: all views "
+                     f"(median of {steps})", f"{rapid[run_ahead]:.0f} ms",
+                     "a run-ahead forward not finished by the next click is waited for"))
+    rows.append((f"engine step alone, {all_threads} torch threads (forward + sample, median)",
+                 f"{engine_ms:.0f} ms", "peer"))
+    rows.append((f"engine step alone, {app_threads} torch thread(s) as the app decodes",
+                 f"{alone[app_threads]:.0f} ms", "peer"))
+    return rows
+
+
+def browser_cpu_s(browser) -> float:
+    """CPU seconds of every process of `browser` so far (CDP `SystemInfo.getProcessInfo`)."""
+    cdp = browser.new_browser_cdp_session()
+    try:
+        return sum(proc["cpuTime"] for proc in cdp.send("SystemInfo.getProcessInfo")["processInfo"])
+    finally:
+        cdp.detach()
+
+
+def play_rows(browser, page, demo, engine_alone, tokens: int, tabs: tuple[str, ...], all_threads: int,
+              app_threads: int) -> list[tuple]:
+    """Play with views on, at the fastest speed, on every view tab in `tabs` (the goal holds for each): tok/s
+    against the engine alone on the same prompt and length, with the threads the app decodes with and with
+    all threads, measured just before and just after each Play, the two averaged (a shared machine's load
+    drifts: a peer measured on one side only was seen to move ±10% between tabs); and where Play's time went,
+    per token (CPU times: the model thread, the rest of this process, the browser)."""
+    from inspector.ui import model_thread
+
+    rows = []
+    speed = fastest_play(page)
+    story = "Write a long story about a dragon who learns to bake bread."
+
+    def engine_peers() -> dict[int, tuple[float, float]]:
+        return {n: on_thread(engine_alone(story, tokens))
+                for n, on_thread in ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
+
+    for tab in tabs:
+        before = engine_peers()
+        open_tab(page, tab)
+        page.locator("#prompt textarea").fill(story)
+        page.locator("#prefill-btn").click()
+        page.locator("#status-phase", has_text="prefill done").wait_for(timeout=120_000)
+        page.wait_for_timeout(500)
+        start = int(page.locator("#token-count").get_attribute("data-generated"))
+        if not page.locator("#play-max input").is_checked():
+            page.locator("#play-max input").check()  # Play as fast as the model goes (the Speed control's max)
+        page.evaluate(COUNT_UPDATES)
+        model_thread.settle()
+        cpu0 = (model_thread.call(time.thread_time), time.process_time(), browser_cpu_s(browser))
+        t0 = time.perf_counter()
+        page.locator("#play-btn").click()
+        page.wait_for_function(
+            f"Number(document.querySelector('#token-count').dataset.generated) >= {start + tokens}"
+            " || document.querySelector('#status-line').dataset.phase.startsWith('finished')",
+            timeout=600_000, polling=20)
+        elapsed = time.perf_counter() - t0
+        got = int(page.locator("#token-count").get_attribute("data-generated")) - start
+        cpu1 = (model_thread.call(time.thread_time), time.process_time(), browser_cpu_s(browser))
+        page.evaluate("document.getElementById('pause-btn').click()")  # as the space shortcut does
+        page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
+                               timeout=120_000)
+        records = demo.store.live()[0].session.records[start:start + got]
+        play_tps = got / elapsed
+        updates = page.evaluate("window.benchUpdates")
+        after = engine_peers()
+        peers = {n: (before[n][1] + after[n][1]) / 2 for n in before}
+        peer_ms = {n: (before[n][0] + after[n][0]) / 2 for n in before}
+        best = max(peers.values())
+        model_ms, process_ms, browser_ms = ((b - a) * 1000 / max(got, 1) for a, b in zip(cpu0, cpu1))
+        rows.append((f"Play tokens/s with views on, {tab} tab open ({got} tokens; {speed})",
+                     f"{play_tps:.1f} tok/s", f"{play_tps / best:.2f}× the engine alone at its best thread count "
+                     f"(goal ≥ 0.85×); {play_tps / peers[app_threads]:.2f}× it with the app's decode threads; "
+                     f"the page updated {updates} times ({updates / elapsed:.0f}/s)"))
+        rows.append((f"engine alone tokens/s, mean of just before and just after (wall clock, {tokens} "
+                     f"steps): {all_threads} threads / {app_threads} as the app decodes",
+                     f"{peers[all_threads]:.1f} / {peers[app_threads]:.1f} tok/s",
+                     f"peer; before {before[all_threads][1]:.1f} / {before[app_threads][1]:.1f}, "
+                     f"after {after[all_threads][1]:.1f} / {after[app_threads][1]:.1f}"))
+        step_ms = statistics.median(r.forward_ms + r.sample_ms for r in records) if records else float("nan")
+        rows.append((f"where Play's time went, {tab} tab, per token: wall / step in the app (forward + sample, "
+                     "median) / CPU of the model thread, the rest of the server process, the browser",
+                     f"{1000 / play_tps:.0f} / {step_ms:.0f} / {model_ms:.0f}, {process_ms - model_ms:.0f}, "
+                     f"{browser_ms:.0f} ms",
+                     f"the engine alone's step: {peer_ms[app_threads]:.0f} ms ({app_threads} thread(s)), "
+                     f"{peer_ms[all_threads]:.0f} ms ({all_threads})"))
+    return rows
 
 
 if __name__ == "__main__":

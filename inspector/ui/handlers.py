@@ -30,7 +30,7 @@ from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead
     submit_after
 from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
-from inspector.ui.play import PREFILL_WAIT_S, PlayPace, visitor_when_prefilled, play_steps
+from inspector.ui.play import PREFILL_WAIT_S, PlayPace, play_steps, unhindered, visitor_when_prefilled
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Renderer
 from inspector.ui.selections import fresh_selections
 from inspector.ui.visitors import Visitor
@@ -251,10 +251,11 @@ class Handlers:
     def play(self, sid: Any, temperature: Any, top_k: Any, top_p: Any, min_p: Any, seed: Any, layer: Any, head: Any,
              speed: Any = None, fastest: Any = True) -> Iterator[dict[str, Any]]:
         """Stream decode steps until EOS / max tokens / context end / Pause (`inspector.ui.play`): status,
-        tokens and text on every update, the open tab's plots at most every `PlayPace.plot_interval_s` (and
-        always on the last step); at most `speed` steps a second unless `fastest` (the Speed control; a
-        script's call without them: max), and at max speed at most `PlayPace.max_speed_update_s` between
-        updates, each showing every token since the last."""
+        tokens and text on every update, the open tab's plots at most every `PlayPace.plot_interval_s` (at max
+        speed `PlayPace.max_speed_plot_interval_s`; always on the last step); at most `speed` steps a second
+        unless `fastest` (the Speed control; a script's call without them: max), and at max speed at most
+        `PlayPace.max_speed_update_s` between updates, each showing every token since the last, the steps
+        never waiting for an update to be sent (`inspector.ui.play.unhindered`)."""
         params = sampling_params(temperature, top_k, top_p, min_p, seed)
         pace = PlayPace.of(speed, fastest)
         if self.store.prefill_coming(sid):
@@ -264,12 +265,20 @@ class Handlers:
         if visitor.activity == "prefill":
             yield {"status": self.render.status(visitor, "Play starts when the prefill finishes")}
         message = ""
-        try:
+
+        def updates() -> Iterator[dict[str, Any]]:
             for update in play_steps(visitor, lambda: self._advance(visitor, params), pace,
                                      check=lambda: self.need_session(sid)):
-                self._play_ahead(visitor)  # the next forward runs while this update is sent and Play paces
-                if update.send:
-                    yield self.views(visitor, layer, head, plots=update.plots)
+                # the update's views first, then the next forward (both on the model thread, in that order): the
+                # forward runs while Gradio encodes and sends the update and Play paces
+                views = self.views(visitor, layer, head, plots=update.plots) if update.send else None
+                self._play_ahead(visitor)
+                if views is not None:
+                    yield views
+
+        try:
+            # at max speed the steps never wait for an update to be sent (`inspector.ui.play.unhindered`)
+            yield from unhindered(updates) if pace.interval is None else updates()
         except InspectorError as exc:
             message = str(exc)
         if visitor.session is not None:

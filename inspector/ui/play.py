@@ -9,16 +9,25 @@ update now and whether with the open view's plots. It waits out `pace` between s
 Pause ends the wait at once and no lock but the visitor's is held while waiting; the visitor is released however
 Play ends (the end, a refusal, Pause, the browser gone). Every Pause button of the page sets the same event.
 
+At max speed the steps also go on while an update is sent (`unhindered`): Play's steps run on a thread of their
+own and hand each update over; Gradio sends them as fast as it can, and an update made while the last one is
+still on its way goes with the next. So encoding and sending an update, and a local browser drawing it, never
+hold up the next step on the model thread.
+
 Pace (`PlayPace`): the "Speed" control (tokens per second, 1 to 20, or as fast as the model goes) sets
 the seconds one step should take; at max speed the page gets an update at most every `MAX_SPEED_UPDATE_S`
 (each then shows every step since the last); the open view's plots are redrawn at most every
-`PLOT_INTERVAL_S` and always on the last step, so a browser that paints slower than the model steps never
-falls behind and steals the CPU from the model. At max speed the plots are also spaced so that building and
-sending them takes at most `PLOT_SHARE` of Play's time: the views are built on the model thread, between two
-steps, so each redraw of the plots delays the next token by its cost (the last update with plots: how much
-longer it took than the last one without). Where the open view's plots take 30 ms that changes nothing; where
-they take 250 ms (the Residual tab's, measured at a load average of 16 on 2 cores) they are redrawn every 2.5 s,
-not every 0.4 s, which would have taken about 60% of Play's time. `EVERY_STEP`: an update with plots after every
+`PLOT_INTERVAL_S` (at max speed `MAX_SPEED_PLOT_INTERVAL_S`) and always on the last step, so a browser that
+paints slower than the model steps never falls behind and steals the CPU from the model. At max speed the
+plots are also spaced so that building and sending them takes at most `PLOT_SHARE` of Play's time: the views
+are built on the model thread, between two steps, so each redraw of the plots delays the next token by its
+cost (the last update with plots: how much longer it took than the last one without). Where the open view's
+plots take 30 ms that changes nothing; where they take 250 ms (the Residual tab's, measured at a load average
+of 16 on 2 cores) they are redrawn every 2.5 s, not every 0.4 s, which would have taken about 60% of Play's
+time. What the server measures is not all a redraw costs: a browser on the same machine then redraws the plots
+(`Plotly.react`) and the view's HTML on the cores the model steps on, which takes it many times what building
+them took the server (bench/ui.py measures both per Play token). Hence the longer interval at max speed, where
+the model keeps a core busy; a set speed leaves the cores time between steps. `EVERY_STEP`: an update with plots after every
 step, no wait (the labs' Play).
 """
 
@@ -36,7 +45,8 @@ from inspector.ui.visitors import Visitor, Visitors
 
 DEFAULT_SPEED = 3  # slow enough to watch each token arrive
 PLOT_INTERVAL_S = 0.4  # the open view's plots at most 2.5 times a second
-MAX_SPEED_UPDATE_S = 0.1  # at the Speed control's max, the page gets at most 10 updates a second
+MAX_SPEED_PLOT_INTERVAL_S = 1.0  # at the Speed control's max, the open view's plots at most once a second
+MAX_SPEED_UPDATE_S = 0.2  # at the Speed control's max, the page gets at most 5 updates a second
 PLOT_SHARE = 0.1  # at the Speed control's max, the plots' redraws take at most this share of Play's time
 PREFILL_WAIT_S = 300.0  # Play pressed during a prefill waits this long for it to finish
 PREFILL_START_WAIT_S = 1.0  # Play pressed together with Prefill waits this long for the prefill to start
@@ -49,6 +59,7 @@ class PlayPace:
     interval: float | None
     plot_interval_s: float = PLOT_INTERVAL_S
     max_speed_update_s: float = MAX_SPEED_UPDATE_S
+    max_speed_plot_interval_s: float = MAX_SPEED_PLOT_INTERVAL_S
 
     @classmethod
     def of(cls, speed: Any, fastest: Any = False) -> "PlayPace":
@@ -56,7 +67,7 @@ class PlayPace:
         return cls(step_interval(speed, fastest))
 
 
-EVERY_STEP = PlayPace(0.0, plot_interval_s=0.0, max_speed_update_s=0.0)
+EVERY_STEP = PlayPace(0.0, plot_interval_s=0.0, max_speed_update_s=0.0, max_speed_plot_interval_s=0.0)
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,51 @@ def visitor_when_prefilled(store: Visitors, sid: Any) -> Visitor:
         time.sleep(0.05)
 
 
+def unhindered(updates: Callable[[], Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """Run the iterator `updates()` on a thread of its own and yield what it yields, without ever holding it up:
+    an update made while the caller still handles the last one is merged into the next (`{**older, **newer}`:
+    each update holds whole views, so the newer ones win and nothing shown is lost). Its exception is raised
+    here once its updates are out. Closed early (the page gone), it closes `updates()` at its next update, as
+    closing it directly would (Play's visitor is released there)."""
+    ready = threading.Condition()
+    pending: list[dict[str, Any]] = []  # at most one: every update made since the caller took the last
+    state: dict[str, Any] = {"done": False, "error": None}
+    closed = threading.Event()
+
+    def run() -> None:
+        made = updates()
+        try:
+            for update in made:
+                with ready:
+                    pending[:] = [{**pending[0], **update}] if pending else [update]
+                    ready.notify()
+                if closed.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 -- raised again on the caller's thread
+            state["error"] = exc
+        finally:
+            made.close()
+            with ready:
+                state["done"] = True
+                ready.notify()
+
+    thread = threading.Thread(target=run, name="inspector-play", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with ready:
+                ready.wait_for(lambda: pending or state["done"])
+                update = pending.pop() if pending else None
+            if update is None:
+                break
+            yield update
+    finally:
+        closed.set()
+    thread.join()
+    if state["error"] is not None:
+        raise state["error"]
+
+
 def play_steps(visitor: Visitor, advance: Callable[[], bool], pace: PlayPace = EVERY_STEP, *,
                check: Callable[[], Any] | None = None, activity: str = "play", hold: bool = True) -> Iterator[Update]:
     """Step with `advance()` until the end, a refusal or Pause, yielding an `Update` after each step (see the
@@ -135,7 +191,8 @@ def play_steps(visitor: Visitor, advance: Callable[[], bool], pace: PlayPace = E
             if more and pace.interval is None and now - sent < pace.max_speed_update_s:
                 yield Update(send=False, plots=False)  # faster than the page updates: shown with the next update
                 continue
-            spacing = max(pace.plot_interval_s, plot_cost / PLOT_SHARE if pace.interval is None else 0.0)
+            spacing = (max(pace.max_speed_plot_interval_s, plot_cost / PLOT_SHARE) if pace.interval is None
+                       else pace.plot_interval_s)
             plots = not more or now - drawn >= spacing
             yield Update(send=True, plots=plots, last=not more)
             took = time.monotonic() - now  # the update's views were built and sent meanwhile

@@ -169,6 +169,29 @@ def test_bad_settings_are_reported(page: Page, app_url):
     expect(page.locator("#status-phase")).to_have_text(re.compile("finished: (max tokens|EOS)"), timeout=T)
 
 
+def test_play_at_max_speed_then_pause_shows_the_step_it_stopped_at(page: Page, app_url):
+    """At max speed the page gets fewer updates than steps, and the plots fewer still (inspector.ui.play); once
+    paused, the open view shows the step Play stopped at, as it would after a Step there."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    goto(page, app_url)
+    prefill(page, "Write a long story about a dragon who learns to bake bread.", max_new=64)
+    n = prompt_len(page)
+    open_tab(page, "KV cache")
+    page.locator("#play-max input").check()
+    page.locator("#play-btn").click()
+    page.wait_for_function("Number(document.querySelector('#token-count').dataset.generated) >= 8", timeout=T)
+    page.locator("#pause-btn").click()
+    expect(page.locator("#status-message")).to_have_text("paused", timeout=T)
+    g = generated(page)
+    assert g >= 8
+    expect(page.locator("#kv-summary")).to_have_attribute("data-entries", str(n + g - 1), timeout=T)
+    # the growth chart: one point per forward (the prefill's, then one per decode step), the last one Play's
+    page.wait_for_function(f"document.querySelector('#kv-growth .js-plotly-plot').data[0].x.length === {g}",
+                           timeout=T)
+    time.sleep(1.0)  # nothing more arrives after the pause
+    assert generated(page) == g
+
+
 def test_two_browser_contexts_are_isolated(browser, app_url, app_demo):
     a, b = browser.new_context(), browser.new_context()
     pa, pb = a.new_page(), b.new_page()
