@@ -28,7 +28,7 @@ from inspector.ui.bundle import ViewBundle, ViewSlot
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
 from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, slider
 from inspector.ui.handlers import Handlers
-from inspector.ui.model_thread import run_ahead_enabled
+from inspector.ui.model_thread import call_prefill, run_ahead_enabled
 from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
@@ -69,7 +69,10 @@ def build_app(loaded: Any = None) -> gr.Blocks:
     limits = app_limits()  # the INSPECTOR_* settings are checked before the model loads (a first start converts it)
     run_ahead_enabled()
     if loaded is None:
-        loaded = load_app_model()
+        # loaded on the prefill thread: the thread that loads starts a torch thread team (the weight copies run in
+        # parallel), and a team left on this thread, which then serves the page, would outnumber the cores beside
+        # the model threads' (inspector.ui.model_thread)
+        loaded = call_prefill(load_app_model)
     store = Visitors(lambda: new_ui_session(loaded), limits)  # the caps live here (`Page.limits`)
     page = Page(loaded, store)
     registry.build_panels(page)
