@@ -272,7 +272,7 @@ def main() -> None:
     from inspector.ui import model_thread
 
     all_threads, app_threads = model_thread.ALL_THREADS, model_thread.decode_threads()
-    loaded = load_model()
+    loaded = model_thread.call_prefill(load_model)  # as the app does (inspector.ui.app.build_app)
     engine_alone = engine_alone_factory(loaded)
 
     rows = []
