@@ -322,7 +322,7 @@ def main() -> None:
 
     if args.profile and args.long_tokens:
         os.environ["INSPECTOR_MAX_PROMPT_TOKENS"] = "4096"  # the profiled app takes the long prompt
-    loaded = load_model()
+    loaded = model_thread.call_prefill(load_model)  # as the app does (inspector.ui.app.build_app)
     server = ServerTimes()  # patched before any app is built
     rows: list[tuple[str, str, str, str]] = []  # measurement, target, measured, note
     uptime = lambda: os.getloadavg()  # noqa: E731
