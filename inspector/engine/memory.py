@@ -59,7 +59,22 @@ def release_large_frees() -> bool:
 
 
 MADV_DONTNEED = 4  # sys/mman.h (Linux)
+MADV_HUGEPAGE = 14
 PAGE = mmap.PAGESIZE  # madvise works in whole pages of the system's size
+HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 (and arm64 with 4 KiB base pages)
+
+
+def _advise(first: int, nbytes: int, page: int, advice: int) -> None:
+    """madvise(advice) the whole `page`-aligned pages inside the bytes [first, first + nbytes), never the
+    bytes around them. No-op off Linux, when no whole page lies inside, or on failure."""
+    start = -(-first // page) * page  # the first whole page inside
+    end = (first + nbytes) // page * page
+    if not sys.platform.startswith("linux") or end <= start:
+        return
+    try:
+        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), advice)
+    except AttributeError:  # no libc, or one without madvise
+        return
 
 
 def drop_resident_pages(t: torch.Tensor) -> None:
@@ -67,21 +82,8 @@ def drop_resident_pages(t: torch.Tensor) -> None:
     of one file may share a storage): file-backed pages leave this process's RSS (read again from the
     file if touched); anonymous ones would read back as zeros, so the caller must never read `t` again.
     No-op off Linux, for a non-contiguous or non-CPU tensor, or on failure."""
-    if not sys.platform.startswith("linux") or t.device.type != "cpu" or not t.is_contiguous():
-        return
-    first, nbytes = t.data_ptr(), t.numel() * t.element_size()
-    start = -(-first // PAGE) * PAGE  # the first whole page inside t
-    end = (first + nbytes) // PAGE * PAGE
-    if end <= start:
-        return
-    try:
-        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
-    except AttributeError:  # no libc, or one without madvise
-        return
-
-
-MADV_HUGEPAGE = 14  # sys/mman.h (Linux)
-HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 (and arm64 with 4 KiB base pages)
+    if t.device.type == "cpu" and t.is_contiguous():
+        _advise(t.data_ptr(), t.numel() * t.element_size(), PAGE, MADV_DONTNEED)
 
 
 def huge_page_buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
@@ -91,14 +93,5 @@ def huge_page_buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
     pages, and the part before the first and after the last 2 MiB boundary stays in small ones). Off Linux,
     without libc, or when the kernel refuses: small pages. Only the page size can differ."""
     buffer = torch.empty(numel, dtype=dtype)
-    if not sys.platform.startswith("linux"):
-        return buffer
-    first = buffer.data_ptr()
-    start = -(-first // HUGE_PAGE) * HUGE_PAGE
-    end = (first + numel * buffer.element_size()) // HUGE_PAGE * HUGE_PAGE  # the whole huge pages inside it
-    if end > start:
-        try:
-            _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_HUGEPAGE)
-        except AttributeError:  # no libc, or one without madvise
-            pass
+    _advise(buffer.data_ptr(), numel * buffer.element_size(), HUGE_PAGE, MADV_HUGEPAGE)
     return buffer
