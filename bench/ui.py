@@ -22,7 +22,8 @@
   peer, measured just before and just after (averaged): the engine alone, same prompt and length, with all
   threads and with the app's decode thread count. Beside it, where Play's time went, per token: the step in the
   app (forward + sample, from the session's records, median) against the engine alone's; the CPU time of the
-  model thread, of the rest of this process (Gradio: encoding and sending the updates) and of the browser (every
+  model thread, of the rest of this process (Gradio: encoding and sending the updates; with more than one decode
+  thread, also the decode team's other threads) and of the browser (every
   Chromium process: CDP `SystemInfo.getProcessInfo`). CPU times hold on a loaded machine where wall times drift:
   on 2 cores, the browser and Gradio share the core the model's one decode thread leaves.
 - Cold start: `python app.py` process start -> page usable (Prefill button visible).

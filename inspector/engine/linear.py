@@ -121,7 +121,7 @@ class _MatrixArena:
     """One huge-page buffer per (dtype, device) for the given matrices (lists stacked along their rows), handed
     out in order by `place`, each matrix starting ALIGN elements apart. Off the CPU, one plain buffer."""
 
-    ALIGN = 64  # elements: every matrix starts on a 256-byte boundary (fp32), as torch's own allocations do
+    ALIGN = 64  # elements: every matrix starts at least a 64-byte cache line apart (256 bytes in fp32)
 
     def __init__(self, matrices: list[list[torch.Tensor]]) -> None:
         sizes: dict[tuple, int] = {}
