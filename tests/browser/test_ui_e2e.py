@@ -174,7 +174,9 @@ def test_play_at_max_speed_then_pause_shows_the_step_it_stopped_at(page: Page, a
     paused, the open view shows the step Play stopped at, as it would after a Step there."""
     page.set_viewport_size({"width": 1400, "height": 1000})
     goto(page, app_url)
-    prefill(page, "Write a long story about a dragon who learns to bake bread.", max_new=64)
+    # room for many more steps than the page shows before Pause: at max speed the steps do not wait for the page, and
+    # with 64 a loaded machine's Play finished before the Pause arrived
+    prefill(page, "Write a long story about a dragon who learns to bake bread.", max_new=200)
     n = prompt_len(page)
     open_tab(page, "KV cache")
     page.locator("#play-max input").check()
