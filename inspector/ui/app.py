@@ -171,6 +171,8 @@ def token_column() -> dict[str, Any]:
     # what static/app.js sends for a click on a "what if" candidate ("step:token id") or a branch
     c["branch_request"] = gr.Textbox(elem_id="branch-request", elem_classes="ii-offscreen", container=False)
     c["branch_switch"] = gr.Textbox(elem_id="branch-switch", elem_classes="ii-offscreen", container=False)
+    # the order of a view tab's opening, counted by the page (TAB_OPENED_JS): never drawn, only sent
+    c["tab_order"] = gr.Number(0, precision=0, visible=False)
     c["position"] = FreeNumber(-1, label="selected position (click a token; -1 = newest)", precision=0,
                                elem_id="position")
     c["pin"] = build_pin()  # keep layer / head / position across runs (inspector.ui.selections)
@@ -196,6 +198,11 @@ def panel_tabs(page: Page) -> dict[str, Any]:
                             panel.layout()
                         tabs[panel.key] = panel.tab
     return tabs
+
+
+# A view tab opened: the page counts its openings and sends the count with each, so the server keeps the newest
+# opening's tab when Gradio runs two openings' handlers in the other order (`Visitor.open_tab`).
+TAB_OPENED_JS = "(sid, layer, head, order) => [sid, layer, head, (window.iiTabOrder = (window.iiTabOrder || 0) + 1)]"
 
 
 def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], tabs: dict[str, Any]) -> None:
@@ -238,7 +245,7 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
           [page.system_note], queue=False, **NO_LOADING_STATUS, **HIDDEN)
     for key, tab in tabs.items():
         if key in h.render.views_by_tab:
-            h.on(tab.select, h.show_tab(key), [sid, layer, head], **latest)
+            h.on(tab.select, h.show_tab(key), [sid, layer, head, c["tab_order"]], js=TAB_OPENED_JS, **latest)
     # trace files (inspector.ui.trace_io): save this run for download; open one and redraw every view
     h.on(c["save_trace"].click, partial(trace_io.export_trace_shown, h), [sid, page.prompt, page.chat, page.system],
          lead=[c["trace_file"]])

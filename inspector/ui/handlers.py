@@ -89,8 +89,8 @@ class Handlers:
 
     # ---- views
     def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
-              plots: bool = True) -> dict[str, Any]:
-        return self.render.views(visitor, layer, head, message, error, plots)
+              plots: bool = True, tab: str | None = None) -> dict[str, Any]:
+        return self.render.views(visitor, layer, head, message, error, plots, tab)
 
     def need_session(self, sid: Any) -> Visitor:
         """The visitor of a browser session that holds a run (InputError saying why there is none)."""
@@ -127,24 +127,40 @@ class Handlers:
 
     # ---- run events
     def show_tab(self, tab: str) -> Callable[..., dict[str, Any]]:
-        """The handler for opening view tab `tab` (one per tab: each its own name in Gradio's event list)."""
-        def handler(sid: Any, layer: Any, head: Any) -> dict[str, Any]:
-            return self.open_tab(sid, tab, layer, head)
+        """The handler for opening view tab `tab` (one per tab: each its own name in Gradio's event list); the
+        page sends the order of the opening (`Visitor.open_tab`; a script's call may leave it out)."""
+        def handler(sid: Any, layer: Any, head: Any, order: Any = None) -> dict[str, Any]:
+            return self.open_tab(sid, tab, layer, head, order)
         handler.__name__ = f"show_{tab}"
         return handler
 
+    def redraw_tab(self, tab: str) -> Callable[..., dict[str, Any]]:
+        """The handler that draws view tab `tab` again after a change made inside it (the Routing view's layer,
+        a head picked in the head atlas), leaving the page's open tab as it is."""
+        def handler(sid: Any, layer: Any, head: Any) -> dict[str, Any]:
+            return self.draw_tab(sid, tab, layer, head)
+        handler.__name__ = f"redraw_{tab}"
+        return handler
+
     @refuses
-    def open_tab(self, sid: Any, tab: str, layer: Any, head: Any) -> dict[str, Any]:
-        """View tab `tab` was opened: remember it and draw its views now."""
+    def open_tab(self, sid: Any, tab: str, layer: Any, head: Any, order: Any = None) -> dict[str, Any]:
+        """View tab `tab` was opened: remember it (unless the page opened another since) and draw its views now."""
         visitor = self.store.get(sid)
         if visitor is None:  # before the first Prefill: its views are drawn for this tab
             if isinstance(sid, str) and sid:
-                self.store.remember_tab(sid, tab)
+                self.store.remember_tab(sid, tab, order)
             return {}
-        visitor.tab = tab
-        if visitor.session is None or not visitor.session.records or visitor.lock.locked():
-            return {}  # playing: the next step draws it
-        views = self.views(visitor, layer, head)
+        if not visitor.open_tab(tab, order):
+            return {}  # a later opening's tab is open: that opening draws it
+        return self.draw_tab(sid, tab, layer, head)
+
+    @refuses
+    def draw_tab(self, sid: Any, tab: str, layer: Any, head: Any) -> dict[str, Any]:
+        """Draw view tab `tab`'s views now (with the token views), whichever tab is open."""
+        visitor = self.store.get(sid)
+        if visitor is None or visitor.session is None or not visitor.session.records or visitor.lock.locked():
+            return {}  # no run yet, or playing: the next step draws the open tab
+        views = self.views(visitor, layer, head, tab=tab)
         self.queue_forward_ahead(visitor)  # a view showing the lens needs it for the next step too
         return views
 

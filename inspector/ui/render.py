@@ -100,8 +100,9 @@ class Renderer:
 
     @on_model_thread
     def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
-              plots: bool = True) -> dict[str, Any]:
-        """The token views always; the open tab's slots when `plots` (the other tabs' are drawn when opened)."""
+              plots: bool = True, tab: str | None = None) -> dict[str, Any]:
+        """The token views always; the slots of view tab `tab` (the open tab when not given) when `plots` (the
+        other tabs' are drawn when opened)."""
         s = visitor.session
         if s is None or not s.records:
             return self.blank_views(message, error, visitor)
@@ -126,7 +127,7 @@ class Renderer:
             "tour": vtour.tour_html(self.tour_facts, rec, piece),  # the guided tour, with this step's numbers
         }
         v.update(self.parts.join(visitor.sid, *chips, n_prompt))
-        view = self.views_by_tab.get(visitor.tab)
+        view = self.views_by_tab.get(tab or visitor.tab)
         if plots and view is not None:
             v.update(self.hover.carry(visitor.sid, view.draw(visitor, layer, head)))
         return v

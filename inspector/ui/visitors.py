@@ -27,6 +27,7 @@ from inspector.errors import InputError
 from inspector.ui.app_model import AppLimits
 
 EXPIRED_IDS_KEPT = 4096  # ids of evicted sessions remembered, to tell a returning owner what happened
+_TAB_MUTEX = threading.Lock()  # `Visitor.open_tab`'s compare-and-set (held for a few instructions)
 _versions = itertools.count(1)  # one counter for every visitor: a later state anywhere has a larger number
 
 
@@ -66,6 +67,7 @@ class Visitor:
     uncached_ms: float | None = None  # the newest step re-run without cache (KV view toggle)
     preview: Any = None  # SampleRecord from a slider move, shown until the next step
     tab: str = "residual"  # the open view tab: only its plots are redrawn on each step
+    tab_order: int = 0  # the page's count of tab openings when `tab` was opened (`open_tab`)
     branches: Any = None  # inspector.session.branches.BranchTree of the run, once it has branched
     origin: Any = None  # inspector.ui.link_handlers.RunOrigin: the text the run was prefilled from
     decoding: Any = None  # the settings panel's DecodingSettings, once applied (`inspector.ui.decoding_controls`)
@@ -74,6 +76,20 @@ class Visitor:
     # visitor, a prefill is asked for, or a selection or preview changes, so an update built before a later one
     # (a sampling preview answered after a Step, a tab's draw answered after a chip click) is known as older
     version: int = field(default_factory=lambda: next(_versions))
+
+    def open_tab(self, tab: str, order: Any = None) -> bool:
+        """The page opened view tab `tab`. `order` is the page's count of its tab openings (static/app.js sends
+        it with each): Gradio may run two openings' handlers in either order, so an opening older than the one
+        taken leaves the newer tab open. Without an order (a script's call) the tab is taken. Returns whether
+        `tab` is the open tab now."""
+        order = int(order) if isinstance(order, (int, float)) else None
+        with _TAB_MUTEX:
+            if order is not None and order < self.tab_order:
+                return False
+            self.tab = tab
+            if order is not None:
+                self.tab_order = order
+            return True
 
     @property
     def busy(self) -> bool:
@@ -127,7 +143,8 @@ class Visitors:
         self._mutex = threading.Lock()
         self.shared: dict[str, Any] = {}  # lab -> process-wide state (inspector.ui.admission counts it once)
         self._prefills: dict[str, float] = {}  # id -> when its page asked for a prefill that has not started
-        self._tabs: OrderedDict[str, str] = OrderedDict()  # id without a visitor yet -> the view tab its page opened
+        # id without a visitor yet -> the view tab its page opened, and that opening's order (`Visitor.open_tab`)
+        self._tabs: OrderedDict[str, tuple[str, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._visitors)
@@ -215,18 +232,26 @@ class Visitors:
                     f"(INSPECTOR_MAX_SESSIONS); try again in a moment")
             new_id = sid or self.new_id()
             self._expired.pop(new_id, None)
-            self._visitors[new_id] = Visitor(session=self._factory(), sid=new_id,
-                                             tab=self._tabs.pop(new_id, Visitor.tab))
+            tab, order = self._tabs.pop(new_id, (Visitor.tab, 0))
+            self._visitors[new_id] = Visitor(session=self._factory(), sid=new_id, tab=tab, tab_order=order)
             return new_id, self._visitors[new_id]
 
-    def remember_tab(self, sid: str, tab: str) -> None:
+    def remember_tab(self, sid: str, tab: str, order: Any = None) -> None:
         """The view tab a page opened before its first Prefill (no visitor yet): the visitor made for `sid`
-        starts on it, so its first views are that tab's. Only the newest EXPIRED_IDS_KEPT ids are kept."""
+        starts on it, so its first views are that tab's; an older opening (`order`, as in `Visitor.open_tab`)
+        leaves a newer one. Made meanwhile, the visitor opens it. Only the newest EXPIRED_IDS_KEPT ids are kept."""
+        order = int(order) if isinstance(order, (int, float)) else None
         with self._mutex:
-            self._tabs[sid] = tab
-            self._tabs.move_to_end(sid)
-            while len(self._tabs) > EXPIRED_IDS_KEPT:
-                self._tabs.popitem(last=False)
+            visitor = self._visitors.get(sid)
+            if visitor is None:
+                kept = self._tabs.get(sid)
+                if order is None or kept is None or order >= kept[1]:
+                    self._tabs[sid] = (tab, order if order is not None else (kept[1] if kept else 0))
+                self._tabs.move_to_end(sid)
+                while len(self._tabs) > EXPIRED_IDS_KEPT:
+                    self._tabs.popitem(last=False)
+        if visitor is not None:
+            visitor.open_tab(tab, order)
 
     def reset(self, sid: str | None) -> None:
         """Replace the session's engine state with a fresh one (keeps the id); stops Play first."""

@@ -128,7 +128,7 @@ class HeadAtlasSection(Panel):
                           ["status", "map", "legend", "in_run"])
         # then the page's views: the Attention view at the clicked head; the run's tokens and branch tree
         for event, name in ((clicked, "heads_redraw_head"), (ablated, "heads_redraw_run")):
-            p.handlers.on(event.then, p.handlers.show_tab("attention"), [p.sid, p.layer, p.head], api_name=name)
+            p.handlers.on(event.then, p.handlers.redraw_tab("attention"), [p.sid, p.layer, p.head], api_name=name)
 
     # ---- helpers
     def _probe(self, n: Any, count: Any, seed: Any) -> Probe:

@@ -43,7 +43,7 @@ class RoutingView(ViewPanel):
         quiet = {"js": MIRROR, "queue": False, **NO_LOADING_STATUS, "api_visibility": "undocumented"}
         page.layer.change(None, [page.layer], [self.layer], **quiet)  # any change of the page's layer shows here
         self.layer.release(None, [self.layer], [page.layer], **quiet)  # a move here is the page's layer
-        page.handlers.on(self.layer.release, page.handlers.show_tab(self.key), [page.sid, self.layer, page.head],
+        page.handlers.on(self.layer.release, page.handlers.redraw_tab(self.key), [page.sid, self.layer, page.head],
                     api_name="ui_routing_layer", trigger_mode="always_last")
 
     def blank(self) -> dict[str, Any]:

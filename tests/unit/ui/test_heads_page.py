@@ -82,7 +82,7 @@ def test_a_clicked_head_shows_its_patterns_and_moves_the_sliders(ui, tiny_loaded
     assert f"on this run ({len(heads.run_ids(visitor.session))} tokens)" in line
     assert f"previous-token {scores.scores['previous_token'][0, 3]:.2f}" in line
     assert (out["layer"], out["head"]) == (0, 3)
-    views = ui.handlers.show_tab("attention")(sid, out["layer"], out["head"])  # what the click's chained redraw does
+    views = ui.handlers.redraw_tab("attention")(sid, out["layer"], out["head"])  # what the click's chained redraw does
     assert views["attn_fig"].layout.title.text.replace("<br>", " ").startswith("Layer 0 head 3")
 
 

@@ -257,6 +257,26 @@ def test_a_tab_opened_before_the_first_prefill_is_the_one_its_views_are_drawn_fo
     assert store.get(other).tab == "residual"  # a page that opened none starts on the first tab
 
 
+def test_tab_openings_answered_out_of_order_leave_the_newest_tab_open(tiny_loaded):
+    """Gradio may run two tab openings' handlers in either order: the page numbers its openings, an older
+    opening answered last draws nothing and leaves the newer tab open, so a Step draws the tab on screen."""
+    h, store = make(tiny_loaded)
+    sid = store.new_id()
+    h.show_tab("kv")(sid, 0, 0, 2)  # before the first Prefill: remembered for the visitor to come
+    h.show_tab("sampling")(sid, 0, 0, 1)
+    h.prefill(sid, "The quick brown fox", False, "", *SAMPLING, 8, 0, 0)
+    assert store.get(sid).tab == "kv"
+    timing = h.show_tab("timing")(sid, 0, 0, 4)  # the page opened Attention (3), then Timing (4) ...
+    assert "timing_fig" in timing
+    late = h.show_tab("attention")(sid, 0, 0, 3)  # ... and Attention's handler ran last
+    assert late == {} and store.get(sid).tab == "timing"
+    step = h.step(sid, *SAMPLING, 0, 0)
+    assert "timing_fig" in step and "attn_fig" not in step and 'data-tab="timing"' in step["drawn"]
+    assert "attn_fig" in h.show_tab("attention")(sid, 0, 0)  # a script's opening (no order) is always taken
+    redrawn = h.redraw_tab("residual")(sid, 0, 0)
+    assert "resid_pos" in redrawn and store.get(sid).tab == "attention"  # a redraw leaves the open tab as it is
+
+
 def test_decode_steps_use_the_decode_thread_count_prefill_keeps_every_thread(tiny_loaded, monkeypatch):
     """Decode runs on the decode thread with `decode_threads()` torch threads (one fewer than torch has, or
     the env value), prefill on the prefill thread with every thread; no model call changes a thread's count
