@@ -130,8 +130,8 @@ class HeldTabDraws:
         real = Handlers.open_tab
         self.page, self.drawn, self.go = page, threading.Event(), threading.Event()
 
-        def late(handlers, sid, tab, layer, head):
-            views = real(handlers, sid, tab, layer, head)
+        def late(handlers, sid, tab, layer, head, order=None):
+            views = real(handlers, sid, tab, layer, head, order)
             self.drawn.set()
             self.go.wait(T / 1000)
             return {**views, "test-late-answer": tab}
