@@ -16,7 +16,8 @@ page's script puts the typed value back, so the tab's action (Prefill, Start, Lo
 (checked on the request). A number box is checked by the tab's action. The values are ordered so that no two in a row
 give the same message: each expectation waits for the answer to its own value. A click that lands while
 the previous event of that button is still finishing is dropped by Gradio (trigger_mode "once"), so an
-action is repeated until its answer shows (`until`).
+action is repeated until its answer shows (`until`), the value typed again with each press: a box typed into
+just after its tab opened can be drawn again with its old value, which every later press would send.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from playwright.sync_api import Page, expect
 
 from tests.support.browser import T, goto, open_settings, open_view, prefill
 from tests.support.number_boxes import (TEXT, ServedApp, assert_no_traceback, check_slider, click,  # noqa: F401
-                                        enter, expected, leave, named, sent, server, text_box, type_and_leave,
+                                        enter, enter_and_click, expected, leave, named, sent, server, text_box, type_and_leave,
                                         until, values, width)
 
 
@@ -44,14 +45,18 @@ def test_main_page_boxes(page: Page, server: ServedApp):
         ("#seed input", "seed", "1.5", None),  # a seed has no end: a fraction instead
     ]:
         for v in values(past_end):
-            enter(page, selector, v)
-            until(page, click(page, "#prefill-btn"), msg, expected(name, v, past_end_message))
+            until(page, enter_and_click(page, selector, v, "#prefill-btn"), msg, expected(name, v, past_end_message))
         enter(page, selector, "4" if "max" in selector else "0")
-    until(page, click(page, "#prefill-btn"), "#status-phase", "prefill done", "to_have_text")
+
+    def good_prefill() -> None:  # both boxes' good values typed again with each press
+        enter(page, "#max-new-tokens input", "4")
+        enter(page, "#seed input", "0")
+        page.locator("#prefill-btn").click()
+    # pressed again only after 20 s: each press asks for a prefill anew, and the status line shows the newest ask
+    until(page, good_prefill, "#status-phase", "prefill done", "to_have_text", 20_000)
     # Play's speed (tokens/s), checked by Play
     for v in values("99"):
-        enter(page, "#play-speed input", v)
-        until(page, click(page, "#play-btn"), msg, expected("speed (tokens/s)", v))
+        until(page, enter_and_click(page, "#play-speed input", v, "#play-btn"), msg, expected("speed (tokens/s)", v))
     enter(page, "#play-speed input", "3")
 
     # sliders: the preview of the sampling distribution refuses a bad value as the box is left
@@ -67,13 +72,13 @@ def test_main_page_boxes(page: Page, server: ServedApp):
         check_slider(page, f"{selector} input[type=number]", name, msg, "99999")
         leave(page, f"{selector} input[type=number]", "0")()
     for v in values("99999"):
-        enter(page, "#position input", v)
-        until(page, lambda: page.locator("#position input").press("Enter"), msg, expected("selected position", v))
+        until(page, lambda: (enter(page, "#position input", v), page.locator("#position input").press("Enter")), msg,
+              expected("selected position", v))
     enter(page, "#position input", "-1")
     page.locator("#position input").press("Enter")
 
     # the session goes on: prefill and step with good values
-    until(page, click(page, "#prefill-btn"), "#status-phase", "prefill done", "to_have_text")
+    until(page, click(page, "#prefill-btn"), "#status-phase", "prefill done", "to_have_text", 20_000)
     until(page, click(page, "#step-btn"), "#status-phase", "decode step 1 (token 2 of 4)", "to_have_text", 20_000)
     expect(page.locator("#status-message.ii-error")).to_have_count(0)
     assert_no_traceback(server)
@@ -111,8 +116,8 @@ def test_beams_and_serving_chunk_boxes(page: Page, server: ServedApp):
 
     open_view(page, "Serving")
     for v in values("999999"):
-        enter(page, "#serving-chunk input", v)
-        until(page, click(page, "#serving-load"), "#serving-status", expected("prefill chunk", v))
+        until(page, enter_and_click(page, "#serving-chunk input", v, "#serving-load"), "#serving-status",
+              expected("prefill chunk", v))
     enter(page, "#serving-chunk input", "0")
     until(page, click(page, "#serving-load"), "#serving-status", "queued")
     assert_no_traceback(server)
@@ -128,11 +133,9 @@ def test_head_atlas_boxes(page: Page, server: ServedApp):
                                            ("#heads-k-probes input", "probes K", "99999", "2"),
                                            ("#heads-seed input", "seed", "1.5", "0")]:
         for v in values(past_end):
-            enter(page, selector, v)
-            until(page, click(page, "#heads-compute"), status, expected(name, v))
+            until(page, enter_and_click(page, selector, v, "#heads-compute"), status, expected(name, v))
         enter(page, selector, good)
     for v in values("99999"):
-        enter(page, "#heads-top-k input", v)
-        until(page, click(page, "#heads-ablate"), status, expected("top-k", v))
+        until(page, enter_and_click(page, "#heads-top-k input", v, "#heads-ablate"), status, expected("top-k", v))
     enter(page, "#heads-top-k input", "2")
     assert_no_traceback(server)

@@ -40,8 +40,7 @@ def test_lab_tab_boxes(page: Page, server: ServedApp):
                      sent_with="The capital of France")
         leave(page, f"{selector} input[type=number]", good)()
     for v in values("999999"):
-        enter(page, "#serving-pool input", v)
-        until(page, click(page, "#serving-load"), status, expected("pool blocks", v))
+        until(page, enter_and_click(page, "#serving-pool input", v, "#serving-load"), status, expected("pool blocks", v))
     enter(page, "#serving-pool input", "0")
     until(page, click(page, "#serving-load"), status, "queued")
     until(page, click(page, "#serving-step"), status, "step 0", retry_ms=T)
@@ -67,12 +66,12 @@ def test_kv_policies_boxes(page: Page, server: ServedApp):
     status = "#kvpolicy-status"
     choose(page, "kvpolicy-policy", "sinks")
     for v in ["", "-5", "abc", "0", "1e309"]:
-        enter(page, "#kvpolicy-budget input", v)
-        until(page, click(page, "#kvpolicy-run"), status, expected("budget", v, "budget must be a whole number >= 1"))
+        until(page, enter_and_click(page, "#kvpolicy-budget input", v, "#kvpolicy-run"), status,
+              expected("budget", v, "budget must be a whole number >= 1"))
     enter(page, "#kvpolicy-budget input", "8")
     for v in ["", "-5", "abc", "8", "1e309"]:
-        enter(page, "#kvpolicy-sinks input", v)
-        until(page, click(page, "#kvpolicy-run"), status, expected("sinks", v, "sinks must be from 1 to budget - 1 (7)"))
+        until(page, enter_and_click(page, "#kvpolicy-sinks input", v, "#kvpolicy-run"), status,
+              expected("sinks", v, "sinks must be from 1 to budget - 1 (7)"))
     enter(page, "#kvpolicy-sinks input", "2")
     until(page, click(page, "#kvpolicy-run"), status, "tokens generated", retry_ms=T)
     for selector, name in [("#kvpolicy-layer", "layer"), ("#kvpolicy-head", "KV head")]:
