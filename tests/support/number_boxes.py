@@ -158,7 +158,9 @@ def until(page: Page, action: Callable[[], None], where: str, text: str | re.Pat
             return
         except AssertionError as exc:
             if time.monotonic() > deadline:
-                raise AssertionError(f"{exc}\nstatus line: {page.locator('#status-line').text_content()}") from None
+                toasts = page.locator(".toast-body").all_text_contents()  # Gradio's own errors ("Connection lost")
+                raise AssertionError(f"{exc}\nstatus line: {page.locator('#status-line').text_content()}\n"
+                                     f"Gradio's messages: {toasts}") from None
 
 
 def click(page: Page, selector: str) -> Callable[[], None]:
