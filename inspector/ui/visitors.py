@@ -80,8 +80,8 @@ class Visitor:
     def open_tab(self, tab: str, order: Any = None) -> bool:
         """The page opened view tab `tab`. `order` is the page's count of its tab openings (each opening's event
         sends it: TAB_OPENED_JS in inspector/ui/app.py): Gradio may run two openings' handlers in either order,
-        so an opening older than the one taken leaves the newer tab open. Without an order (a script's call) the tab is taken. Returns whether
-        `tab` is the open tab now."""
+        so an opening older than the one taken leaves the newer tab open. Without an order (a script's call)
+        the tab is taken. Returns whether `tab` is the open tab now."""
         order = int(order) if isinstance(order, (int, float)) else None
         with _TAB_MUTEX:
             if order is not None and order < self.tab_order:

@@ -27,8 +27,8 @@ from playwright.sync_api import Page, expect
 
 from tests.support.browser import T, goto, open_settings, open_view, prefill
 from tests.support.number_boxes import (TEXT, ServedApp, assert_no_traceback, check_slider, click,  # noqa: F401
-                                        enter, enter_and_click, expected, leave, named, sent, server, text_box, type_and_leave,
-                                        until, values, width)
+                                        enter, enter_and_click, expected, leave, named, sent, server, text_box,
+                                        type_and_leave, until, values, width)
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

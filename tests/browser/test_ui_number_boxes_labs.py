@@ -40,7 +40,8 @@ def test_lab_tab_boxes(page: Page, server: ServedApp):
                      sent_with="The capital of France")
         leave(page, f"{selector} input[type=number]", good)()
     for v in values("999999"):
-        until(page, enter_and_click(page, "#serving-pool input", v, "#serving-load"), status, expected("pool blocks", v))
+        until(page, enter_and_click(page, "#serving-pool input", v, "#serving-load"), status,
+              expected("pool blocks", v))
     enter(page, "#serving-pool input", "0")
     until(page, click(page, "#serving-load"), status, "queued")
     until(page, click(page, "#serving-step"), status, "step 0", retry_ms=T)
