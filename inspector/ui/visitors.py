@@ -244,9 +244,9 @@ class Visitors:
         with self._mutex:
             visitor = self._visitors.get(sid)
             if visitor is None:
-                kept = self._tabs.get(sid)
-                if order is None or kept is None or order >= kept[1]:
-                    self._tabs[sid] = (tab, order if order is not None else (kept[1] if kept else 0))
+                taken = self._tabs.get(sid, (Visitor.tab, 0))[1]
+                if order is None or order >= taken:  # as `Visitor.open_tab` takes an opening
+                    self._tabs[sid] = (tab, taken if order is None else order)
                 self._tabs.move_to_end(sid)
                 while len(self._tabs) > EXPIRED_IDS_KEPT:
                     self._tabs.popitem(last=False)
