@@ -117,7 +117,7 @@ def test_speed_paces_play_pause_is_immediate_and_the_keys_work(page: Page, app_u
         box.press("Tab")
         until(page, click(page, "#play-btn"), "#status-message", message)
     expect(page.locator("#status-phase")).not_to_contain_text("playing")
-    box.fill("20")
+    box.fill("4")  # slow enough that the play below is still running when the second Space pauses it
     box.press("Tab")
 
     # keyboard: → steps, space plays / pauses, neither while typing in a box
