@@ -14,12 +14,15 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from inspector.errors import InspectorError  # noqa: E402
-from inspector.ui.app import build_app, launch_kwargs  # noqa: E402
+from inspector.ui.app_model import check_settings  # noqa: E402
 
 
 def main() -> None:
     try:
-        demo = build_app()  # checks the INSPECTOR_* settings, then loads the model (load_app_model)
+        check_settings()  # before torch and Gradio are imported: a bad setting is named at once, not after them
+        from inspector.ui.app import build_app, launch_kwargs
+
+        demo = build_app()  # checks the settings again (as for every caller), then loads the model (load_app_model)
     except InspectorError as exc:  # a bad INSPECTOR_* setting or model source: one line, no traceback
         sys.exit(f"error: {exc}")
     demo.queue(default_concurrency_limit=None)

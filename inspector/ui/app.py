@@ -23,12 +23,12 @@ from typing import Any
 import gradio as gr
 
 from inspector.ui import branch_handlers, link_handlers, script_endpoints, trace_io
-from inspector.ui.app_model import app_limits, load_app_model
+from inspector.ui.app_model import check_settings, load_app_model
 from inspector.ui.bundle import ViewBundle, ViewSlot
 from inspector.ui.decoding_controls import build_decoding_controls, link_values, wire_decoding_controls
 from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, slider
 from inspector.ui.handlers import Handlers
-from inspector.ui.model_thread import call_prefill, run_ahead_enabled
+from inspector.ui.model_thread import call_prefill
 from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
@@ -66,8 +66,7 @@ def launch_kwargs() -> dict[str, Any]:
 
 def build_app(loaded: Any = None) -> gr.Blocks:
     """The whole page over one loaded model (loaded here when not given)."""
-    limits = app_limits()  # the INSPECTOR_* settings are checked before the model loads (a first start converts it)
-    run_ahead_enabled()
+    limits = check_settings()  # the INSPECTOR_* settings are checked before the model loads (a first start converts it)
     if loaded is None:
         # loaded on the prefill thread: the thread that loads starts a torch thread team (the weight copies run in
         # parallel), and a team left on this thread, which then serves the page, would outnumber the cores beside

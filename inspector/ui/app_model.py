@@ -17,8 +17,10 @@ in use) loaded again on another device, put in place of the page model's weights
 
 `app_limits()` reads the caps (`INSPECTOR_MAX_SESSIONS`, ...) from the environment; the UI enforces them
 and says so when one is hit. `build_app` reads them once, into its visitor store (`demo.store.limits`, one
-`AppLimits` object), and every handler reads that object when it runs. Per-session memory is capped directly (`max_trace_mb`, in MiB, measured by
-`Session.retained_nbytes` with what the browser's labs hold) as well as through the prompt and step caps.
+`AppLimits` object), and every handler reads that object when it runs. `check_settings()` checks them with the
+other settings read without torch (this module imports torch only when a model loads). Per-session memory is
+capped directly (`max_trace_mb`, in MiB, measured by `Session.retained_nbytes` with what the browser's labs
+hold) as well as through the prompt and step caps.
 For SmolLM2-135M, from the shapes of the session's retained tensors: a prompt token keeps about 112 KiB
 (fp32 KV cache 45 KiB + stored queries 67.5 KiB), a decode step about 470 KiB (those, plus fp32 logits
 192 KiB, their fp16 copy in the record 96 KiB and the logit-lens input 67.5 KiB). So 1024 + 256 tokens
@@ -33,8 +35,12 @@ import logging
 import os
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from inspector.errors import InputError
-from inspector.models.loader import LoadedModel, load_model
+
+if TYPE_CHECKING:
+    from inspector.models.loader import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,14 @@ def app_model_source() -> str | None:
     if os.environ.get("INSPECTOR_MODEL"):
         return os.environ["INSPECTOR_MODEL"]
     return HUB_MODEL_ID if on_spaces() else None
+
+
+def load_model(*args, **kwargs) -> LoadedModel:
+    """`inspector.models.loader.load_model`, imported on the first call: this module's settings are read without
+    torch (`check_settings`)."""
+    from inspector.models.loader import load_model as load
+
+    return load(*args, **kwargs)
 
 
 def load_app_model() -> LoadedModel:
@@ -113,3 +127,21 @@ def app_limits() -> AppLimits:
     """The caps, with `INSPECTOR_MAX_SESSIONS`, ... overriding the defaults. InputError on a bad value."""
     values = {name: positive_int_env(f"INSPECTOR_{name.upper()}") for name in AppLimits.__dataclass_fields__}
     return AppLimits(**{name: value for name, value in values.items() if value is not None})
+
+
+def run_ahead_enabled() -> bool:
+    """`INSPECTOR_RUN_AHEAD`: 1 or unset runs each next decode forward ahead; 0 runs it when Step is pressed."""
+    raw = (os.environ.get("INSPECTOR_RUN_AHEAD") or "").strip()
+    if raw not in ("", "0", "1"):
+        raise InputError(f"INSPECTOR_RUN_AHEAD must be 0 or 1, got {raw!r}")
+    return raw != "0"
+
+
+def check_settings() -> AppLimits:
+    """Every INSPECTOR_* setting that is read without torch: the caps, `INSPECTOR_RUN_AHEAD` and
+    `INSPECTOR_DECODE_THREADS` (inspector.ui.model_thread uses it). InputError names the first bad one; `python
+    app.py` calls this before torch and Gradio are imported, so a bad setting is named at once."""
+    limits = app_limits()
+    run_ahead_enabled()
+    positive_int_env("INSPECTOR_DECODE_THREADS")
+    return limits

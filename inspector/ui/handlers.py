@@ -26,8 +26,8 @@ from inspector.ui import admission, link_handlers
 from inspector.ui.bundle import bundled
 from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import head_bound, layer_bound, page_request, position_bound, sampling_params
-from inspector.ui.model_thread import decode_threads, on_model_thread, run_ahead_enabled, call_prefill, submit, \
-    submit_after
+from inspector.ui.app_model import run_ahead_enabled
+from inspector.ui.model_thread import decode_threads, on_model_thread, call_prefill, submit, submit_after
 from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
 from inspector.ui.play import PREFILL_WAIT_S, PlayPace, play_steps, unhindered, visitor_when_prefilled

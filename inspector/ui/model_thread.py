@@ -23,13 +23,13 @@ switching one thread between prefill and decode counts would repeat on every mod
 
 `submit()` queues work on the decode thread without waiting, `submit_after()` does so after a delay (and
 `settle()` waits for both): the handlers run each next decode forward ahead this way (`Session.forward_ahead`)
-once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0` (`run_ahead_enabled()`). Queued on the same
-thread, it finishes before a later Step's own call; a Step that comes before it was queued runs its own.
+once a step's views are built, unless `INSPECTOR_RUN_AHEAD=0` (`inspector.ui.app_model.run_ahead_enabled()`).
+Queued on the same thread, it finishes before a later Step's own call; a Step that comes before it was queued
+runs its own.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import wraps
@@ -37,7 +37,6 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from inspector.errors import InputError
 from inspector.ui.app_model import positive_int_env
 
 T = TypeVar("T")
@@ -155,11 +154,3 @@ def on_prefill_thread(fn: Callable[..., T]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         return call_prefill(fn, *args, **kwargs)
     return wrapper
-
-
-def run_ahead_enabled() -> bool:
-    """`INSPECTOR_RUN_AHEAD`: 1 or unset runs each next decode forward ahead; 0 runs it when Step is pressed."""
-    raw = (os.environ.get("INSPECTOR_RUN_AHEAD") or "").strip()
-    if raw not in ("", "0", "1"):
-        raise InputError(f"INSPECTOR_RUN_AHEAD must be 0 or 1, got {raw!r}")
-    return raw != "0"

@@ -102,6 +102,7 @@ def test_limits_reject_bad_values_in_one_line(monkeypatch, value):
     ("INSPECTOR_MODEL", "/nonexistent/model-dir", "error: model source not found: /nonexistent/model-dir"),
     ("INSPECTOR_MAX_SESSIONS", "many", "error: INSPECTOR_MAX_SESSIONS must be a positive integer, got 'many'"),
     ("INSPECTOR_RUN_AHEAD", "yes", "error: INSPECTOR_RUN_AHEAD must be 0 or 1, got 'yes'"),
+    ("INSPECTOR_DECODE_THREADS", "0", "error: INSPECTOR_DECODE_THREADS must be a positive integer, got '0'"),
 ])
 def test_app_py_reports_a_bad_setting_in_one_line(var, value, message):
     """`python app.py` with a wrong model path or cap: one line on stderr, exit 1, no traceback."""
@@ -133,3 +134,21 @@ def test_app_py_checks_its_settings_before_loading_the_model():
     proc = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert proc.stderr.strip() == "error: INSPECTOR_RUN_AHEAD must be 0 or 1, got 'yes'"
+
+
+def test_app_py_names_a_bad_setting_before_importing_torch_or_gradio():
+    """`python app.py` checks the settings (`check_settings`) before the imports that take seconds."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = ("import runpy, sys\n"
+           "try:\n    runpy.run_path('app.py', run_name='__main__')\n"
+           "except SystemExit as exc:\n    print(exc.code)\n"
+           "print('torch' in sys.modules, 'gradio' in sys.modules)")
+    env = {**os.environ, "INSPECTOR_MAX_STEPS": "-1", "GRADIO_SERVER_PORT": "1"}
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, "-c", run], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.splitlines() == ["error: INSPECTOR_MAX_STEPS must be a positive integer, got '-1'",
+                                        "False False"], proc.stdout + proc.stderr

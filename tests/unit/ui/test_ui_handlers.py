@@ -478,7 +478,7 @@ def test_a_delayed_submission_runs_on_the_decode_thread_after_its_delay():
 
 def test_run_ahead_setting(monkeypatch):
     from inspector.errors import InputError
-    from inspector.ui.model_thread import run_ahead_enabled
+    from inspector.ui.app_model import run_ahead_enabled
 
     for raw, on in ((None, True), ("", True), ("1", True), ("0", False)):
         if raw is None:
