@@ -152,7 +152,7 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedAppFiles(config, log)
 
 
-# After the default app's work unit (every file that uses it, about 750 s of tests: one worker runs it whole,
+# After the default app's work unit (every file that uses it, about 610 s of tests: one worker runs it whole,
 # starting first), the files that take longest, longest first, so that the other worker starts them early and the
 # short ones fill both workers' ends (measured: the seconds of their tests in one full run on two workers, the
 # machine shared and loaded; test-artifacts/file-times.log has a run's). A file not here keeps its place below
