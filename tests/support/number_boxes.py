@@ -71,11 +71,12 @@ def enter(page: Page, selector: str, value: str) -> None:
     holds "1e30" on the way and the page's script may keep that), other text typed key by key (Playwright
     refuses to fill it into a number input; Chromium drops the keys it does not take)."""
     box = page.locator(selector)
-    box.fill("")
     if re.fullmatch(r"-?\d+(\.\d+)?(e\d+)?", value):
-        box.fill(value)
-    elif value:
-        box.press_sequentially(value)
+        box.fill(value)  # fill replaces what the box holds
+    else:
+        box.fill("")
+        if value:
+            box.press_sequentially(value)
 
 
 class ServedApp:
