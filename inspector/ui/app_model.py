@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from inspector.errors import InputError
