@@ -23,10 +23,10 @@ from inspector.errors import InputError, InspectorError
 from inspector.quant.requested import Checked, session_for
 from inspector.session.settings import DecodingSettings, SamplingParams
 from inspector.ui import admission, link_handlers
+from inspector.ui.app_model import run_ahead_enabled
 from inspector.ui.bundle import bundled
 from inspector.ui.decoding_controls import step_settings
 from inspector.ui.fields import head_bound, layer_bound, page_request, position_bound, sampling_params
-from inspector.ui.app_model import run_ahead_enabled
 from inspector.ui.model_thread import decode_threads, on_model_thread, call_prefill, submit, submit_after
 from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
