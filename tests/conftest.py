@@ -251,7 +251,7 @@ def context(browser_profile):
     for their sites is cleared. A test that needs two browsers that share nothing takes pytest-playwright's
     `browser` and opens incognito contexts (`browser.new_context()`)."""
     profile, keeper, cdp = browser_profile
-    origins: set[str] = set()
+    origins: set[str] = set()  # of every page the test opened, closed ones too: each navigation's site
 
     def watch(page) -> None:
         page.on("framenavigated", lambda frame: origins.add(_origin(frame.url)) if frame.parent_frame is None else None)
@@ -263,7 +263,6 @@ def context(browser_profile):
         profile.remove_listener("page", watch)
         for page in profile.pages:
             if page is not keeper:
-                origins.add(_origin(page.url))
                 page.close()
         for origin in sorted(o for o in origins if o.startswith("http")):
             cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_STORAGE})
