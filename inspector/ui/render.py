@@ -72,6 +72,9 @@ class Renderer:
         """The page's status line: the run's phase and timings, with a message, marked with the version of the
         state it shows (`Visitor.version`): the page applies no update older than the one it shows. `pending`:
         the phase is that action, asked for and not done yet (the last run's timings stay)."""
+        # the version is read before whether a prefill is coming: a prefill that starts in between makes a newer
+        # version (`Visitors.prefill_started`), so a "waiting" line drawn across it is known as the older one
+        version = visitor.version if visitor is not None else 0
         s = visitor.session if visitor else None
         if visitor is not None and not pending and (visitor.activity == "prefill"
                                                     or self.store.prefill_coming(visitor.sid)):
@@ -86,7 +89,6 @@ class Renderer:
                                   visitor.playing)
             memory = (s.retained_nbytes, self.page.limits.max_trace_mb * 2**20)
             line = vh.status_html(phase, vt.timing_stats(s.records), message, error, memory)
-        version = visitor.version if visitor is not None else 0
         return f'<span class="ii-version" hidden data-version="{version}"></span>' + line
 
     def error_views(self, visitor: Visitor | None, error: Exception | str) -> dict[str, Any]:

@@ -188,9 +188,14 @@ class Visitors:
                     visitor.new_version()  # what was drawn before the ask is older than it
 
     def prefill_started(self, sid: str | None) -> None:
-        """The asked prefill holds the session now, or was refused: nothing is coming any more."""
+        """The asked prefill holds the session now, or was refused: nothing is coming any more. A new version,
+        so an update drawn while it was coming (its status says "prefill: waiting") is older than the prefill's
+        own answer, whichever reaches the page last (a refused prefill changes nothing else)."""
         with self._mutex:
             self._prefills.pop(sid, None)
+            visitor = self._visitors.get(sid) if sid else None
+            if visitor is not None:
+                visitor.new_version()
 
     def prefill_coming(self, sid: str | None) -> bool:
         """True while the page's asked prefill has not started."""

@@ -537,6 +537,22 @@ def test_every_update_names_the_state_it_shows_and_a_later_state_has_a_larger_nu
     assert version(views) > version(reset)  # one counter for every session
 
 
+def test_an_update_drawn_while_the_prefill_was_coming_is_older_than_the_prefills_answer(tiny_loaded):
+    """Prefill asked, a view drawn meanwhile (a Step's or a preview's: "prefill: waiting"), then the prefill runs
+    or is refused: its answer carries a newer version, so the page keeps it whichever arrives last. A refused
+    prefill changes nothing else; its answer tied with the "waiting" one, and the page, taking the later of
+    equal versions, could read "prefill: waiting" for good when the two answers crossed (seen under load)."""
+    h, store = make(tiny_loaded)
+    sid, _ = h.prefill(None, "An old run", False, "", *SAMPLING, 8, 0, 0)
+    for prompt, said in ((" ", "prompt is empty"), ("A new run", "prefill done")):
+        asked = h.ask_prefill(sid, False)[-1]
+        drawn = h.preview(sid, 1.5, 3, 1.0, 0.0, 7)
+        assert "prefill: waiting" in status(drawn) and version(drawn) >= version(asked)
+        answer = h.prefill(sid, prompt, False, "", *SAMPLING, 8, 0, 0)
+        assert said in status(answer) and "waiting" not in status(answer)
+        assert version(answer) > version(drawn)
+
+
 def test_a_step_pressed_before_the_asked_prefill_runs_steps_the_new_run(tiny_loaded):
     """Prefill then Step at once: the prefill waits in Gradio's queue while the unqueued Step arrives first.
     The Step waits for the prefill the page asked for and steps the new run (before, it stepped or was refused
