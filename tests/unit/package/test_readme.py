@@ -1,5 +1,6 @@
 """The README's quick start is what CI runs: its test command appears verbatim in .ci/run."""
 
+import json
 import os
 import re
 import subprocess
@@ -65,13 +66,44 @@ def test_readme_lists_every_bench_script_by_its_module_command():
     assert not re.findall(r"python (?:bench|docs)/\w+\.py", (ROOT / "README.md").read_text())
 
 
-@pytest.mark.parametrize("module", [*sorted(set(benchmark_modules())), "docs.screenshots"])
-def test_bench_and_docs_scripts_run_as_modules(module: str):
+SCRIPTS = [*sorted(set(benchmark_modules())), "docs.screenshots"]
+# Runs each module named on its command line as `python -m module --help` runs it (runpy, as `-m` does), in
+# one process, so torch is imported once for all the scripts, not once per script; prints, as JSON, each
+# module's exit code, what it printed and any traceback.
+HELP_OF_EACH = """
+import contextlib, io, json, runpy, sys, traceback
+results = {}
+for module in sys.argv[1:]:
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        sys.argv = [module, "--help"]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results[module] = [code, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def scripts_help() -> dict[str, list]:
+    """{module: [exit code, stdout, stderr]} of each script's `--help`, run from the root as a reader would."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # what a reader's shell has
-    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", HELP_OF_EACH, *SCRIPTS], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("usage: "), out.stdout[:200]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", SCRIPTS)
+def test_bench_and_docs_scripts_run_as_modules(module: str, scripts_help: dict[str, list]):
+    code, stdout, stderr = scripts_help[module]
+    assert code == 0, stderr[-2000:]
+    assert stdout.startswith("usage: "), stdout[:200]
 
 
 @pytest.mark.slow
