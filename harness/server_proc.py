@@ -42,6 +42,7 @@ from harness.net import NotServing, free_port, wait_for_http, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
 LAYER_HEAD = (0, 0)  # the attention tab's sliders as a fresh page has them
+UNPINNED = (False, -1)  # the "pin" box and the selected-position box as a fresh page has them
 PLAY_MAX = (20, True)  # Play's Speed box and its "max" tick: as fast as the model goes
 CALL_TIMEOUT_S = 300.0  # one request; a wedged server fails the session instead of hanging the run
 
@@ -288,7 +289,7 @@ class UiSession:
     def prefill(self, prompt: str, max_new: int, chat: bool = True, system: str = "") -> Reply:
         try:
             return self._bundle(_call(self.client, prompt, chat, system, *GREEDY, max_new, *LAYER_HEAD,
-                                      api_name="/ui_prefill"))
+                                      *UNPINNED, api_name="/ui_prefill"))
         except Exception as exc:  # noqa: BLE001 - transport errors (server gone, timeout) end the session
             return Reply(error=_one_line(exc))
 

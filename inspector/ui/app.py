@@ -32,7 +32,7 @@ from inspector.ui.model_thread import call_prefill
 from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
-from inspector.ui.selections import build_pin, reselect_pinned
+from inspector.ui.selections import build_pin
 from inspector.viz.tokens import CHIP_START
 from inspector.ui.visitors import Visitors, new_ui_session
 from inspector.ui.system_prompt import chat_checkbox, system_note_html, template_system
@@ -212,14 +212,15 @@ def wire_run(demo: gr.Blocks, page: Page, b: dict[str, Any], c: dict[str, Any], 
     fast = {**NO_LOADING_STATUS, "concurrency_limit": None}
     # Prefill asked: the status says it is coming and a Step or Play pressed before it runs waits for it; a new
     # run starts with fresh selections unless pinned (inspector.ui.selections). Not queued: it answers at once.
-    prefill_inputs = [sid, page.prompt, page.chat, page.system, *sampling, page.max_new, layer, head]
+    # The prefill then draws the new run, with the pinned position selected when "pin" is ticked (one event).
+    prefill_inputs = [sid, page.prompt, page.chat, page.system, *sampling, page.max_new, layer, head, c["pin"],
+                      position]
     for trigger, name in ((b["prefill"].click, "ui_prefill"), (page.prompt.submit, "ui_prefill_submit")):
         asked = h.on(trigger, h.ask_prefill, [sid, c["pin"]], lead=[layer, head, position], queue=False,
                      api_name=f"{name}_asked")
         # always_last: a Prefill pressed while the last prefill is pending runs once it is done (Gradio's default,
         # "once", would drop it after its ask told the server a prefill was coming)
-        prefill = h.on(asked.then, h.prefill, prefill_inputs, lead=[sid], api_name=name, trigger_mode="always_last")
-        h.on(prefill.then, reselect_pinned(h.select), [sid, c["pin"], position, layer, head])
+        h.on(asked.then, h.prefill, prefill_inputs, lead=[sid], api_name=name, trigger_mode="always_last")
     # Step: one update (token, open tab's views, the hidden `drawn` marker), not queued (Handlers.step)
     h.on(b["step"].click, h.step, [sid, *sampling, layer, head], api_name="ui_step", queue=False)
     h.on(b["play"].click, h.play, [sid, *sampling, layer, head, b["speed"], b["fastest"]], api_name="ui_play")

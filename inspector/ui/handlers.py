@@ -32,7 +32,7 @@ from inspector.ui.panel import Page, bind
 from inspector.ui.refusals import keep_sid, refuses
 from inspector.ui.play import PREFILL_WAIT_S, PlayPace, play_steps, unhindered, visitor_when_prefilled
 from inspector.ui.render import PLOT_KEYS, TOKEN_KEYS, VIEW_KEYS, Renderer
-from inspector.ui.selections import fresh_selections
+from inspector.ui.selections import fresh_selections, pinned_position
 from inspector.ui.visitors import Visitor
 from inspector.ui.views.kv_policy import use_policy
 
@@ -208,14 +208,22 @@ class Handlers:
 
     @refuses(lead=keep_sid)
     def prefill(self, sid: Any, prompt: Any, chat: Any, system: Any, temperature: Any, top_k: Any, top_p: Any,
-                min_p: Any, seed: Any, max_new: Any, layer: Any, head: Any) -> tuple[Any, dict[str, Any]]:
-        """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run)."""
+                min_p: Any, seed: Any, max_new: Any, layer: Any, head: Any, pinned: Any = False,
+                position: Any = -1) -> tuple[Any, dict[str, Any]]:
+        """Tokenize + one forward over the prompt + sample token 1 (replaces any previous run). With "pin" ticked
+        (`pinned`), the selected `position` is selected in the new run before its views are drawn; one the run
+        does not reach is named on the status line, and the newest position is selected."""
+        message = ""
         try:
             checked = self.request(sid, prompt, chat, system, temperature, top_k, top_p, min_p, seed, max_new)
             sid, visitor = self.start(sid, checked)
+            try:
+                visitor.selected = pinned_position(pinned, position, visitor.newest_position())
+            except InputError as exc:
+                message = f"the pinned position is not in this run, so the newest is selected: {exc}"
         finally:
             self.store.prefill_started(sid)  # refused or done: a Step waiting for it goes on
-        views = self.views(visitor, layer, head)
+        views = self.views(visitor, layer, head, message, error=bool(message))
         self.queue_forward_ahead(visitor)
         return sid, views
 
@@ -357,8 +365,7 @@ class Handlers:
         visitor = self.store.get(sid)
         if visitor is None or visitor.session is None or not visitor.session.records:
             return {}
-        last = visitor.session.records[-1]
-        pos = position_bound(last.start_pos + last.n_new - 1).parse(position)
+        pos = position_bound(visitor.newest_position()).parse(position)
         visitor.selected = None if pos < 0 else pos
         if visitor.lock.locked():
             return {}  # playing: the next step draws the selection

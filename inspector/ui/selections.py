@@ -3,16 +3,18 @@
 The attention view's layer and head sliders and the selected-position box keep their values across runs
 otherwise, so a position chosen in one run would select a different token (or none) in the next.
 `fresh_selections(pinned)` gives the controls' values for a new run (runs before the prefill, so the new
-run's views are drawn with them); with "pin" ticked they stay, and `reselect_pinned` applies a pinned
-position to the new run once its prefill is done (the server's selection starts fresh with every run).
+run's views are drawn with them); with "pin" ticked they stay, and the prefill selects a pinned position in
+the new run with `pinned_position` (the server's selection starts fresh with every run), so the new run's
+first views are drawn with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
+
+from inspector.ui.fields import position_bound
 
 FRESH = (0, 0, -1)  # layer, query head, selected position (-1 = the newest)
 
@@ -28,10 +30,11 @@ def fresh_selections(pinned: Any) -> tuple:
     return tuple(gr.skip() for _ in FRESH) if pinned else FRESH
 
 
-def reselect_pinned(select: Callable[..., dict]) -> Callable[..., dict]:
-    """After a prefill: a pinned position (not -1) is selected in the new run; otherwise nothing changes."""
-    def handler(sid: Any, pinned: Any, position: Any, layer: Any, head: Any) -> dict:
-        if not pinned or position in (None, -1, "-1"):
-            return {}
-        return select(sid, position, layer, head)
-    return handler
+def pinned_position(pinned: Any, position: Any, newest: int) -> int | None:
+    """The position a new run starts with selected, whose newest position is `newest`: the pinned one, or None
+    (the newest) when not pinned or pinned at -1. A pinned position the new run does not reach raises the
+    position box's NumberError."""
+    if not pinned or position in (None, -1, "-1"):
+        return None
+    pos = position_bound(newest).parse(position)
+    return None if pos < 0 else pos

@@ -95,10 +95,14 @@ class Visitor:
     def busy(self) -> bool:
         return self.lock.locked()
 
+    def newest_position(self) -> int:
+        """The position of the newest token the run holds (its last record's last position)."""
+        last = self.session.records[-1]
+        return last.start_pos + last.n_new - 1
+
     def selected_position(self) -> int:
         """The position the views show: the one clicked, or the newest when none is (or it is gone)."""
-        last = self.session.records[-1]
-        newest = last.start_pos + last.n_new - 1
+        newest = self.newest_position()
         return newest if self.selected is None or not 0 <= self.selected <= newest else self.selected
 
     def acquire(self, activity: str, wait_s: float = 0.0) -> None:

@@ -12,7 +12,7 @@ import pytest
 from inspector.engine.kv_cache import kv_bytes
 from inspector.errors import InputError
 from inspector.ui.play import step_interval, wait_for_pace
-from inspector.ui.selections import FRESH, fresh_selections, reselect_pinned
+from inspector.ui.selections import FRESH, fresh_selections
 from inspector.ui.system_prompt import TemplateSystem, system_note_html, template_system
 from inspector.ui.tour_panel import tour_facts
 from inspector.viz import kvcache as vk
@@ -147,11 +147,19 @@ def test_fresh_selections_unless_pinned(tiny_loaded):
     assert store.get(sid).selected == 2
     h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0)
     assert store.get(sid).selected is None  # the server's selection starts fresh with every run
-    reselect = reselect_pinned(h.select)
-    reselect(sid, False, 2, 0, 0)
-    assert store.get(sid).selected is None
-    reselect(sid, True, 2, 0, 0)
-    assert store.get(sid).selected == 2  # pinned: the position carries over
+    h.select(sid, 2, 0, 0)
+    h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0, False, 2)
+    assert store.get(sid).selected is None  # not pinned: fresh
+    views = h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0, True, 2)[1]
+    assert store.get(sid).selected == 2  # pinned: the position carries over, in the prefill's own views
+    assert 'ii-selected" data-pos="2"' in str(views["chips"]) and "ii-error" not in views["status"]
+    n_prompt = len(store.get(sid).session.prompt_ids)
+    views = h.prefill(sid, "Hi", False, "", *SAMPLING, 4, 0, 0, True, n_prompt + 5)[1]
+    assert store.get(sid).selected is None  # pinned past the new run's end: the newest, and the status says why
+    assert "the pinned position is not in this run" in views["status"] and f"got {n_prompt + 5}" in views["status"]
+    assert "ii-error" in views["status"]
+    views = h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0, True, -1)[1]
+    assert store.get(sid).selected is None and "ii-error" not in views["status"]  # pinned at the newest
 
 
 def _pipe_facts(loaded):
