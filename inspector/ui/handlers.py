@@ -220,7 +220,7 @@ class Handlers:
             try:
                 visitor.selected = pinned_position(pinned, position, visitor.newest_position())
             except InputError as exc:
-                message = f"the pinned position is not in this run, so the newest is selected: {exc}"
+                message = f"the pinned position was not kept, so the newest is selected: {exc}"
         finally:
             self.store.prefill_started(sid)  # refused or done: a Step waiting for it goes on
         views = self.views(visitor, layer, head, message, error=bool(message))

@@ -156,7 +156,7 @@ def test_fresh_selections_unless_pinned(tiny_loaded):
     n_prompt = len(store.get(sid).session.prompt_ids)
     views = h.prefill(sid, "Hi", False, "", *SAMPLING, 4, 0, 0, True, n_prompt + 5)[1]
     assert store.get(sid).selected is None  # pinned past the new run's end: the newest, and the status says why
-    assert "the pinned position is not in this run" in views["status"] and f"got {n_prompt + 5}" in views["status"]
+    assert "the pinned position was not kept" in views["status"] and f"got {n_prompt + 5}" in views["status"]
     assert "ii-error" in views["status"]
     views = h.prefill(sid, "Hello world again", False, "", *SAMPLING, 4, 0, 0, True, -1)[1]
     assert store.get(sid).selected is None and "ii-error" not in views["status"]  # pinned at the newest
