@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from inspector.errors import InputError
 from inspector.ui.app_model import AppLimits
+from inspector.viz.registry import newest_position
 
 EXPIRED_IDS_KEPT = 4096  # ids of evicted sessions remembered, to tell a returning owner what happened
 _TAB_MUTEX = threading.Lock()  # `Visitor.open_tab`'s compare-and-set (held for a few instructions)
@@ -97,8 +98,7 @@ class Visitor:
 
     def newest_position(self) -> int:
         """The position of the newest token the run holds (its last record's last position)."""
-        last = self.session.records[-1]
-        return last.start_pos + last.n_new - 1
+        return newest_position(self.session.records[-1])
 
     def selected_position(self) -> int:
         """The position the views show: the one clicked, or the newest when none is (or it is gone)."""
