@@ -19,7 +19,7 @@ Plots are redrawn in place (`Plotly.react` on the same div), never rebuilt: Grad
 its figure on every value (`newPlot` into an empty div, then `Plots.resize`; a 270x120 heatmap paints in
 147 ms that way against 89 ms redrawn in place). plotly.js is the copy inside the
 installed `plotly` package (the version its figure JSON is written for), served by Gradio as a static
-file: the page makes no external request.
+file and loaded by the bundle's script (tried again if a load fails): the page makes no external request.
 
 Handlers return {view key: value} with only the views they changed (a refusal: the status line alone);
 `bundled()` adapts them for the wiring.
@@ -51,6 +51,29 @@ PLOT_CONFIG = {"displaylogo": False, "displayModeBar": "hover", "responsive": Fa
 APPLY_JS = """
 const views = window.iiViews = window.iiViews || {};
 const config = %s;
+// plotly.js is loaded here rather than by the components' `head`: when a head script fails to load, Gradio runs
+// none of that component's script, and then no view (not even the status line) would ever be drawn. Here a
+// failed load is tried again (0.5 s, 1 s, 2 s ... at most 8 s apart), HTML views never wait for it, and a plot
+// slot says that its library is still loading until it can be drawn.
+const PLOTLY_WAIT = 'The plotting library (plotly.js) did not load; trying again.';
+const whenPlotly = window.iiPlotly = window.iiPlotly || new Promise((resolve) => {
+  const load = (attempt) => {
+    if (window.Plotly) return resolve(window.Plotly);
+    const script = document.createElement('script');
+    script.src = %s;
+    script.onload = () => resolve(window.Plotly);
+    script.onerror = () => {
+      script.remove();
+      window.iiPlotlyFailed = attempt + 1;
+      document.querySelectorAll('.ii-slot.ii-plot[data-plotly-wait]').forEach((slot) => {
+        slot.textContent = PLOTLY_WAIT;
+      });
+      setTimeout(() => load(attempt + 1), Math.min(8000, 500 * 2 ** attempt));
+    };
+    document.head.appendChild(script);
+  };
+  load(0);
+});
 // A list slot (`data-items`: the text each item's HTML starts with) changes only the items whose HTML changed:
 // its value is one container element holding a head and the items; the items' HTML, as last put in, is kept
 // on the slot (`_items`), so a long list (the token chips) costs a step what changed, not its whole length.
@@ -113,6 +136,18 @@ const show = (key) => {
   if (!slot) return;
   const value = views[key];
   if (slot.classList.contains('ii-plot')) {
+    if (!window.Plotly) {  // drawn (with the latest value) once plotly.js has loaded
+      if (!slot.dataset.plotlyWait) {
+        slot.dataset.plotlyWait = '1';
+        if (window.iiPlotlyFailed) slot.textContent = PLOTLY_WAIT;
+        whenPlotly.then(() => show(key));
+      }
+      return;
+    }
+    if (slot.dataset.plotlyWait) {
+      delete slot.dataset.plotlyWait;
+      slot.textContent = '';
+    }
     if (value && value.data) window.Plotly.react(slot, value.data, plotLayout(slot, value.layout || {}), config);
     else {
       window.Plotly.purge(slot);
@@ -195,7 +230,7 @@ const apply = () => {
 };
 watch('value', apply);
 apply();
-""" % json.dumps(PLOT_CONFIG)
+"""
 
 # A slot's script: draw what the page already received for it; a plot is laid out again whenever its div
 # changes width (a tab opened, the window resized: plotly does not notice by itself).
@@ -211,13 +246,13 @@ if (slot.classList.contains('ii-plot')) {
 """
 
 
-@cache  # once per process: every plot slot shares the one static path and script tag
+@cache  # once per process: the one static path
 def serve_plotly_js() -> str:
-    """Let Gradio serve the bundled plotly.min.js; returns the `<head>` tag that loads it (page-relative)."""
+    """Let Gradio serve the bundled plotly.min.js; returns its page-relative URL (the bundle's script loads it)."""
     if not PLOTLY_JS.is_file():
         raise FileNotFoundError(f"plotly.js not found at {PLOTLY_JS}: reinstall the plotly package")
     gr.set_static_paths([PLOTLY_JS])
-    return f'<script src="gradio_api/file={PLOTLY_JS.as_posix()}"></script>'
+    return f"gradio_api/file={PLOTLY_JS.as_posix()}"
 
 
 class ViewSlot(gr.HTML):
@@ -229,7 +264,7 @@ class ViewSlot(gr.HTML):
         classes = "ii-slot ii-plot" if plot else "ii-slot"
         marker = f' data-items="{html.escape(items)}"' if items else ""
         super().__init__(value=None, html_template=f'<div class="{classes}" data-view="{key}"{marker}></div>',
-                         js_on_load=SLOT_JS, head=serve_plotly_js() if plot else None,
+                         js_on_load=SLOT_JS,
                          apply_default_css=not plot, padding=not plot, elem_id=elem_id,
                          elem_classes="ii-plot-view" if plot else None, **kwargs)
 
@@ -238,7 +273,8 @@ class ViewBundle(gr.HTML):
     """The one output of every view event: {view key: value} as JSON, applied by its script."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(value=None, html_template="", js_on_load=APPLY_JS, head=serve_plotly_js(),
+        super().__init__(value=None, html_template="", js_on_load=APPLY_JS % (json.dumps(PLOT_CONFIG),
+                                                                               json.dumps(serve_plotly_js())),
                          elem_id="view-bundle", padding=False, container=False, **kwargs)
 
     def postprocess(self, value: dict | str | None) -> str | None:

@@ -52,6 +52,33 @@ def test_first_screen_shows_tokens_and_the_main_plot(page: Page, app_url):
     assert bottom(page, "#sampling-bars .js-plotly-plot") <= 900
 
 
+def test_a_failed_load_of_plotly_js_is_tried_again_and_never_blanks_the_page(page: Page, app_url):
+    # plotly.min.js fails to load until `failing` is cleared (a dropped connection, a server restarting): the
+    # status line, the chips and the text do not wait for it, each plot says so, and a later try draws the plots
+    failing, tries = [True], []
+
+    def route(request_route) -> None:
+        tries.append(failing[0])
+        if failing[0]:
+            request_route.abort()
+        else:
+            request_route.continue_()
+
+    page.route("**/plotly.min.js", route)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    goto(page, app_url)
+    plot = page.locator("#resid-position .ii-plot")
+    expect(plot).to_have_text("The plotting library (plotly.js) did not load; trying again.", timeout=T)
+    prefill(page, "Why is the sky blue?")
+    expect(page.locator(".ii-chip").first).to_be_visible()
+    expect(plot).to_have_attribute("data-plotly-wait", "1")
+    failing[0] = False
+    expect(plot.locator(".main-svg").first).to_be_attached(timeout=T)
+    expect(plot).not_to_have_attribute("data-plotly-wait", "1")
+    expect(plot).not_to_contain_text("did not load")
+    assert tries[0] and tries[-1] is False and tries.count(False) == 1, tries  # tried again until it loaded, once
+
+
 def test_a_phone_sized_screen_has_no_horizontal_overflow(page: Page, app_url):
     page.set_viewport_size({"width": 390, "height": 844})
     goto(page, app_url)
