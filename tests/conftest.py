@@ -337,3 +337,15 @@ def app_url(app_demo) -> str:
 
     ARTIFACTS.mkdir(exist_ok=True)
     return app_demo.local_url
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that failed gets, in its report, the stacks of this process's threads when it failed: the
+    default app is served in this process, so a page that waited in vain shows where its answer was."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and item.get_closest_marker("browser") is not None:
+        from tests.support.ui_server import thread_stacks
+
+        report.sections.append(("threads of the test process (and its served app) after the failure", thread_stacks()))

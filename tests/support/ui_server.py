@@ -12,6 +12,7 @@
 - `Server`: the app as a `python app.py` subprocess (harness.server_proc's), counted when it starts.
 - `count_served(what)`: counts an app a test serves another way.
 - `TOUR_SEEN_JS`: the page script that marks the guided tour seen.
+- `thread_stacks()`: every thread of this process with its stack, for a failed browser test's report.
 
 A start appends one line to the file that INSPECTOR_TEST_SERVED_LOG names (tests/conftest.py sets it for a
 run, shared by its xdist workers, and prints the count at the end: "served apps this run: N"); with the
@@ -34,6 +35,28 @@ from harness.app_server import TOUR_SEEN_JS  # noqa: F401  (read from here)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SERVED_LOG_VAR = "INSPECTOR_TEST_SERVED_LOG"
+
+
+def thread_stacks() -> str:
+    """Every thread of this process (where the browser tests' default app is served) with its stack, busy ones
+    first: attached to a failed browser test's report (tests/conftest.py), it shows which handler, if any, was
+    still running or waiting when the page waited in vain for an answer. An idle thread is one line."""
+    import sys
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    idle_ends = ("wait", "_worker", "get", "select", "_wait_for_tstate_lock", "run_forever", "accept", "poll")
+    busy, idle = [], []
+    for ident, frame in sys._current_frames().items():
+        stack = traceback.extract_stack(frame)
+        title = f"thread {names.get(ident, ident)}"
+        inside_project = any("/inspector/" in f.filename or "/tests/" in f.filename for f in stack)
+        if stack and stack[-1].name in idle_ends and not inside_project:
+            idle.append(f"{title}: idle in {stack[-1].name} ({Path(stack[-1].filename).name})")
+        else:
+            busy.append(title + ":\n" + "".join(traceback.format_list(stack[-12:])))
+    return "\n".join(busy + idle)
 
 
 def count_served(what: str) -> None:
