@@ -24,8 +24,7 @@ default model, the app served in this process as the browser tests serve it: `ha
   series, its own "tok/s over the decode steps"). Target ≥ 0.85× the engine alone, on every tab, both ways.
   Beside them, where the time goes in the findings' window: the model's step (forward + sample) as the app's
   records time it during Play against the engine alone on the app's decode thread, and the cores in use (CPU
-  seconds per second, from /proc) by the app's process and of it its model threads, by the browser and by
-  Playwright's driver (`cpu_seconds`).
+  seconds per second: `bench.ui.cpu_s`) by the app's decode thread, by the whole process and by the browser.
 - A Step at long context: a plain prompt of `--long-tokens` tokens (the app built with
   INSPECTOR_MAX_PROMPT_TOKENS=4096), on the Residual and the Attention tab: click to the new token painted
   (status, chips, text), click to the views painted, against the app's TPOT (forward + sample of the same
@@ -52,7 +51,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from bench.ui import CHROMIUM_ARGS, CLICK_TO_PAINT, PLAY_TABS, ServerTimes, chromium, open_tab  # noqa: E402
+from bench.ui import CHROMIUM_ARGS, CLICK_TO_PAINT, PLAY_TABS, ServerTimes, chromium, cpu_s, open_tab  # noqa: E402
 from harness.app_server import TOUR_SEEN_JS  # noqa: E402
 from harness.net import HOST, free_port  # noqa: E402
 
@@ -258,7 +257,7 @@ def cli_tok_s(prompt: str, tokens: int) -> float:
     return float(found.group(1))
 
 
-def play_on_tab(page, tab: str, tokens: int, window_s: float) -> dict:
+def play_on_tab(browser, page, tab: str, tokens: int, window_s: float) -> dict:
     """Play at max on `tab` from a fresh prefill of STORY: bench.ui's count (until `tokens` reached the page,
     from the click) and the findings' (tokens reached in `window_s`, from the first token update)."""
     open_tab(page, tab)
@@ -270,7 +269,7 @@ def play_on_tab(page, tab: str, tokens: int, window_s: float) -> dict:
     page.locator("#play-btn").click()
     page.wait_for_function(f"Number(document.querySelector('#token-count').dataset.generated) > {start}",
                            timeout=120_000, polling=10)
-    t_first, cpu_first = time.perf_counter(), cpu_seconds()
+    t_first, cpu_first = time.perf_counter(), cpu_s(browser)
     first = int(page.locator("#token-count").get_attribute("data-generated"))
     page.wait_for_function(
         f"Number(document.querySelector('#token-count').dataset.generated) >= {start + tokens}"
@@ -281,61 +280,16 @@ def play_on_tab(page, tab: str, tokens: int, window_s: float) -> dict:
     left = window_s - (time.perf_counter() - t_first)
     if left > 0:
         page.wait_for_timeout(left * 1000)
-    t_window, cpu_window = time.perf_counter(), cpu_seconds()
+    t_window, cpu_window = time.perf_counter(), cpu_s(browser)
     got_window = int(page.locator("#token-count").get_attribute("data-generated")) - first
     page.evaluate("document.getElementById('pause-btn').click()")
     page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
                            timeout=120_000)
     return {"bench_ui": got_tokens / (t_tokens - t0), "window": got_window / (t_window - t_first),
             "first_ms": (t_first - t0) * 1000, "window_tokens": (first, first + got_window),
-            "cores": {k: (cpu_window[k] - cpu_first[k]) / (t_window - t_first) for k in cpu_first}}
-
-
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far (user + system, from /proc) by: this process (the app, its model threads with their
-    OpenMP teams, Gradio's threads, Playwright's client; threads that ended too), of it the app's model threads
-    alive now (the Python threads named `inspector-model-...`: decode, and prefill when it is a thread of its own;
-    their OpenMP team workers are not Python threads and count in the process only), the browser (the Chromium
-    processes started from here) and the other processes started from here (Playwright's driver)."""
-    import threading
-
-    from inspector.ui.model_thread import THREAD_NAME
-
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def used(stat: Path) -> float:
-        fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state is fields[0]
-        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-
-    model = {t.native_id for t in threading.enumerate() if t.name.startswith(THREAD_NAME)}
-    out = {"this process": used(Path("/proc/self/stat")), "of it the model threads": 0.0, "browser (Chromium)": 0.0,
-           "other processes started from here (Playwright's driver)": 0.0}
-    for tid in model:
-        try:
-            out["of it the model threads"] += used(Path(f"/proc/self/task/{tid}/stat"))
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # a thread that ended meanwhile
-    parents, names = {}, {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                text = (proc / "stat").read_text()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            names[int(proc.name)] = text[text.index("(") + 1:text.rindex(")")]
-            parents[int(proc.name)] = int(text.rsplit(")", 1)[1].split()[1])
-    for pid in names:
-        up = parents.get(pid)
-        while up and up != os.getpid():
-            up = parents.get(up)
-        if up == os.getpid():
-            key = ("browser (Chromium)" if names[pid].startswith("chrom")
-                   else "other processes started from here (Playwright's driver)")
-            try:
-                out[key] += used(Path(f"/proc/{pid}/stat"))
-            except (FileNotFoundError, ProcessLookupError):
-                pass
-    return out
+            "cores": {name: (b - a) / (t_window - t_first) for name, a, b in
+                      zip(("the decode thread", "this process (the decode thread included)", "browser (Chromium)"),
+                          cpu_first, cpu_window)}}
 
 
 def long_prompt(tokenizer, n: int) -> str:
@@ -457,7 +411,7 @@ def main() -> None:
                 # (median ms per step, tok/s) of the engine alone on each thread the app runs the model on
                 before = {n: run(engine(STORY, args.play_tokens)) for n, run in
                           ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
-                got = play_on_tab(page, tab, args.play_tokens, args.play_s)
+                got = play_on_tab(browser, page, tab, args.play_tokens, args.play_s)
                 after = {n: run(engine(STORY, args.play_tokens)) for n, run in
                          ((all_threads, model_thread.call_prefill), (app_threads, model_thread.call))}
                 # the steps Play took in the findings' window, as the app's records timed them (record i, i >= 1,
@@ -487,7 +441,7 @@ def main() -> None:
                              f"the engine alone on the app's decode thread ({app_threads} torch thread"
                              f"{'s' if app_threads > 1 else ''}); Play's {got['window']:.1f} tok/s are "
                              f"{got['window'] * got['play_ms'] / 1000:.2f}× its own steps' rate (1000 / step ms: the "
-                             f"rest is the work between steps); cores in use (CPU s per s, /proc): {cores}"))
+                             f"rest is the work between steps); cores in use (CPU s per s): {cores}"))
         page.close()
         demo.close()
 

@@ -370,6 +370,14 @@ def browser_cpu_s(browser) -> float:
         cdp.detach()
 
 
+def cpu_s(browser) -> tuple[float, float, float]:
+    """CPU seconds so far: of the app's decode thread (asked on it, so after its current step), of this whole
+    process (the app, Gradio, Playwright's client) and of every process of `browser`."""
+    from inspector.ui import model_thread
+
+    return model_thread.call(time.thread_time), time.process_time(), browser_cpu_s(browser)
+
+
 def play_rows(browser, page, demo, engine_alone, tokens: int, tabs: tuple[str, ...], all_threads: int,
               app_threads: int) -> list[tuple]:
     """Play with views on, at the fastest speed, on every view tab in `tabs` (the goal holds for each): tok/s
@@ -399,7 +407,7 @@ def play_rows(browser, page, demo, engine_alone, tokens: int, tabs: tuple[str, .
             page.locator("#play-max input").check()  # Play as fast as the model goes (the Speed control's max)
         page.evaluate(COUNT_UPDATES)
         model_thread.settle()
-        cpu0 = (model_thread.call(time.thread_time), time.process_time(), browser_cpu_s(browser))
+        cpu0 = cpu_s(browser)
         t0 = time.perf_counter()
         page.locator("#play-btn").click()
         page.wait_for_function(
@@ -408,7 +416,7 @@ def play_rows(browser, page, demo, engine_alone, tokens: int, tabs: tuple[str, .
             timeout=600_000, polling=20)
         elapsed = time.perf_counter() - t0
         got = int(page.locator("#token-count").get_attribute("data-generated")) - start
-        cpu1 = (model_thread.call(time.thread_time), time.process_time(), browser_cpu_s(browser))
+        cpu1 = cpu_s(browser)
         page.evaluate("document.getElementById('pause-btn').click()")  # as the space shortcut does
         page.wait_for_function("!document.querySelector('#status-line').dataset.phase.includes('playing')",
                                timeout=120_000)
