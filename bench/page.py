@@ -219,7 +219,7 @@ def cpu_profile(cdp, during) -> list[tuple[float, str]]:
     for node_id, ms in dt.items():
         frame = nodes[node_id]["callFrame"]
         url = frame["url"].rsplit("/", 1)[-1][:40] or "(native)"
-        name = f"{frame['functionName'] or '(anonymous)'} {url}:{frame['lineNumber'] + 1}"
+        name = f"{frame['functionName'] or '(anonymous)'} {url}:{frame['lineNumber'] + 1}:{frame['columnNumber'] + 1}"
         if frame["functionName"] in ("(idle)", "(program)", "(garbage collector)"):
             name = frame["functionName"]
         by_fn[name] = by_fn.get(name, 0) + ms
@@ -290,6 +290,43 @@ def play_on_tab(browser, page, tab: str, tokens: int, window_s: float) -> dict:
             "cores": {name: (b - a) / (t_window - t_first) for name, a, b in
                       zip(("the decode thread", "this process (the decode thread included)", "browser (Chromium)"),
                           cpu_first, cpu_window)}}
+
+
+# Opens a view tab and returns the ms until its pattern plot holds a heatmap and two frames have painted.
+OPEN_PATTERN_TO_PAINT = """async (label) => {
+  const ready = () => {
+    const slot = document.querySelector('#attn-pattern .ii-slot');
+    return slot && slot.data && slot.data.length > 0 && slot.data[0].type === 'heatmap';
+  };
+  const t0 = performance.now();
+  window.inspectorOpenTab(label);
+  while (!ready()) await new Promise(r => setTimeout(r, 10));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return performance.now() - t0;
+}"""
+
+
+def open_pattern(page, cdp) -> dict[str, float]:
+    """Open the Attention tab on a prefill (no position selected: it draws the prompt's whole pattern): ms to the
+    pattern painted, the renderer's task ms meanwhile, the bundle's size (the largest encode since `before`)."""
+    from inspector.ui import bundle
+
+    sizes, encode = [], bundle.encode
+
+    def measured(value):
+        text = encode(value)
+        sizes.append(len(text))
+        return text
+
+    bundle.encode = measured
+    try:
+        before = metrics(cdp)
+        ms = page.evaluate(OPEN_PATTERN_TO_PAINT, "Attention")
+        after = metrics(cdp)
+    finally:
+        bundle.encode = encode
+    return {"ms": ms, "tasks_ms": (after["TaskDuration"] - before["TaskDuration"]) * 1000,
+            "bytes": max(sizes, default=0)}
 
 
 def long_prompt(tokenizer, n: int) -> str:
@@ -452,6 +489,12 @@ def main() -> None:
             prompt = long_prompt(loaded.tokenizer, args.long_tokens)
             prefill(page, prompt, chat=False, max_new=64, timeout_ms=600_000)
             n_prompt = page.locator("#token-count").get_attribute("data-prompt")
+            opened_at = open_pattern(page, cdp)
+            rows.append((f"Attention tab opened after the prefill of {n_prompt} tokens: click → the prompt's pattern "
+                         "painted", "", f"{opened_at['ms']:.0f} ms",
+                         f"bundle {opened_at['bytes'] / 2**20:.1f} MiB; renderer tasks {opened_at['tasks_ms']:.0f} ms "
+                         "(no target: a long context's first look at attention)"))
+            open_tab(page, "Residual stream")
             for tab in ("Residual stream", "Attention"):
                 per = steps_on_tab(page, cdp, tab, args.long_steps, server, settle_ms=4000)
                 visitor = next(v for v in demo.store.live() if v.session is not None)

@@ -13,8 +13,8 @@ from plotly.colors import sequential
 
 from inspector.viz import heatimage as hi
 
-from inspector.viz.common import (BLUES, CHOSEN, GENERATED, PROMPT, TITLE_OUTSIDE, esc, figure, position_ticks,
-                                  show_piece, vline)
+from inspector.viz.common import (BLUES, CHOSEN, GENERATED, MAX_TICKS, PROMPT, TITLE_OUTSIDE, esc, figure,
+                                  position_ticks, show_piece, vline)
 
 CAPTION = ("Attention: the weights (the softmax of the scores: each query's row adds up to 1) with which each "
            "query position reads itself and the positions before it. In the prefill every prompt token attends "
@@ -37,28 +37,66 @@ def layer_kind(window: int | None) -> str:
     return "global layer" if window is None else f"local layer, window {window:,}"
 
 
+# Above this many positions on an axis the prefill pattern is drawn in square blocks of positions, each block
+# showing the largest weight inside it: the plot area is about 300 px tall, so more rows than this cannot be
+# told apart on screen, while one cell per (query, key) pair grows as the square of the prompt (at 2,840 tokens,
+# 8 million cells: 52 MB of figure JSON sent, parsed and drawn whenever the Attention tab opened on a prefill).
+MAX_PATTERN_SIDE = 300
+
+
+def block_max(z: np.ndarray, block: int) -> np.ndarray:
+    """(n_q, n_k) -> (ceil(n_q / block), ceil(n_k / block)): each block's largest value; NaN cells (never seen)
+    ignored, a block of NaN only stays NaN."""
+    n_q, n_k = z.shape
+    rows, cols = -(-n_q // block), -(-n_k // block)
+    padded = np.full((rows * block, cols * block), np.nan, dtype=np.float32)
+    padded[:n_q, :n_k] = z
+    blocks = padded.reshape(rows, block, cols, block)  # (query block, query in it, key block, key in it)
+    return np.fmax.reduce(np.fmax.reduce(blocks, axis=3), axis=1)  # fmax: NaN only where every cell is NaN
+
+
+def _block_axis(pieces: list[str], n: int, start: int, block: int) -> tuple[list[str], dict]:
+    """A pooled position axis: one category per block ("600–608"), ticks naming each shown block's first token."""
+    firsts = list(range(start, start + n, block))
+    names = [f"{p}–{min(p + block, start + n) - 1}" for p in firsts]
+    stride = max(1, -(-len(firsts) // MAX_TICKS))
+    shown = range(0, len(firsts), stride)
+    labels = _labels(pieces, n, start)
+    return names, {"tickmode": "array", "tickvals": [names[i] for i in shown],
+                   "ticktext": [labels[firsts[i] - start] for i in shown], "type": "category"}
+
+
 def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, layer: int, head: int,
                     kv_head: int, window: int | None = None) -> go.Figure:
     """Prefill pattern (n_queries, n_keys); future (masked) cells left blank to show causality, and on a
-    local layer (`window`: a sliding-window layer's) the keys too old for a query blank as well."""
+    local layer (`window`: a sliding-window layer's) the keys too old for a query blank as well. A pattern with
+    more than `MAX_PATTERN_SIDE` positions on an axis is drawn in blocks of positions (`block_max`), the title
+    and hover saying so."""
     n_q, n_k = pattern.shape
     z = pattern.astype(np.float32).copy()
     q_pos = np.arange(start_pos, start_pos + n_q)[:, None]
     z[np.arange(n_k)[None, :] > q_pos] = np.nan  # causal mask: query i never sees key j > i
     if window is not None:
         z[np.arange(n_k)[None, :] <= q_pos - window] = np.nan  # outside the window: never seen
-    keys = _labels(pieces, n_k)
-    queries = _labels(pieces, n_q, start_pos)
-    heat = dict(type="heatmap", z=z, x=list(range(n_k)), y=list(range(start_pos, start_pos + n_q)),
-                colorscale=BLUES, zmin=0.0, zmax=1.0, colorbar={"title": {"text": "weight"}, "thickness": 12},
-                hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>")
     title = f"Layer {layer} head {head} (KV head {kv_head}): {n_q} queries × {n_k} keys, causal"
     if window is not None:
         title += f"; {layer_kind(window)}"
+    block = -(-max(n_q, n_k) // MAX_PATTERN_SIDE)
+    if block > 1:
+        x, xticks = _block_axis(pieces, n_k, 0, block)
+        y, yticks = _block_axis(pieces, n_q, start_pos, block)
+        z = block_max(z, block)
+        hover = "queries %{y} → keys %{x}<br>largest weight in the block %{z:.3f}<extra></extra>"
+        title += f"; drawn in blocks of {block}×{block} positions, each its largest weight"
+    else:
+        x, y = list(range(n_k)), list(range(start_pos, start_pos + n_q))
+        xticks, yticks = position_ticks(_labels(pieces, n_k)), position_ticks(_labels(pieces, n_q, start_pos), start_pos)
+        hover = "query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"
+    heat = dict(type="heatmap", z=z, x=x, y=y, colorscale=BLUES, zmin=0.0, zmax=1.0,
+                colorbar={"title": {"text": "weight"}, "thickness": 12}, hovertemplate=hover)
     return figure([heat], title, 420,
-                  xaxis={"title": {"text": "key position (attended to)"}, **position_ticks(keys), "tickangle": -60},
-                  yaxis={"title": {"text": "query position"}, "autorange": "reversed",
-                         **position_ticks(queries, start_pos)})
+                  xaxis={"title": {"text": "key position (attended to)"}, **xticks, "tickangle": -60},
+                  yaxis={"title": {"text": "query position"}, "autorange": "reversed", **yticks})
 
 
 def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, layer: int, head: int,

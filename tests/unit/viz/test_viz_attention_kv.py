@@ -126,3 +126,47 @@ def test_a_long_decode_row_draws_every_weight_without_one_bar_per_key():
     k = int(np.argmax(row))  # the most-attended key: an orange line from 0 to its weight, drawn last
     assert list(top.x) == [k, k] and list(top.y) == [0.0, float(row[k])] and top.line.color == "#f97316"
     assert f"over {n_keys} cached keys" in fig.layout.title.text and not fig.layout.showlegend
+
+
+def causal_pattern(n: int, seed: int = 0) -> np.ndarray:
+    """A random causal softmax pattern (n, n): each query's weights over keys 0..i add up to 1."""
+    scores = np.random.default_rng(seed).normal(size=(n, n)).astype(np.float32)
+    scores[np.triu_indices(n, 1)] = -np.inf
+    w = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def test_a_long_prefill_pattern_is_drawn_in_blocks_of_its_largest_weights():
+    n = 2840
+    pat = causal_pattern(n)
+    fig = va.pattern_heatmap(pat, [f"t{i}" for i in range(n)], 0, 2, 1, kv_head=0)
+    block = -(-n // va.MAX_PATTERN_SIDE)  # 10 positions a side
+    z = np.asarray(fig.data[0].z, dtype=float)
+    side = -(-n // block)
+    assert z.shape == (side, side) and side <= va.MAX_PATTERN_SIDE
+    # each block shows the largest weight of its cells, future keys never count
+    for bq, bk in ((0, 0), (5, 3), (side - 1, side - 1), (side - 1, 0), (100, 100)):
+        cells = pat[bq * block:(bq + 1) * block, bk * block:(bk + 1) * block].copy()
+        q = np.arange(bq * block, min(n, (bq + 1) * block))[:, None]
+        cells[np.arange(bk * block, bk * block + cells.shape[1])[None, :] > q] = np.nan
+        assert z[bq, bk] == pytest.approx(np.nanmax(cells), rel=1e-6)
+    assert np.isnan(z[np.triu_indices(side, 1)]).all()  # a block of future keys only stays blank
+    # hover and title name the blocks; the axes' categories are the blocks' position ranges
+    assert fig.data[0].x[1] == f"{block}–{2 * block - 1}" and fig.data[0].x[-1] == f"{(side - 1) * block}–{n - 1}"
+    assert "largest weight in the block" in fig.data[0].hovertemplate
+    assert f"blocks of {block}×{block} positions" in fig.layout.title.text.replace("<br>", " ")
+    assert fig.layout.xaxis.ticktext[0] == "0:t0" and len(fig.layout.xaxis.ticktext) <= 24
+    # what the page receives stays small: the cell-per-pair figure was about 50 MB at this length
+    assert len(fig.to_json(validate=False)) < 2_000_000
+
+
+def test_a_short_prefill_pattern_keeps_one_cell_per_pair():
+    n = va.MAX_PATTERN_SIDE
+    fig = va.pattern_heatmap(causal_pattern(n), [f"t{i}" for i in range(n)], 0, 0, 0, kv_head=0)
+    assert np.asarray(fig.data[0].z).shape == (n, n)
+    assert "blocks" not in fig.layout.title.text and "weight %{z:.3f}" in fig.data[0].hovertemplate
+
+
+def test_block_max_ignores_blank_cells():
+    z = np.array([[1, np.nan, np.nan], [2, 3, np.nan], [4, 5, 6]], dtype=np.float32)
+    np.testing.assert_array_equal(va.block_max(z, 2), np.array([[3, np.nan], [5, 6]], dtype=np.float32))
