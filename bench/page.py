@@ -8,6 +8,9 @@ default model, the app served in this process as the browser tests serve it: `ha
 - DOM nodes at the first screen (after the page-load chain ends, `body[data-inspector-loaded]`, garbage
   collected first): CDP `Performance.getMetrics` "Nodes" (every DOM node, text nodes too) and the elements;
   the JS heap beside them. Target ≤ 8,000 nodes.
+- Opening the Attention tab for the first time on a page, after a short prefill and (in the long-context part)
+  after the long prefill: click → the prompt's attention pattern painted, the renderer's task ms meanwhile and
+  (long context) the bundle's size. No target; a tab's first opening is what a visitor waits for.
 - Renderer main-thread work per Step at short context: CDP `Performance.getMetrics` TaskDuration,
   ScriptDuration, LayoutDuration (+ RecalcStyleDuration) deltas over `--steps` Steps on each view tab (each
   Step waits until the tab's views are painted, then 300 ms), divided by the Steps. Target ≤ 60 ms of tasks
@@ -419,6 +422,10 @@ def main() -> None:
                          f"traced: tasks {mini_per['trace_wall_ms']:.0f} ms, of them CPU {mini_per['cpu_ms']:.0f} ms: "
                          "what one plain Gradio update costs on this machine now"))
             prefill(page, "What is gravity?")
+            opened_at = open_pattern(page, cdp)
+            rows.append(("Attention tab opened after a short prefill (its first opening on this page): click → the "
+                         "prompt's pattern painted", "", f"{opened_at['ms']:.0f} ms",
+                         f"renderer tasks {opened_at['tasks_ms']:.0f} ms (no target)"))
             for tab in STEP_TABS:
                 per = steps_on_tab(page, cdp, tab, args.steps, server, browser=browser)
                 rows.append((f"renderer main thread per Step, {tab} tab (mean of {args.steps}): tasks",

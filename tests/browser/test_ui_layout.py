@@ -1,7 +1,7 @@
 """The page's layout at a desktop width (1280 px) and on a phone (390 px), in headless chromium over the
 real default model: every tab label of both groups (Views, Labs) is in sight without Gradio's overflow
-menu, whole (not cut short), every table fits its box or scrolls inside it, and every chart's title is
-whole."""
+menu, whole (not cut short), every table fits its box or scrolls inside it, every chart's title is
+whole, and every chart is drawn by the page's one plotly.js."""
 
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ LAYOUT_FAULTS = """(width) => {
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_tab_is_in_sight_and_every_table_fits(page: Page, app_url, width: int):
     page.set_viewport_size({"width": width, "height": 900})
+    scripts = []  # every script the page fetches: one plotly.js draws every chart (inspector/ui/figure.py)
+    page.on("request", lambda r: scripts.append(r.url) if r.resource_type == "script" else None)
     goto(page, app_url)
     prefill(page, "The capital of France is", max_new=8)
     step(page, 1, max_new=8)
@@ -68,6 +70,13 @@ def test_every_tab_is_in_sight_and_every_table_fits(page: Page, app_url, width: 
         faults = page.evaluate(LAYOUT_FAULTS, width)
         assert not faults, f"{label} at {width} px:\n" + "\n".join(faults)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{label}: wider than the screen"
+        undrawn = page.evaluate("() => [...document.querySelectorAll('.ii-figure-box')].filter((b) => "
+                                "b.getClientRects().length > 0 && !b.querySelector('.js-plotly-plot .main-svg'))"
+                                ".map((b) => b.id)")
+        assert undrawn == [], f"{label}: charts not drawn: {undrawn}"
+    # Gradio's gr.Plot would load its own copy of plotly.js (its PlotlyPlot chunk) when a tab holding one opens
+    assert [u for u in scripts if "PlotlyPlot" in u] == []
+    assert len([u for u in scripts if u.endswith("plotly.min.js")]) == 1
     labels = page.get_by_role("tab").evaluate_all("bs => bs.map(b => b.textContent.trim())")
     assert [x for x in LABS if x not in labels] == [], "a lab tab is missing from the Labs row"
     page.screenshot(path=str(ARTIFACTS / f"layout_labs_{width}.png"))

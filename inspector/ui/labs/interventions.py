@@ -28,6 +28,7 @@ from inspector.session.branches import BranchTree
 from inspector.session.intervene import interventions_for, levers_with, replay, rerun
 from inspector.ui import model_thread
 from inspector.ui.fields import branch_bound, generated_step_bound
+from inspector.ui.figure import Figure
 from inspector.ui.labs.patching import PatchingSection
 from inspector.ui.panel import Page, Panel
 from inspector.ui.refusals import refuses
@@ -120,8 +121,8 @@ class InterventionsLab(Panel):
                 self.b = gr.Textbox("1", label="branch B", elem_id="iv-cmp-b")
                 self.cmp_btn = gr.Button("Compare", elem_id="iv-compare")
             self.show("compare", gr.HTML("", elem_id="iv-compare-view"))
-            self.show("compare_fig", gr.Plot(empty_figure("The residual difference per layer appears here"),
-                                             show_label=False, elem_id="iv-compare-fig"))
+            self.show("compare_fig", Figure(empty_figure("The residual difference per layer appears here"),
+                                            show_label=False, elem_id="iv-compare-fig"))
         with gr.Accordion("Direct logit attribution and commitment layer", open=True):
             with gr.Row():
                 self.step = gr.Textbox("-1", label="step (-1 = newest)", elem_id="iv-step")

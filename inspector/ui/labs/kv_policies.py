@@ -31,6 +31,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.fields import KV_BUDGET, KV_SINKS, FreeNumber, head_bound, kv_head_bound, layer_bound, slider, \
     tile_bound
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
 from inspector.viz import kv_policies as vk
@@ -83,8 +84,8 @@ def run_views(panel: Panel, blank: dict[str, Any], prefix: str, cfg: Any) -> tup
     with gr.Row():
         layer = slider(layer_bound(cfg), 0, 1, "layer", f"{prefix}-layer")
         head = slider(kv_head_bound(cfg), 0, 1, "KV head", f"{prefix}-head")
-    panel.show("map", gr.Plot(blank["map"], elem_id=f"{prefix}-map", show_label=False))
-    panel.show("metrics", gr.Plot(blank["metrics"], elem_id=f"{prefix}-metrics", show_label=False))
+    panel.show("map", Figure(blank["map"], elem_id=f"{prefix}-map", show_label=False))
+    panel.show("metrics", Figure(blank["metrics"], elem_id=f"{prefix}-metrics", show_label=False))
     return layer, head
 
 
@@ -127,10 +128,10 @@ class KVPoliciesLab(Panel):
             self.show("flash_text", gr.HTML("", elem_id="kvpolicy-flash-summary"))
             self.show("tile", slider(tile_bound(2), 1, 1, "tile", "kvpolicy-flash-tile"))
             with gr.Row():
-                self.show("flash_tile", gr.Plot(empty_figure("The tile being read appears here"),
-                                                elem_id="kvpolicy-flash-tile-fig", show_label=False))
-                self.show("flash_state", gr.Plot(empty_figure("m, l and the output's move per query row"),
-                                                 elem_id="kvpolicy-flash-state", show_label=False))
+                self.show("flash_tile", Figure(empty_figure("The tile being read appears here"),
+                                               elem_id="kvpolicy-flash-tile-fig", show_label=False))
+                self.show("flash_state", Figure(empty_figure("m, l and the output's move per query row"),
+                                                elem_id="kvpolicy-flash-state", show_label=False))
 
     def wire(self) -> None:
         p = self.page

@@ -30,6 +30,7 @@ from inspector.quant.schemes import CHOICES, check_shapes, parse_kv, parse_schem
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_process_memory, admit_prompt, planned_quant_nbytes
 from inspector.ui.fields import FreeSlider, quant_step_bound
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
 from inspector.viz import inventory as vi
@@ -136,19 +137,19 @@ class QuantizationLab(Panel):
         self.show("status", gr.HTML(blank["status"], elem_id="quant-status"))
         self.show("summary", gr.HTML(blank["summary"], elem_id="quant-summary-view"))
         with gr.Row():
-            self.show("memory", gr.Plot(blank["memory"], elem_id="quant-memory", show_label=False))
-            self.show("speed", gr.Plot(blank["speed"], elem_id="quant-speed", show_label=False))
-        self.show("strip", gr.Plot(blank["strip"], elem_id="quant-strip", show_label=False))
+            self.show("memory", Figure(blank["memory"], elem_id="quant-memory", show_label=False))
+            self.show("speed", Figure(blank["speed"], elem_id="quant-speed", show_label=False))
+        self.show("strip", Figure(blank["strip"], elem_id="quant-strip", show_label=False))
         self.show("step", FreeSlider(0, 1, 0, step=1, label="step (its two distributions below)", elem_id="quant-step"))
         with gr.Row():
-            self.show("dists", gr.Plot(blank["dists"], elem_id="quant-dists", show_label=False))
-            self.show("layers", gr.Plot(blank["layers"], elem_id="quant-layers", show_label=False))
+            self.show("dists", Figure(blank["dists"], elem_id="quant-dists", show_label=False))
+            self.show("layers", Figure(blank["layers"], elem_id="quant-layers", show_label=False))
         with gr.Row():
             self.matrix = gr.Dropdown(matrices(cfg), value=matrices(cfg)[0], label="weight matrix",
                                       elem_id="quant-matrix")
             self.hist_btn = gr.Button("Histogram before / after", elem_id="quant-hist-btn")
-        self.show("histogram", gr.Plot(empty_figure("Pick a matrix and press the button"), elem_id="quant-hist",
-                                       show_label=False))
+        self.show("histogram", Figure(empty_figure("Pick a matrix and press the button"), elem_id="quant-hist",
+                                      show_label=False))
         with gr.Accordion("Tensor inventory at this precision (bytes held, precision column)", open=False):
             self.show("inventory", gr.HTML(blank["inventory"], elem_id="quant-inventory"))
 

@@ -33,6 +33,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt, token_cap
 from inspector.ui.fields import (BLOCK_SIZE, CONTINUATIONS, MAX_BATCH, POOL_BLOCKS, PREFILL_CHUNK, FreeNumber,
                                  arrival_bound, report_on_release, sampling_params, slider)
+from inspector.ui.figure import Figure
 from inspector.ui.labs.serving_compare import ServingCompare
 from inspector.ui.labs.serving_memory import MemoryCalculator
 from inspector.ui.panel import Page, Panel, PanelState
@@ -154,11 +155,11 @@ class ServingLab(Panel):
         self.show("status", gr.HTML(self.status(HINT), elem_id="serving-status"))
         self.show("summary", gr.HTML("", elem_id="serving-summary-box"))
         with gr.Row():
-            self.show("grid", gr.Plot(empty_figure(HINT), elem_id="serving-grid", show_label=False))
-            self.show("timeline", gr.Plot(empty_figure(HINT), elem_id="serving-timeline", show_label=False))
+            self.show("grid", Figure(empty_figure(HINT), elem_id="serving-grid", show_label=False))
+            self.show("timeline", Figure(empty_figure(HINT), elem_id="serving-timeline", show_label=False))
         with gr.Row():
-            self.show("tokens", gr.Plot(empty_figure(HINT), elem_id="serving-tokens", show_label=False))
-            self.show("roofline", gr.Plot(empty_figure(HINT), elem_id="serving-roofline", show_label=False))
+            self.show("tokens", Figure(empty_figure(HINT), elem_id="serving-tokens", show_label=False))
+            self.show("roofline", Figure(empty_figure(HINT), elem_id="serving-roofline", show_label=False))
         self.show("table", gr.HTML("", elem_id="serving-table"))
         self.memory.layout()
         self.compare.layout()

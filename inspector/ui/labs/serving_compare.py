@@ -22,6 +22,7 @@ from inspector.session.budget import kv_bytes
 from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt, token_cap
 from inspector.ui.fields import COMPARE_CHUNK, FreeNumber, requests_bound
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel
 from inspector.ui.refusals import refuses
 from inspector.viz import prefix_cache as vp
@@ -55,8 +56,8 @@ class ServingCompare(Panel):
             self.show("status", gr.HTML(self.status("press Compare to serve the workload four ways"),
                                         elem_id="serving-prefix-status"))
             self.show("table", gr.HTML("", elem_id="serving-prefix-table"))
-            self.show("figure", gr.Plot(empty_figure("TTFT and TPOT per configuration appear after Compare"),
-                                        elem_id="serving-prefix-fig", show_label=False))
+            self.show("figure", Figure(empty_figure("TTFT and TPOT per configuration appear after Compare"),
+                                       elem_id="serving-prefix-fig", show_label=False))
 
     def wire(self) -> None:
         self.on(self.button.click, self.run_compare, [self.page.sid, self.n, self.new, self.chunk, self.system])

@@ -18,6 +18,7 @@ from inspector.serving.memory import (count_params, default_kv_dtype, dtype_name
                                       windowed_kv_bytes)
 from inspector.serving.view import memory_bars
 from inspector.ui.fields import MEM_BATCH, MEM_CONTEXT, MEM_GIB, slider
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel
 from inspector.ui.refusals import refuses
 from inspector.viz import serving as vs
@@ -48,9 +49,9 @@ class MemoryCalculator(Panel):
             self.batch = slider(MEM_BATCH, 8, 1, "batch", "serving-mem-batch")
             self.gib = slider(MEM_GIB, 80, 1, "memory (GiB)", "serving-mem-gib")
         first = self.memory_view(configs[0], 4096, 8, "bf16", 80)
-        self.show("figure", gr.Plot(first["figure"], elem_id="serving-mem-fig", show_label=False))
+        self.show("figure", Figure(first["figure"], elem_id="serving-mem-fig", show_label=False))
         self.show("line", gr.HTML(first["line"], elem_id="serving-mem-info"))
-        self.show("experts", gr.Plot(first["experts"], elem_id="serving-mem-experts", show_label=False))
+        self.show("experts", Figure(first["experts"], elem_id="serving-mem-experts", show_label=False))
 
     def wire(self) -> None:
         self.on([self.config.change, self.dtype.change, self.context.release, self.batch.release, self.gib.release],

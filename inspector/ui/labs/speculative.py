@@ -26,6 +26,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_memory, admit_prompt, draft_layers, \
     estimated_speculative_nbytes
 from inspector.ui.fields import DRAFT_LEN, early_exit_bound, report_on_release, sampling_params, slider
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.play import play_steps
 from inspector.ui.refusals import refuses
@@ -108,7 +109,7 @@ class SpeculativeLab(Panel):
                 self.show("rounds", gr.HTML(blank["rounds"], elem_id="speculative-rounds"))
             with gr.Column(scale=2):
                 self.show("stats", gr.HTML(blank["stats"], elem_id="speculative-stats"))
-        self.show("kv", gr.Plot(blank["kv"], elem_id="speculative-kv", show_label=False))
+        self.show("kv", Figure(blank["kv"], elem_id="speculative-kv", show_label=False))
 
     def wire(self) -> None:
         p = self.page

@@ -23,6 +23,7 @@ from inspector.analysis.training import check_text, estimated_step_nbytes, train
 from inspector.errors import InputError
 from inspector.ui import model_thread
 from inspector.ui.admission import MAX_CHARS_PER_TOKEN, reserved
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel
 from inspector.ui.refusals import refuses
 from inspector.viz import training as vt
@@ -89,11 +90,11 @@ class TrainingLab(Panel):
         self.show("summary", gr.HTML(blank["summary"], elem_id="training-summary"))
         self.show("tokens", gr.HTML(blank["tokens"], elem_id="training-tokens"))
         with gr.Row():
-            self.show("layers", gr.Plot(blank["layers"], elem_id="training-layer-norms", show_label=False))
-            self.show("weights", gr.Plot(blank["weights"], elem_id="training-weight-norms", show_label=False))
+            self.show("layers", Figure(blank["layers"], elem_id="training-layer-norms", show_label=False))
+            self.show("weights", Figure(blank["weights"], elem_id="training-weight-norms", show_label=False))
         self.show("outside", gr.HTML(blank["outside"], elem_id="training-outside-layers"))
         self.show("memory", gr.HTML(blank["memory"], elem_id="training-memory-table"))
-        self.show("memory_fig", gr.Plot(blank["memory_fig"], elem_id="training-memory-figure", show_label=False))
+        self.show("memory_fig", Figure(blank["memory_fig"], elem_id="training-memory-figure", show_label=False))
 
     def wire(self) -> None:
         p = self.page

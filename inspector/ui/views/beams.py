@@ -20,6 +20,7 @@ from inspector.ui import model_thread
 from inspector.ui.admission import admit_max_new, admit_prompt
 from inspector.ui.decoding_controls import settings_from_controls
 from inspector.ui.fields import beam_step_bound, slider
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
 from inspector.viz import beams as vbm
@@ -50,7 +51,7 @@ class BeamsView(Panel):
         self.show("status", gr.HTML(self.status("press Run beam search (uses the page's prompt)"),
                                     elem_id="beams-status"))
         self.show("step", slider(beam_step_bound(2), 2, 1, "tree after step", "beams-step", interactive=False))
-        self.show("tree", gr.Plot(empty_figure("The beam tree appears here"), elem_id="beams-tree", show_label=False))
+        self.show("tree", Figure(empty_figure("The beam tree appears here"), elem_id="beams-tree", show_label=False))
         self.show("table", gr.HTML("", elem_id="beams-table"))
 
     def wire(self) -> None:

@@ -30,6 +30,7 @@ from inspector.errors import InputError
 from inspector.session.branches import MAX_BRANCHES
 from inspector.ui import model_thread
 from inspector.ui.fields import HEAD_PROBE_LEN, HEAD_PROBES, FreeNumber, head_bound, layer_bound
+from inspector.ui.figure import Figure
 from inspector.ui.labs.interventions import tree_of
 from inspector.ui.panel import Panel, PanelState
 from inspector.ui.refusals import refuses
@@ -93,13 +94,13 @@ class HeadAtlasSection(Panel):
                                         elem_id="heads-k-probes")
                 self.seed = FreeNumber(heads.DEFAULT_SEED, label=SEED.name, precision=0, elem_id="heads-seed")
                 self.compute_btn = gr.Button("Compute the atlas", variant="primary", elem_id="heads-compute")
-            self.show("map", gr.Plot(empty_figure("Press Compute the atlas: every head of the model, scored"),
-                                     show_label=False, elem_id="heads-map"))
+            self.show("map", Figure(empty_figure("Press Compute the atlas: every head of the model, scored"),
+                                    show_label=False, elem_id="heads-map"))
             self.show("legend", gr.Markdown("", elem_id="heads-legend"))
             # what static/app.js sends for a click on a head of the map ("L.H")
             self.request = gr.Textbox(elem_id="heads-head-request", elem_classes="ii-offscreen", container=False)
-            self.show("pair", gr.Plot(empty_figure("Click a head of the map to see its pattern"), show_label=False,
-                                      elem_id="heads-pattern"))
+            self.show("pair", Figure(empty_figure("Click a head of the map to see its pattern"), show_label=False,
+                                     elem_id="heads-pattern"))
             with gr.Row():
                 self.role = gr.Dropdown([(ROLE_NAMES[r], r) for r in ROLES], value="induction", label="role",
                                         elem_id="heads-role")
@@ -109,10 +110,10 @@ class HeadAtlasSection(Panel):
                 self.ablate_btn = gr.Button("Ablate", elem_id="heads-ablate")
                 self.in_run_btn = gr.Button("Ablate in this run", elem_id="heads-ablate-run")
             with gr.Row():
-                self.show("ablation", gr.Plot(empty_figure("Ablate: the probe's loss without the heads"),
-                                              show_label=False, elem_id="heads-ablation"))
-                self.show("in_run", gr.Plot(empty_figure("Ablate in this run: the next token without the heads"),
-                                            show_label=False, elem_id="heads-run-ablation"))
+                self.show("ablation", Figure(empty_figure("Ablate: the probe's loss without the heads"),
+                                             show_label=False, elem_id="heads-ablation"))
+                self.show("in_run", Figure(empty_figure("Ablate in this run: the next token without the heads"),
+                                           show_label=False, elem_id="heads-run-ablation"))
         self.show("layer", self.page.layer)  # a clicked head moves the view's sliders to it
         self.show("head", self.page.head)
 

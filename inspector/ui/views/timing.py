@@ -23,6 +23,7 @@ from inspector.serving.roofline import cached_peaks, peaks_directory
 from inspector.session.op_timing import MAX_REPEATS, time_step_ops
 from inspector.ui import model_thread
 from inspector.ui.fields import OP_STEP, FreeNumber, op_runs_bound
+from inspector.ui.figure import Figure
 from inspector.ui.panel import Page, Panel, Slot, ViewPanel
 from inspector.ui.refusals import refuses
 from inspector.ui.visitors import Visitor
@@ -114,7 +115,7 @@ class OpTimingSection(Panel):
         self.show("status", gr.HTML(self.status("Time operations re-runs a step's forward with a timer at every "
                                                 "trace point")))
         self.show("table", gr.HTML('<div id="op-timing"></div>', elem_id="op-timing-view"))
-        self.show("roofline", gr.Plot(empty_figure("press Time operations"), elem_id="op-roofline", show_label=False))
+        self.show("roofline", Figure(empty_figure("press Time operations"), elem_id="op-roofline", show_label=False))
 
     def wire(self) -> None:
         self.on(self.button.click, self.time_operations, [self.page.sid, self.step, self.runs],
