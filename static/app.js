@@ -57,10 +57,17 @@
         fetch(src).then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))))
           .then((text) => {
             if (heat._z !== source) return;  // a newer step's values replaced these meanwhile
+            heat._tries = 0;
             heat._values = new Float32Array(decode64(text.trim()).buffer);
             if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y);
           })
-          .catch(() => { if (heat._z === source) heat._z = null; });  // the next move asks again
+          .catch(() => {
+            if (heat._z !== source) return;
+            heat._z = null;  // the next move asks again; so does the pointer resting on the map: the server
+            // writes the file beside the update, and a hover quicker than that finds it missing
+            const tries = heat._tries = (heat._tries || 0) + 1;
+            if (tries <= 5) setTimeout(() => { if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y); }, 100 * tries);
+          });
       }
     }
     return heat;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import textwrap
+from functools import lru_cache
 
 import plotly.graph_objects as go
 from plotly.colors import make_colorscale, sequential
@@ -28,6 +29,7 @@ BLUES = make_colorscale(sequential.Blues)
 MAX_TICKS = 24  # position axes show at most this many labels (each costs plotly ~0.5-1 ms per redraw)
 
 
+@lru_cache(maxsize=1 << 16)  # a view labels every position on each Step (2 x 2,842 calls at long context)
 def show_piece(piece: str, limit: int = 16) -> str:
     """Make whitespace visible (␣ for space, ↵ for newline, ⇥ for tab) and cut long pieces."""
     out = piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")

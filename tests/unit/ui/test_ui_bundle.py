@@ -103,6 +103,7 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loade
     assert "data-z=" not in out["attn_overview"]
     assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"') == big
     path = Path(src)
+    files.flush()  # the writer thread writes it beside the update
     assert path.parent == files.folder() and path.read_text(encoding="ascii") == inline  # the same text, lossless
     values = np.frombuffer(base64.b64decode(path.read_bytes()), "<f4")
     np.testing.assert_array_equal(values.reshape(27, 700), rows.reshape(27, 700))
@@ -110,6 +111,7 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loade
     later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
                             files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
              for _ in range(bundle_parts.HOVER_KEEP)]
+    files.flush()
     assert not path.exists() and all(p.exists() for p in later)
 
 
