@@ -244,17 +244,32 @@ def browser_profile(playwright, browser_type_launch_args, tmp_path_factory):
     profile.close()
 
 
+# What a test's pages logged (console errors and warnings, uncaught errors, failed requests), with the seconds
+# since the test's context opened: kept on the test's item and shown in a failed browser test's report.
+PAGE_LOG = pytest.StashKey[list]()
+
+
 @pytest.fixture
-def context(browser_profile):
+def context(browser_profile, request):
     """The browser context of a test's `page` (pytest-playwright's fixture name): the kept profile, with nothing
     stored for any site, as a first visit finds it. After the test, its pages are closed and what they stored
     for their sites is cleared. A test that needs two browsers that share nothing takes pytest-playwright's
     `browser` and opens incognito contexts (`browser.new_context()`)."""
+    import time
+
     profile, keeper, cdp = browser_profile
     origins: set[str] = set()  # of every page the test opened, closed ones too: each navigation's site
+    log = request.node.stash.setdefault(PAGE_LOG, [])
+    t0 = time.monotonic()
+    note = lambda line: log.append(f"{time.monotonic() - t0:7.2f} s  {line}")  # noqa: E731
 
     def watch(page) -> None:
         page.on("framenavigated", lambda frame: origins.add(_origin(frame.url)) if frame.parent_frame is None else None)
+        page.on("console", lambda m: note(f"console {m.type}: {m.text[:300]}") if m.type in ("error", "warning")
+                else None)
+        page.on("pageerror", lambda e: note(f"uncaught: {str(e)[:300]}"))
+        page.on("requestfailed", lambda r: note(f"request failed: {r.method} {r.url[:160]} ({r.failure})"))
+        page.on("request", lambda r: _note_queue_request(note, r))
 
     profile.on("page", watch)
     try:
@@ -266,6 +281,19 @@ def context(browser_profile):
                 page.close()
         for origin in sorted(o for o in origins if o.startswith("http")):
             cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_STORAGE})
+
+
+def _note_queue_request(note, request) -> None:
+    """A page's request to Gradio's queue, for the page log: an event joined (its function's index) or a stream
+    of answers opened (a stream's close shows as its request failing, net::ERR_ABORTED)."""
+    if "/queue/join" in request.url:
+        try:
+            fn = (request.post_data_json or {}).get("fn_index")
+        except Exception:  # noqa: BLE001 (a body that is not JSON: still worth a line)
+            fn = "?"
+        note(f"event joined: fn_index {fn}")
+    elif "/queue/data" in request.url:
+        note("stream of answers opened")
 
 
 def _origin(url: str) -> str:
@@ -341,11 +369,16 @@ def app_url(app_demo) -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A browser test that failed gets, in its report, the stacks of this process's threads when it failed: the
-    default app is served in this process, so a page that waited in vain shows where its answer was."""
+    """A browser test that failed gets, in its report, the stacks of this process's threads when it failed (the
+    default app is served in this process, so a page that waited in vain shows where its answer was), Gradio's
+    queue per browser session (an event never received, or an answer made and never sent), and what its pages
+    logged (console errors, uncaught errors, failed requests)."""
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed and item.get_closest_marker("browser") is not None:
-        from tests.support.ui_server import thread_stacks
+        from tests.support.ui_server import queue_state, thread_stacks
 
         report.sections.append(("threads of the test process (and its served app) after the failure", thread_stacks()))
+        report.sections.append(("Gradio's queue of the apps served in this process, after the failure", queue_state()))
+        log = item.stash.get(PAGE_LOG, [])
+        report.sections.append(("what the test's pages logged (the last 80 lines)", "\n".join(log[-80:]) or "nothing"))

@@ -12,7 +12,8 @@
 - `Server`: the app as a `python app.py` subprocess (harness.server_proc's), counted when it starts.
 - `count_served(what)`: counts an app a test serves another way.
 - `TOUR_SEEN_JS`: the page script that marks the guided tour seen.
-- `thread_stacks()`: every thread of this process with its stack, for a failed browser test's report.
+- `thread_stacks()`: every thread of this process with its stack, and `queue_state()`: Gradio's queue of the apps
+  served here, per browser session, both for a failed browser test's report.
 
 A start appends one line to the file that INSPECTOR_TEST_SERVED_LOG names (tests/conftest.py sets it for a
 run, shared by its xdist workers, and prints the count at the end: "served apps this run: N"); with the
@@ -59,6 +60,42 @@ def thread_stacks() -> str:
     return "\n".join(busy + idle)
 
 
+_SERVED: list[Any] = []  # the apps `start_app` served in this process, for `queue_state`
+
+
+def queue_state() -> str:
+    """Each app served in this process: Gradio's queue as it stands, per browser session (session hash): the
+    events joined and not yet completed (their functions) and the messages waiting for a stream to carry them
+    to the page; then each event queue's waiting events. Attached to a failed browser test's report
+    (tests/conftest.py) beside the thread stacks, it tells a page whose request never reached the server (no
+    event of its session) from an answer that was made but never sent (messages waiting: no stream open for
+    them), from an event still queued. A read of the queue's fields from another thread: a snapshot for a
+    report, not for control."""
+    lines = []
+    for demo in _SERVED:
+        queue = getattr(demo, "_queue", None)
+        if queue is None:
+            continue
+        lines.append(f"app {getattr(demo, 'local_url', '?')}:")
+        try:
+            events = queue.event_ids_to_events
+            sessions = set(queue.pending_event_ids_session) | set(queue.pending_messages_per_session.keys())
+            for session in sorted(sessions):
+                ids = list(queue.pending_event_ids_session.get(session, ()))
+                fns = [getattr(getattr(events.get(i), "fn", None), "name", "?") for i in ids]
+                waiting = queue.pending_messages_per_session.get(session)
+                kinds = [getattr(m, "msg", type(m).__name__) for m in list(getattr(waiting, "_queue", ()))]
+                if ids or kinds:
+                    lines.append(f"  session {session}: pending events {fns or 'none'}; messages not yet sent "
+                                 f"{kinds or 'none'}")
+            for cid, eq in list(queue.event_queue_per_concurrency_id.items()):
+                if eq.queue or eq.current_concurrency:
+                    lines.append(f"  event queue {cid}: {len(eq.queue)} waiting, {eq.current_concurrency} running")
+        except Exception as e:  # noqa: BLE001 (a report must not fail on a field read mid-change)
+            lines.append(f"  (could not read the queue: {e!r})")
+    return "\n".join(lines) or "no app served by start_app in this process"
+
+
 def count_served(what: str) -> None:
     """One line for one served app: the test process, the test that started it, what it serves."""
     path = os.environ.get(SERVED_LOG_VAR)
@@ -77,6 +114,7 @@ def caps_in_env() -> str:
 def start_app(loaded):
     """harness.app_server.start_app, counted."""
     demo = app_server.start_app(loaded)
+    _SERVED.append(demo)
     count_served(f"in process: {loaded.name} ({caps_in_env()})")
     return demo
 
