@@ -239,6 +239,7 @@ def browser_profile(playwright, browser_type_launch_args, tmp_path_factory):
     persistent context's own), holding the CDP session that clears each test's storage."""
     profile = playwright.chromium.launch_persistent_context(tmp_path_factory.mktemp("chromium-profile"),
                                                             **browser_type_launch_args)
+    profile.add_init_script(QUEUE_LOG_JS)
     keeper = profile.pages[0] if profile.pages else profile.new_page()
     yield profile, keeper, profile.new_cdp_session(keeper)
     profile.close()
@@ -247,6 +248,33 @@ def browser_profile(playwright, browser_type_launch_args, tmp_path_factory):
 # What a test's pages logged (console errors and warnings, uncaught errors, failed requests), with the seconds
 # since the test's context opened: kept on the test's item and shown in a failed browser test's report.
 PAGE_LOG = pytest.StashKey[list]()
+
+# Every page notes, in itself, its requests to Gradio's queue: each event joined (its function's index) and each
+# stream of answers opened and how its request ended (a stream the page closes ends as an AbortError). Read only
+# for a failed browser test's report: kept in the page, it costs a passing test nothing on the Python side.
+QUEUE_LOG_JS = """(() => {
+  const log = window.iiQueueLog = [];
+  const t0 = performance.now();
+  const note = (line) => {
+    log.push(`${((performance.now() - t0) / 1000).toFixed(2)} s  ${line}`);
+    if (log.length > 200) log.shift();
+  };
+  const fetch0 = window.fetch;
+  window.fetch = function (input, init) {
+    const url = String((input && input.url) || input);
+    const stream = url.includes('/queue/data');
+    if (url.includes('/queue/join')) {
+      let fn = '?';
+      try { fn = JSON.parse(init.body).fn_index; } catch (e) { /* not JSON: the line says '?' */ }
+      note(`event joined: fn_index ${fn}`);
+    } else if (stream) {
+      note('stream of answers opened');
+    }
+    const reply = fetch0.apply(this, arguments);
+    if (stream) reply.then((r) => note(`stream answered: HTTP ${r.status}`), (e) => note(`stream ended: ${e && e.name}`));
+    return reply;
+  };
+})();"""
 
 
 @pytest.fixture
@@ -269,7 +297,6 @@ def context(browser_profile, request):
                 else None)
         page.on("pageerror", lambda e: note(f"uncaught: {str(e)[:300]}"))
         page.on("requestfailed", lambda r: note(f"request failed: {r.method} {r.url[:160]} ({r.failure})"))
-        page.on("request", lambda r: _note_queue_request(note, r))
 
     profile.on("page", watch)
     try:
@@ -283,17 +310,19 @@ def context(browser_profile, request):
             cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_STORAGE})
 
 
-def _note_queue_request(note, request) -> None:
-    """A page's request to Gradio's queue, for the page log: an event joined (its function's index) or a stream
-    of answers opened (a stream's close shows as its request failing, net::ERR_ABORTED)."""
-    if "/queue/join" in request.url:
+def _queue_logs(item) -> str:
+    """The queue log (QUEUE_LOG_JS) of each page of a failed test's context, read from the pages still open."""
+    context = item.funcargs.get("context")
+    out = []
+    for page in getattr(context, "pages", []):
+        if not page.url.startswith("http"):
+            continue
         try:
-            fn = (request.post_data_json or {}).get("fn_index")
-        except Exception:  # noqa: BLE001 (a body that is not JSON: still worth a line)
-            fn = "?"
-        note(f"event joined: fn_index {fn}")
-    elif "/queue/data" in request.url:
-        note("stream of answers opened")
+            lines = page.evaluate("window.iiQueueLog || []")
+        except Exception as e:  # noqa: BLE001 (a crashed or closed page: say so, the report goes on)
+            lines = [f"(could not read it: {e!r:.200})"]
+        out.append(f"page {page.url}:\n" + "\n".join(lines[-60:]))
+    return "\n".join(out) or "no page open"
 
 
 def _origin(url: str) -> str:
@@ -382,3 +411,5 @@ def pytest_runtest_makereport(item, call):
         report.sections.append(("Gradio's queue of the apps served in this process, after the failure", queue_state()))
         log = item.stash.get(PAGE_LOG, [])
         report.sections.append(("what the test's pages logged (the last 80 lines)", "\n".join(log[-80:]) or "nothing"))
+        report.sections.append(("each page's requests to Gradio's queue (seconds since the page opened)",
+                                _queue_logs(item)))
