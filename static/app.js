@@ -66,7 +66,8 @@
             heat._z = null;  // the next move asks again; so does the pointer resting on the map: the server
             // writes the file beside the update, and a hover quicker than that finds it missing
             const tries = heat._tries = (heat._tries || 0) + 1;
-            if (tries <= 5) setTimeout(() => { if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y); }, 100 * tries);
+            const again = () => { if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y); };
+            if (tries <= 5) setTimeout(again, 100 * tries);
           });
       }
     }

@@ -271,7 +271,9 @@ QUEUE_LOG_JS = """(() => {
       note('stream of answers opened');
     }
     const reply = fetch0.apply(this, arguments);
-    if (stream) reply.then((r) => note(`stream answered: HTTP ${r.status}`), (e) => note(`stream ended: ${e && e.name}`));
+    if (stream) {
+      reply.then((r) => note(`stream answered: HTTP ${r.status}`), (e) => note(`stream ended: ${e && e.name}`));
+    }
     return reply;
   };
 })();"""

@@ -90,7 +90,8 @@ def pattern_heatmap(pattern: np.ndarray, pieces: list[str], start_pos: int, laye
         title += f"; drawn in blocks of {block}×{block} positions, each its largest weight"
     else:
         x, y = list(range(n_k)), list(range(start_pos, start_pos + n_q))
-        xticks, yticks = position_ticks(_labels(pieces, n_k)), position_ticks(_labels(pieces, n_q, start_pos), start_pos)
+        xticks = position_ticks(_labels(pieces, n_k))
+        yticks = position_ticks(_labels(pieces, n_q, start_pos), start_pos)
         hover = "query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"
     heat = dict(type="heatmap", z=z, x=x, y=y, colorscale=BLUES, zmin=0.0, zmax=1.0,
                 colorbar={"title": {"text": "weight"}, "thickness": 12}, hovertemplate=hover)
