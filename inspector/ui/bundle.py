@@ -232,18 +232,24 @@ watch('value', apply);
 apply();
 """
 
-# A slot's script: draw what the page already received for it; a plot is laid out again whenever its div
-# changes width (a tab opened, the window resized: plotly does not notice by itself).
+# A plotly div (`plot`) laid out again whenever its width changes (a tab opened, the window resized: plotly does
+# not notice by itself); a plot slot's and a `inspector.ui.figure.Figure`'s script end with it.
+FOLLOW_WIDTH_JS = """
+new ResizeObserver(() => {
+  const shown = plot._fullLayout && plot.clientWidth;
+  if (shown && plot.clientWidth !== plot._fullLayout.width) window.Plotly.Plots.resize(plot);
+}).observe(plot);
+"""
+
+# A slot's script: draw what the page already received for it; a plot follows its div's width.
 SLOT_JS = """
 const slot = element.querySelector('.ii-slot');
 if (window.iiShowView) window.iiShowView(slot.dataset.view);
 if (slot.classList.contains('ii-plot')) {
-  new ResizeObserver(() => {
-    const shown = slot._fullLayout && slot.clientWidth;
-    if (shown && slot.clientWidth !== slot._fullLayout.width) window.Plotly.Plots.resize(slot);
-  }).observe(slot);
+  const plot = slot;
+  %s
 }
-"""
+""" % FOLLOW_WIDTH_JS
 
 
 @cache  # once per process: the one static path

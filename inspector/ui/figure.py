@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector.ui.bundle import PLOT_CONFIG
+from inspector.ui.bundle import FOLLOW_WIDTH_JS, PLOT_CONFIG
 
 # The figure's script (`element`, `props`, `watch` are given by gr.HTML). The view bundle's script, mounted with
 # the page, starts loading plotly.js (`window.iiPlotly`); a figure mounted first waits until it has.
@@ -45,11 +45,8 @@ const draw = async () => {
 };
 watch('value', draw);
 draw();
-new ResizeObserver(() => {
-  const shown = div._fullLayout && div.clientWidth;
-  if (shown && div.clientWidth !== div._fullLayout.width && window.Plotly) window.Plotly.Plots.resize(div);
-}).observe(div);
-"""
+const plot = div;
+""" + FOLLOW_WIDTH_JS
 
 
 class Figure(gr.HTML):
