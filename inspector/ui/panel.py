@@ -245,11 +245,15 @@ def named_outputs(handler: Callable[..., Any], components: dict[str, Any]) -> Ca
 
 @dataclass(frozen=True)
 class Slot:
-    """Where a view shows one of its outputs: the bundle's key, the slot's element id, a plot or HTML."""
+    """Where a view shows one of its outputs: the bundle's key, the slot's element id, a plot or HTML. A plot, and
+    an HTML view marked `heavy` (a heatmap image, the logit lens table), is drawn only while in sight: out of sight
+    (below the fold, in a tab not shown) it is drawn with its latest value when it comes into sight
+    (`inspector.ui.bundle`). Light HTML (a line of facts, a small table) is always drawn at once."""
 
     key: str
     elem_id: str
     plot: bool = False
+    heavy: bool = False
 
 
 class ViewPanel(Panel):
@@ -271,7 +275,7 @@ class ViewPanel(Panel):
         from inspector.ui.bundle import ViewSlot
 
         s = next(s for s in self.slots if s.key == key)
-        return ViewSlot(s.key, s.elem_id, plot=s.plot)
+        return ViewSlot(s.key, s.elem_id, plot=s.plot, lazy=s.plot or s.heavy)
 
     def caption_md(self, text: str | None = None) -> Any:
         import gradio as gr

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import goto, open_view, prefill
+from tests.support.browser import goto, open_view, prefill, see
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -47,6 +47,7 @@ def test_atlas_click_a_head_and_ablate(page: Page, app_url):
     expect(page.locator("#heads-pattern")).to_contain_text("Head 17.3", timeout=T)
     expect(page.locator("#attn-layer input[type='number']")).to_have_value("17", timeout=T)
     expect(page.locator("#attn-head input[type='number']")).to_have_value("3")
+    see(page, "#attn-pattern")  # above the atlas: a plot out of sight is drawn when it comes into sight
     expect(page.locator("#attn-pattern")).to_contain_text("Layer 17 head 3", timeout=T)  # the view redrawn there
 
     page.locator("#heads-top-k input").fill("2")

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from inspector.ui.bundle_parts import HOVER_INLINE_MAX
-from tests.support.browser import T, goto, open_tab, prefill, prompt_len, step
+from tests.support.browser import T, goto, open_tab, prefill, prompt_len, see, step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -30,6 +30,7 @@ def test_overview_hover_values_come_from_a_file_and_are_the_servers(page: Page, 
     n = prompt_len(page)
     open_tab(page, "Attention")
     step(page, 1)
+    see(page, "#attn-overview")  # below the fold: drawn when it comes into sight (inspector.ui.bundle)
     expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n}", timeout=T)
     heat = page.locator("#attn-overview-map")
     assert 270 * (n + 1) * 4 * 4 / 3 > HOVER_INLINE_MAX  # so big that its values go as a file

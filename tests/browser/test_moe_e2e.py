@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import click_chip, goto, open_view, prefill, step
+from tests.support.browser import click_chip, goto, open_view, prefill, see, step
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -38,8 +38,10 @@ def test_the_routing_tab_draws_and_the_timing_view_shows_the_weights_read(page: 
     box = page.locator("#routing-layer input[type=number]")
     box.fill("1")
     box.press("Tab")
+    see(page, "#router-chart")  # a view out of sight is drawn when it comes into sight (inspector.ui.bundle)
     expect(title).to_contain_text("Router at layer 1", timeout=T)
     click_chip(page, 2)  # redrawn with the page's layer: this tab's slider set it
+    see(page, "#router-chart")
     expect(title).to_contain_text(re.compile(r"layer 1.*\(position\s*2\)"), timeout=T)
     expect(page.locator("#status-message.ii-error")).to_have_count(0)
     page.screenshot(path=str(ARTIFACTS / "ui_routing.png"), full_page=True)
@@ -47,5 +49,6 @@ def test_the_routing_tab_draws_and_the_timing_view_shows_the_weights_read(page: 
     expect(page.locator("#attn-layer input[type=number]")).to_have_value("1", timeout=T)
 
     open_view(page, "Timing")
+    see(page, "#weights-read-chart")
     expect(page.locator("#weights-read-chart .gtitle")).to_contain_text("Weights read per step", timeout=T)
     expect(page.locator("#weights-read-chart .bars")).not_to_have_count(0, timeout=T)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import T, goto, open_settings, open_tab, open_view, prefill
+from tests.support.browser import T, goto, open_settings, open_tab, open_view, prefill, see
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -42,6 +42,7 @@ def test_a_repetition_penalty_is_a_stage_of_the_sampling_view(page: Page, app_ur
     row = page.locator('#chain-table tr[data-stage="repetition penalty"]')
     expect(row).to_be_visible(timeout=T)
     assert int(row.locator("td").nth(3).inner_text().replace(",", "")) > 0  # it moved the logits of seen tokens
+    see(page, "#sampling-bars")  # a plot out of sight is drawn when it comes into sight (inspector.ui.bundle)
     expect(page.locator("#sampling-bars")).to_contain_text("repetition penalty")
     expect(page.locator("#sampling-bars")).to_contain_text("Sampling chain")
     page.screenshot(path=str(ARTIFACTS / "ui_sampling_chain.png"), full_page=True)

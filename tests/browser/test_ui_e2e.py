@@ -12,7 +12,8 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import T, click_chip, generated, goto, open_settings, open_tab, prefill, prompt_len, step
+from tests.support.browser import (T, click_chip, generated, goto, open_settings, open_tab, prefill, prompt_len, see,
+                                   step)
 from tests.support.ui_server import ARTIFACTS, TOUR_SEEN_JS  # noqa: F401
 
 
@@ -46,6 +47,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     for k in (1, 2, 3):
         step(page, k)
         expect(page.locator("#attention-info")).to_have_attribute("data-keys", str(n + k))  # row grows
+        see(page, "#attn-overview")  # a heavy view out of sight is drawn when it comes into sight (inspector.ui.bundle)
         expect(page.locator("#attn-overview")).to_contain_text(f"query at position {n + k - 1}", timeout=T)
         expect(page.locator("#attn-overview-map img")).to_have_js_property("naturalWidth", n + k)  # a column per key
     expect(pattern).to_have_attribute("data-mark", "kept")
@@ -81,6 +83,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     box.press("Tab")
     expect(page.locator("#sampling-info")).to_have_attribute("data-preview", "1", timeout=T)
     expect(page.locator("#sampling-info")).to_contain_text("temperature 1.5")
+    see(page, "#sampling-bars")
     expect(page.locator("#sampling-bars")).to_contain_text("Preview")
     assert generated(page) == 4
     page.screenshot(path=str(ARTIFACTS / "ui_sampling_preview.png"), full_page=True)
@@ -96,6 +99,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     # clicking a token chip selects its position
     open_tab(page, "Residual stream")  # its draw may still be on its way: the click's answer is newer
     click_chip(page, 3)
+    see(page, "#resid-position")
     expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
     heat = page.locator("#resid-heat-map img")  # an image; hover names layer, position and the norm
@@ -106,6 +110,7 @@ def test_prefill_step_sample_play_pause_reset(page: Page, app_url):
     click_chip(page, 3, "-1")  # again: back to the newest position
 
     open_tab(page, "Timing")
+    see(page, "#timing-chart")
     expect(page.locator("#timing-chart")).to_contain_text("TTFT")
     page.screenshot(path=str(ARTIFACTS / "ui_timing.png"), full_page=True)
 

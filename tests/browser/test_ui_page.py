@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import (T, chip_ids, generated, goto, open_settings, open_view, prefill, save_trace_as, step,
-                                   upload, views_settled)
+from tests.support.browser import (T, chip_ids, generated, goto, open_settings, open_view, prefill, prompt_len,
+                                   save_trace_as, see, step, upload, views_settled)
 from tests.support.ui_server import ARTIFACTS
 
 
@@ -73,11 +73,36 @@ def test_a_failed_load_of_plotly_js_is_tried_again_and_never_blanks_the_page(pag
     expect(page.locator(".ii-chip").first).to_be_visible()
     expect(plot).to_have_attribute("data-plotly-wait", "1")
     failing[0] = False
+    see(page, "#resid-position")  # below the fold: drawn when it comes into sight (inspector.ui.bundle)
     expect(plot.locator(".main-svg").first).to_be_attached(timeout=T)
     expect(plot).not_to_have_attribute("data-plotly-wait", "1")
     expect(plot).not_to_contain_text("did not load")
     assert tries[0] and tries[-1] is False and tries.count(False) == 1, tries  # tried again until it loaded, once
 
+
+def test_a_plot_out_of_sight_is_drawn_when_it_comes_into_sight(page: Page, app_url):
+    """A Step does not redraw a plot below the fold (inspector.ui.bundle: a lazy slot out of sight is marked
+    stale); scrolled into sight, it shows the newest step, and Steps in sight redraw it at once."""
+    page.set_viewport_size({"width": 1400, "height": 700})
+    goto(page, app_url)
+    prefill(page, "What is gravity?")
+    n = prompt_len(page)
+    chart, slot = page.locator("#resid-position"), page.locator("#resid-position .ii-plot")
+    see(page, "#resid-position")
+    expect(chart).to_contain_text(f"Position {n - 1} ", timeout=T)  # the newest position after the prefill
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function("document.querySelector('#resid-position').getBoundingClientRect().top > innerHeight")
+    step(page, 1)
+    views_settled(page)
+    expect(slot).to_have_attribute("data-stale", "1", timeout=T)
+    expect(chart).to_contain_text(f"Position {n - 1} ")  # still the prefill's: not drawn out of sight
+    see(page, "#resid-position")
+    expect(slot).not_to_have_attribute("data-stale", "1")
+    expect(chart).to_contain_text(f"Position {n} ")
+    page.evaluate("document.getElementById('step-btn').click()")  # a click that leaves the page where it is
+    expect(page.locator("#status-phase")).to_have_text("decode step 2 (token 3 of 32)", timeout=T)
+    expect(chart).to_contain_text(f"Position {n + 1} ", timeout=T)  # in sight: drawn with the Step
+    expect(slot).not_to_have_attribute("data-stale", "1")
 
 def test_a_phone_sized_screen_has_no_horizontal_overflow(page: Page, app_url):
     page.set_viewport_size({"width": 390, "height": 844})

@@ -26,7 +26,7 @@ import time
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import T, click_chip, goto, open_settings, open_view, prefill, step
+from tests.support.browser import T, click_chip, goto, open_settings, open_view, prefill, see, step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 BOXES = [("#temperature input[type=number]", "0"), ("#max-new-tokens input", "8"), ("#seed input", "0"),
@@ -161,9 +161,11 @@ def test_a_chip_clicked_while_a_tab_draws_stays_selected(page: Page, app_url, mo
     held = HeldTabDraws(page, monkeypatch)
     held.open("Residual stream")
     click_chip(page, 3)
+    see(page, "#resid-position")  # a plot out of sight is drawn when it comes into sight (inspector.ui.bundle)
     expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "), timeout=T)
     held.release("residual")
     expect(page.locator('.ii-chip.ii-selected[data-pos="3"]')).to_have_count(1)
+    see(page, "#resid-position")
     expect(page.locator("#resid-position")).to_contain_text(re.compile(r"Position 3 "))
     expect(page.locator("#position input")).to_have_value("3")
 
@@ -189,6 +191,7 @@ def test_a_sampling_preview_answered_before_a_tab_draw_keeps_both(page: Page, ap
     page.locator("#temperature input[type=number]").press("Tab")
     preview_came("temperature 1.5")
     held.release("residual")
+    see(page, "#resid-position")
     expect(page.locator("#resid-position")).to_contain_text(re.compile(rf"Position {n} "))  # step 1's
     expect(page.locator("#resid-position")).not_to_contain_text(re.compile(rf"Position {n - 1} "))
 

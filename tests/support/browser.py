@@ -31,13 +31,17 @@ def open_view(page: Page, label: str) -> None:
 open_tab = open_view  # the views' tests' name for it
 
 
-# Every shown view slot holds the value the page keeps for its key (inspector/ui/bundle.py: `show` sets the slot's
-# `_shown` to it; a slot mounted when its tab opens draws itself from `window.iiViews`); a key with no value yet
-# has nothing to draw.
+# Every view slot in the viewport holds the value the page keeps for its key (inspector/ui/bundle.py: `show` sets
+# the slot's `_shown` to it; a slot mounted when its tab opens draws itself from `window.iiViews`; a view tab's
+# slot out of sight is drawn when it comes into sight: `see`); a key with no value yet has nothing to draw.
 VIEWS_SHOWN_JS = """() => {
   const views = window.iiViews || {};
+  const inSight = (s) => {
+    const r = s.getBoundingClientRect();
+    return r.bottom > 0 && r.right > 0 && r.top < window.innerHeight && r.left < window.innerWidth;
+  };
   return [...document.querySelectorAll('.ii-slot[data-view]')]
-    .filter((s) => s.getClientRects().length > 0 && s.dataset.view in views)
+    .filter((s) => s.getClientRects().length > 0 && s.dataset.view in views && inSight(s))
     .every((s) => s._shown === (views[s.dataset.view] || ''));
 }"""
 TWO_FRAMES_JS = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
@@ -49,6 +53,13 @@ def views_settled(page: Page) -> None:
     and may be too short on a loaded one)."""
     page.wait_for_function(VIEWS_SHOWN_JS, polling="raf", timeout=T)
     page.evaluate(TWO_FRAMES_JS)
+
+
+def see(page: Page, selector: str) -> None:
+    """Scroll the view at `selector` into sight, as a visitor does to read it, and wait until the views in sight
+    show what the page holds for them (a view tab's slot out of sight is drawn when it comes into sight)."""
+    page.locator(selector).first.scroll_into_view_if_needed(timeout=T)
+    views_settled(page)
 
 
 def goto(page: Page, url: str, tour: bool = False) -> None:

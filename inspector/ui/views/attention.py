@@ -28,7 +28,7 @@ class AttentionView(ViewPanel):
     key = "attention"  # its tab: the view "attention" of inspector.viz.registry
     caption = va.CAPTION
     slots = (Slot("attn_info", "attn-info"), Slot("attn_fig", "attn-pattern", plot=True),
-             Slot("attn_overview", "attn-overview"))
+             Slot("attn_overview", "attn-overview", heavy=True))
 
     def __init__(self, page: Page) -> None:
         super().__init__(page)

@@ -24,8 +24,8 @@ PLAYING_LENS = ('<div id="logit-lens-playing" class="ii-caption">The logit lens 
 class ResidualView(ViewPanel):
     key = "residual"  # its tab: the view "residual" of inspector.viz.registry
     caption = vr.CAPTION
-    slots = (Slot("resid_heat", "resid-heatmap"), Slot("resid_pos", "resid-position", plot=True),
-             Slot("lens", "logit-lens-view"))
+    slots = (Slot("resid_heat", "resid-heatmap", heavy=True), Slot("resid_pos", "resid-position", plot=True),
+             Slot("lens", "logit-lens-view", heavy=True))
     wants_lens = True
 
     def layout(self) -> None:

@@ -28,7 +28,7 @@ MIRROR = "(value) => value"  # a slider's value copied to the other in the brows
 class RoutingView(ViewPanel):
     key = "routing"  # its tab: the view "routing" of inspector.viz.registry
     caption = CAPTION
-    slots = (Slot("routing_map", "routing-map-view"), Slot("router_fig", "router-chart", plot=True),
+    slots = (Slot("routing_map", "routing-map-view", heavy=True), Slot("router_fig", "router-chart", plot=True),
              Slot("routing_load", "routing-load-view"))
 
     def layout(self) -> None:

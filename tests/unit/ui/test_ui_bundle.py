@@ -61,6 +61,9 @@ def test_the_app_has_one_slot_per_view_and_one_bundle_output(tiny_loaded):
     plots = {s.elem_id for s in slots if "ii-plot" in s.html_template}
     assert plots == {"resid-position", "attn-pattern", "kv-bars", "kv-growth", "sampling-bars",
                      "timing-chart"}  # the residual heatmap and the attention overview are images (HTML)
+    # plots and heavy HTML views are drawn while in sight (inspector.ui.panel.Slot); the run's own views always
+    lazy = {s.elem_id for s in slots if " data-lazy" in s.html_template}
+    assert lazy == plots | {"resid-heatmap", "logit-lens-view", "attn-overview"}
     bundles = [b for b in demo.blocks.values() if isinstance(b, ViewBundle)]
     assert len(bundles) == 1
     step = next(d for d in demo.fns.values() if d.api_name == "ui_step")
