@@ -79,6 +79,7 @@ class RestoredTrace(TraceStore):
         self.cache = cache
         self.forwards = forwards
         self.pending = None
+        self.overview_ahead = None
 
 
 # ---- the session
@@ -135,8 +136,8 @@ class RestoredSession(Session):
         self._writable()
         return super().step(params)
 
-    def forward_ahead(self, lens: bool = False, commitment: bool = False) -> bool:
-        return self.read_only is None and super().forward_ahead(lens, commitment)
+    def forward_ahead(self, lens: bool = False, commitment: bool = False, overview: bool = False) -> bool:
+        return self.read_only is None and super().forward_ahead(lens, commitment, overview)
 
     def branch(self, step: int, token_id: int) -> None:
         self._writable()

@@ -17,12 +17,11 @@ newest ones, so every forward attends to at most a context's worth of positions.
 original positions (the masking convention of `inspector.generation.cache_policies`): positions count on
 past the trained window, as the text does. A cache policy the levers already hold stays in charge.
 
-Run-ahead: a decode step's forward only feeds the last sampled token, which is known as soon as it is
-drawn, and its logits do not depend on the sampling settings. `forward_ahead()` runs that forward early
-(while a person looks at the last token) and keeps it as the store's `pending` forward, outside
-`records`; the next `step()` commits it and only samples. Everything that changes the last token
-(resample, branch, a new prefill) drops it and rewinds the cache, so what a session shows and returns is
-the same with or without running ahead.
+Run-ahead: a decode step's forward only feeds the last sampled token, which is known as soon as it is drawn, and its
+logits do not depend on the sampling settings. `forward_ahead()` runs that forward early (while a person looks at
+the last token) and keeps it as the store's `pending` forward, outside `records`; the next `step()` commits it and
+only samples. Everything that changes the last token (resample, branch, a new prefill) drops it and rewinds the
+cache, so what a session shows and returns is the same with or without running ahead.
 """
 
 from __future__ import annotations
@@ -200,11 +199,10 @@ class Session(SequenceOwner):
         self._sample_into(len(self.trace) - 1, params)
         return rec
 
-    def forward_ahead(self, lens: bool = False, commitment: bool = False) -> bool:
-        """Run the next step's forward now and keep it for `step()` (see the module docstring); `lens=True`
-        computes its logit lens too, `commitment=True` only the lens's commitment layer (also for a forward
-        already pending). True when a forward is pending afterwards; False when there is nothing to run:
-        not prefilled, finished, or a recompute session."""
+    def forward_ahead(self, lens: bool = False, commitment: bool = False, overview: bool = False) -> bool:
+        """Run the next step's forward now, kept for `step()` (module docstring), with its logit lens (`lens`), only
+        the lens's commitment layer (`commitment`), its query's `attention_overview` (`overview`), also for a pending
+        forward. True when a forward is pending after; False when none can run (not prefilled, finished, recompute)."""
         if self.trace.pending is None:
             if not self.trace.forwards or self.finished or self.recompute:
                 return False
@@ -213,6 +211,8 @@ class Session(SequenceOwner):
             self.trace.fill_lens(self.trace.pending)
         if commitment:
             self.trace.commitment(self.trace.pending)
+        if overview:
+            self.trace.fill_overview(self.trace.pending)
         return True
 
     @property

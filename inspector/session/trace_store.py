@@ -58,6 +58,8 @@ class TraceStore:
         self.cache: KVCache = steps.new_cache(model) if cache is None else cache
         self.forwards: list[Forward] = []
         self.pending: Forward | None = None  # run ahead of the next step; its positions are in the cache
+        # (forward, its last query's rows of every layer and head), computed ahead (`fill_overview`)
+        self.overview_ahead: tuple[Forward, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.forwards)
@@ -93,12 +95,13 @@ class TraceStore:
         """Forget the forward run ahead and rewind the cache to the committed forwards."""
         if self.pending is not None:
             self.pending = None
+            self.overview_ahead = None
             self.cache.truncate(self.end)
 
     def truncate(self, step: int) -> None:
         """Keep steps 0..step (and their cache positions), drop every later one and any pending forward."""
         self.at(step)
-        self.pending = None
+        self.pending = self.overview_ahead = None
         del self.forwards[step % len(self.forwards) + 1:]
         self.cache.truncate(self.end)
 
@@ -121,7 +124,8 @@ class TraceStore:
         """Bytes held beyond the model: the cache as allocated and every forward kept, a pending one too
         (what a memory cap must bound)."""
         held = self.forwards + ([self.pending] if self.pending is not None else [])
-        return self.cache.allocated_nbytes + sum(f.nbytes for f in held)
+        ahead = self.overview_ahead[1].nbytes if self.overview_ahead is not None else 0
+        return self.cache.allocated_nbytes + sum(f.nbytes for f in held) + ahead
 
     # ---- logit lens
     def logit_lens(self, step: int) -> list[list[TopToken]]:
@@ -165,9 +169,25 @@ class TraceStore:
         return analysis.attention_probs(q, k, pos, 1, self.config, layer)[0, 0, 0].numpy()  # (n_keys,)
 
     def attention_overview(self, step: int, query_index: int = -1) -> np.ndarray:
-        """(num_layers, num_heads, n_keys) rows of one query position, every layer and head."""
+        """(num_layers, num_heads, n_keys) rows of one query position, every layer and head: the rows computed
+        ahead when they are this forward's last query's and no forward has run since, else computed now."""
         forward = self._attended(step, 0, 0)
         i = self._query_index(forward.record, query_index)
+        ahead = self.overview_ahead
+        if ahead is not None and ahead[0] is forward and i == forward.record.n_new - 1 and self.pending is None:
+            return ahead[1]
+        return self._overview_rows(forward, i)
+
+    def fill_overview(self, forward: Forward) -> None:
+        """Compute the overview of `forward`'s last query now (the forward run ahead, for a view that shows it)
+        and keep it, replacing any kept before: the step that commits `forward` then draws it without waiting."""
+        if self.overview_ahead is not None and self.overview_ahead[0] is forward:
+            return  # kept already
+        self.overview_ahead = None
+        if forward.queries is not None:
+            self.overview_ahead = (forward, self._overview_rows(forward, forward.record.n_new - 1))
+
+    def _overview_rows(self, forward: Forward, i: int) -> np.ndarray:
         pos = forward.record.start_pos + i
         rows = []
         for layer in range(self.config.num_hidden_layers):  # one layer at a time: no stacked copy of every key

@@ -265,6 +265,7 @@ class ViewPanel(Panel):
     slots: ClassVar[tuple[Slot, ...]] = ()
     caption: ClassVar[str] = ""
     wants_lens: ClassVar[bool] = False  # it shows the whole logit lens: the forward run ahead computes it too
+    wants_overview: ClassVar[bool] = False  # it shows every head's attention row: computed by the forward run ahead
 
     def refusal(self, message: str, sid: Any = None) -> dict[str, Any]:
         """A view's refusal goes to the page's status line (with the run's phase); the views stay."""

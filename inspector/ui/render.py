@@ -100,6 +100,11 @@ class Renderer:
         view = self.views_by_tab.get(visitor.tab)
         return bool(view is not None and view.wants_lens)
 
+    def wants_overview(self, visitor: Visitor) -> bool:
+        """True when the open view shows every head's attention row (the forward run ahead computes it too)."""
+        view = self.views_by_tab.get(visitor.tab)
+        return bool(view is not None and view.wants_overview)
+
     @on_model_thread
     def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
               plots: bool = True, tab: str | None = None) -> dict[str, Any]:

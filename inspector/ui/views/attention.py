@@ -27,6 +27,7 @@ HINT = "Type a prompt and press Prefill"
 class AttentionView(ViewPanel):
     key = "attention"  # its tab: the view "attention" of inspector.viz.registry
     caption = va.CAPTION
+    wants_overview = True
     slots = (Slot("attn_info", "attn-info"), Slot("attn_fig", "attn-pattern", plot=True),
              Slot("attn_overview", "attn-overview", heavy=True))
 

@@ -58,6 +58,27 @@ def test_steps_run_ahead_equal_plain_steps(loaded):
         assert ahead.logit_lens(k) == plain.logit_lens(k)
 
 
+def test_the_attention_overview_runs_ahead_and_equals_one_computed_after(loaded):
+    """`overview=True` computes the pending forward's every-head attention row; the step that commits it
+    returns those rows, equal to a session's that stepped without running ahead; once another forward runs,
+    they are computed again (from the cache they were read from)."""
+    plain, ahead = started(loaded), started(loaded)
+    for s in (plain, ahead):
+        s.step(SAMPLED)
+    assert ahead.forward_ahead(overview=True)
+    kept = ahead.trace.overview_ahead
+    assert kept is not None and kept[0] is ahead.trace.pending
+    assert ahead.retained_nbytes >= ahead.trace.pending.nbytes + kept[1].nbytes  # held, so counted
+    for s in (plain, ahead):
+        s.step(SAMPLED)
+    last = len(ahead.records) - 1
+    assert ahead.attention_overview(last) is kept[1]  # the rows that ran ahead
+    np.testing.assert_array_equal(kept[1], plain.attention_overview(last))
+    ahead.forward_ahead()  # a newer forward pending: computed again
+    again = ahead.attention_overview(last)
+    assert again is not kept[1]
+    np.testing.assert_array_equal(again, plain.attention_overview(last))
+
 def test_resample_and_branch_drop_the_pending_forward(loaded):
     other = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, seed=99)
     plain, ahead = started(loaded), started(loaded)

@@ -352,9 +352,9 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
     asked = []
     real_ahead = Session.forward_ahead
 
-    def spy_ahead(self, lens=False, commitment=False):
-        asked.append((lens, commitment))
-        return real_ahead(self, lens=lens, commitment=commitment)
+    def spy_ahead(self, lens=False, commitment=False, overview=False):
+        asked.append((lens, commitment, overview))
+        return real_ahead(self, lens=lens, commitment=commitment, overview=overview)
 
     monkeypatch.setattr(Session, "forward_ahead", spy_ahead)
     for run_ahead in ("0", "1"):
@@ -373,9 +373,10 @@ def test_the_logit_lens_runs_ahead_with_the_forward_on_the_residual_tab(tiny_loa
             model_thread.settle()
             assert out["lens"].count("<tr>") == 1 + tiny_loaded.config.num_hidden_layers
             assert f'data-step="{k}" data-tab="residual"' in out["drawn"]
-        # the whole lens runs ahead on the Residual tab, the commitment layer on every tab
+        # the whole lens runs ahead on the Residual tab, every head's attention row on the Attention tab, the
+        # commitment layer on every tab
         tabs = ("residual", "attention", "attention", "residual", "residual", "residual")
-        assert asked == ([(tab == "residual", True) for tab in tabs] if run_ahead == "1" else [])
+        assert asked == ([(tab == "residual", True, tab == "attention") for tab in tabs] if run_ahead == "1" else [])
 
 
 def test_each_shown_token_queues_the_next_forward_and_step_uses_it(tiny_loaded, monkeypatch):
@@ -495,7 +496,7 @@ def test_a_failed_forward_ahead_is_logged_and_step_runs_its_own(tiny_loaded, mon
     from inspector.session.session import Session
     from inspector.ui import model_thread
 
-    def broken(self, lens=False, commitment=False):
+    def broken(self, lens=False, commitment=False, overview=False):
         raise RuntimeError("out of memory")
 
     monkeypatch.setenv("INSPECTOR_RUN_AHEAD", "1")
