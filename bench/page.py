@@ -18,7 +18,8 @@ default model, the app served in this process as the browser tests serve it: `ha
   Beside them, from a Chromium trace of the same Steps (`main_thread_tasks`): the main thread's top-level tasks'
   wall time and their thread (CPU) time. Task durations are wall time: on a loaded machine (2 cores shared with
   the server's forwards and whatever else runs) they include the time the renderer waited for a core inside a
-  task, which the CPU time does not; the minimal page's click is measured the same way.
+  task, which the CPU time does not; the minimal page's click is measured the same way, and so is Gradio's floor:
+  a page whose one button updates one gr.HTML line (`floor_page`), the least a Gradio event costs the renderer.
 - Play at max on every view tab, two protocols in one run, so they can be told apart:
   bench.ui's (Play until `--play-tokens` tokens reached the page, counted from the click, against the engine
   alone in this process, `new_ui_session`, at its best thread count, mean of just before and just after) and
@@ -77,6 +78,20 @@ def minimal_page():
         button = gr.Button("Go", elem_id="mini-btn")
         plot = gr.Plot(go.Figure(go.Scatter(y=[1, 3, 2])), elem_id="mini-plot")
         button.click(lambda text: go.Figure(go.Scatter(y=[len(text), 1, 2])), [box], [plot])
+    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    return demo
+
+
+def floor_page():
+    """Gradio's own floor: a Blocks page whose one button updates one gr.HTML with a line of text (no plot, no
+    input read), launched here. What any Gradio event that changes one output costs the renderer."""
+    import gradio as gr
+
+    with gr.Blocks(title="floor") as demo:
+        clicks = gr.State(0)
+        button = gr.Button("Go", elem_id="floor-btn")
+        line = gr.HTML("<p>0</p>", elem_id="floor-html")
+        button.click(lambda n: (n + 1, f'<p data-n="{n + 1}">{n + 1}</p>'), [clicks], [clicks, line])
     demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
     return demo
 
@@ -197,6 +212,29 @@ def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
             page.locator("#mini-btn").click()
             page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
                                    f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
+            page.wait_for_timeout(300)
+
+    wall, cpu = main_thread_tasks(browser, page, clicks)
+    after = metrics(cdp)
+    page.close()
+    return {**{name: (after[name] - before[name]) * 1000 / n for name in METRICS}, "trace_wall_ms": wall / n,
+            "cpu_ms": cpu / n}
+
+
+def floor_updates(browser, url: str, n: int) -> dict[str, float]:
+    """`floor_page`'s renderer metric deltas (ms) per click of its button, `n` clicks, and the main thread's task
+    wall and CPU ms per click (`main_thread_tasks`), as `minimal_updates` measures the minimal page's."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(url)
+    page.locator("#floor-html p").first.wait_for(state="visible", timeout=120_000)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    before = metrics(cdp)
+
+    def clicks() -> None:
+        for i in range(n):
+            page.locator("#floor-btn").click()
+            page.locator(f'#floor-html p[data-n="{i + 1}"]').wait_for(state="visible", timeout=60_000)
             page.wait_for_timeout(300)
 
     wall, cpu = main_thread_tasks(browser, page, clicks)
@@ -376,7 +414,7 @@ def main() -> None:
 
     with sync_playwright() as p:
         browser = chromium(p)
-        mini = minimal_page()
+        mini, floor_demo = minimal_page(), floor_page()
         demo = start_app(loaded)
         app_ready, mini_ready = "#status-line", "#mini-plot .main-svg"
         if "load" not in skip:
@@ -421,6 +459,12 @@ def main() -> None:
                          f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms; "
                          f"traced: tasks {mini_per['trace_wall_ms']:.0f} ms, of them CPU {mini_per['cpu_ms']:.0f} ms: "
                          "what one plain Gradio update costs on this machine now"))
+            floor = floor_updates(browser, floor_demo.local_url, args.steps)
+            rows.append((f"peer: Gradio's floor, a page whose button updates one gr.HTML line (mean of {args.steps})",
+                         "", f"{floor['TaskDuration']:.0f} ms",
+                         f"script {floor['ScriptDuration']:.0f}, layout {floor['LayoutDuration']:.0f} ms; traced: tasks "
+                         f"{floor['trace_wall_ms']:.0f} ms, of them CPU {floor['cpu_ms']:.0f} ms: the least a Gradio "
+                         "event with one output costs the renderer here (the click, the queue's messages, one update)"))
             prefill(page, "What is gravity?")
             opened_at = open_pattern(page, cdp)
             rows.append(("Attention tab opened after a short prefill (its first opening on this page): click → the "
@@ -519,6 +563,7 @@ def main() -> None:
             page.close()
             demo.close()
         mini.close()
+        floor_demo.close()
         browser.close()
 
     rows.append(("machine load (1/5/15 min) at the end", "", "%.2f / %.2f / %.2f" % uptime(), ""))
