@@ -32,8 +32,9 @@ open_tab = open_view  # the views' tests' name for it
 
 
 # Every view slot in the viewport holds the value the page keeps for its key (inspector/ui/bundle.py: `show` sets
-# the slot's `_shown` to it; a slot mounted when its tab opens draws itself from `window.iiViews`; a view tab's
-# slot out of sight is drawn when it comes into sight: `see`); a key with no value yet has nothing to draw.
+# the slot's `_shown` to it; a slot mounted when its tab opens draws itself from `window.iiViews`; a lazy slot, a
+# plot or a heavy view, out of sight is drawn when it comes into sight: `see`); a key with no value yet has nothing
+# to draw.
 VIEWS_SHOWN_JS = """() => {
   const views = window.iiViews || {};
   const inSight = (s) => {
@@ -57,7 +58,7 @@ def views_settled(page: Page) -> None:
 
 def see(page: Page, selector: str) -> None:
     """Scroll the view at `selector` into sight, as a visitor does to read it, and wait until the views in sight
-    show what the page holds for them (a view tab's slot out of sight is drawn when it comes into sight)."""
+    show what the page holds for them (a plot or heavy view out of sight is drawn when it comes into sight)."""
     page.locator(selector).first.scroll_into_view_if_needed(timeout=T)
     views_settled(page)
 

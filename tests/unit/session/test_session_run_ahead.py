@@ -79,6 +79,7 @@ def test_the_attention_overview_runs_ahead_and_equals_one_computed_after(loaded)
     assert again is not kept[1]
     np.testing.assert_array_equal(again, plain.attention_overview(last))
 
+
 def test_resample_and_branch_drop_the_pending_forward(loaded):
     other = SamplingParams(temperature=2.0, top_k=0, top_p=1.0, seed=99)
     plain, ahead = started(loaded), started(loaded)
