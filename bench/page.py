@@ -196,22 +196,20 @@ def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None,
     return per
 
 
-def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
-    """The minimal page's renderer metric deltas (ms) per click of its button (its gr.Plot redrawn), `n` clicks,
-    and the main thread's task wall and CPU ms per click (`main_thread_tasks`)."""
+def per_click(browser, url: str, ready: str, click, n: int) -> dict[str, float]:
+    """A peer page's renderer metric deltas (ms) per click, `n` clicks (`click(page, i)` clicks once and waits
+    until the page shows that click's answer), and the main thread's task wall and CPU ms per click
+    (`main_thread_tasks`). `ready`: what the page shows once loaded."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(url)
-    page.locator("#mini-plot .main-svg").first.wait_for(state="visible", timeout=120_000)
+    page.locator(ready).first.wait_for(state="visible", timeout=120_000)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     before = metrics(cdp)
 
     def clicks() -> None:
         for i in range(n):
-            page.locator("#mini-box textarea").fill("x" * (i + 5))
-            page.locator("#mini-btn").click()
-            page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
-                                   f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
+            click(page, i)
             page.wait_for_timeout(300)
 
     wall, cpu = main_thread_tasks(browser, page, clicks)
@@ -221,27 +219,18 @@ def minimal_updates(browser, url: str, n: int) -> dict[str, float]:
             "cpu_ms": cpu / n}
 
 
-def floor_updates(browser, url: str, n: int) -> dict[str, float]:
-    """`floor_page`'s renderer metric deltas (ms) per click of its button, `n` clicks, and the main thread's task
-    wall and CPU ms per click (`main_thread_tasks`), as `minimal_updates` measures the minimal page's."""
-    page = browser.new_page(viewport=VIEWPORT)
-    page.goto(url)
-    page.locator("#floor-html p").first.wait_for(state="visible", timeout=120_000)
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Performance.enable")
-    before = metrics(cdp)
+def minimal_click(page, i: int) -> None:
+    """One click of the minimal page's button, with a new text: until its gr.Plot shows the text's length."""
+    page.locator("#mini-box textarea").fill("x" * (i + 5))
+    page.locator("#mini-btn").click()
+    page.wait_for_function(f"(() => {{ const p = document.querySelector('#mini-plot .js-plotly-plot'); "
+                           f"return p && p.data && p.data[0].y[0] === {i + 5}; }})()", timeout=60_000)
 
-    def clicks() -> None:
-        for i in range(n):
-            page.locator("#floor-btn").click()
-            page.locator(f'#floor-html p[data-n="{i + 1}"]').wait_for(state="visible", timeout=60_000)
-            page.wait_for_timeout(300)
 
-    wall, cpu = main_thread_tasks(browser, page, clicks)
-    after = metrics(cdp)
-    page.close()
-    return {**{name: (after[name] - before[name]) * 1000 / n for name in METRICS}, "trace_wall_ms": wall / n,
-            "cpu_ms": cpu / n}
+def floor_click(page, i: int) -> None:
+    """One click of `floor_page`'s button: until its gr.HTML line shows the click's count."""
+    page.locator("#floor-btn").click()
+    page.locator(f'#floor-html p[data-n="{i + 1}"]').wait_for(state="visible", timeout=60_000)
 
 
 def cpu_profile(cdp, during) -> list[tuple[float, str]]:
@@ -453,13 +442,13 @@ def main() -> None:
                 print(f"{ms / args.steps:8.1f} ms/Step  trace {name}")
             return
         if "steps" not in skip:
-            mini_per = minimal_updates(browser, mini.local_url, args.steps)
+            mini_per = per_click(browser, mini.local_url, "#mini-plot .main-svg", minimal_click, args.steps)
             rows.append((f"peer: the minimal page's renderer main thread per button click (its plot redrawn, mean of "
                          f"{args.steps})", "", f"{mini_per['TaskDuration']:.0f} ms",
                          f"script {mini_per['ScriptDuration']:.0f}, layout {mini_per['LayoutDuration']:.0f} ms; "
                          f"traced: tasks {mini_per['trace_wall_ms']:.0f} ms, of them CPU {mini_per['cpu_ms']:.0f} ms: "
                          "what one plain Gradio update costs on this machine now"))
-            floor = floor_updates(browser, floor_demo.local_url, args.steps)
+            floor = per_click(browser, floor_demo.local_url, "#floor-html p", floor_click, args.steps)
             rows.append((f"peer: Gradio's floor, a page whose button updates one gr.HTML line (mean of {args.steps})",
                          "", f"{floor['TaskDuration']:.0f} ms",
                          f"script {floor['ScriptDuration']:.0f}, layout {floor['LayoutDuration']:.0f} ms; traced: tasks "
