@@ -107,9 +107,8 @@ class Handlers:
         s = visitor.session
         if s is None or visitor.lock.locked() or self._over_memory_cap(visitor):
             return  # gone, reset or playing (Play steps at once anyway), or at the memory cap
-        # every tab's chips show the token's commitment layer; a view showing the lens gets the whole lens
-        s.forward_ahead(lens=self.render.wants_lens(visitor), commitment=True,
-                        overview=self.render.wants_overview(visitor))
+        # every tab's chips show the token's commitment layer; the open view gets what it shows (`Renderer.ahead`)
+        s.forward_ahead(commitment=True, **self.render.ahead(visitor))
 
     def _play_ahead(self, visitor: Visitor) -> None:
         """During Play, queue the next step's forward (no lens) as soon as a step's views are built: it runs

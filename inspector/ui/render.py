@@ -95,15 +95,12 @@ class Renderer:
         """The status line with the message (an exception's first line); every other view stays as it is."""
         return {"status": self.status(visitor, error if isinstance(error, str) else first_line(error), error=True)}
 
-    def wants_lens(self, visitor: Visitor) -> bool:
-        """True when the open view shows the logit lens (the forward run ahead computes it too)."""
+    def ahead(self, visitor: Visitor) -> dict[str, bool]:
+        """What the forward run ahead computes too for the open view (`Session.forward_ahead`'s flags): the whole
+        logit lens (`lens`), every head's attention row (`overview`)."""
         view = self.views_by_tab.get(visitor.tab)
-        return bool(view is not None and view.wants_lens)
-
-    def wants_overview(self, visitor: Visitor) -> bool:
-        """True when the open view shows every head's attention row (the forward run ahead computes it too)."""
-        view = self.views_by_tab.get(visitor.tab)
-        return bool(view is not None and view.wants_overview)
+        return {"lens": bool(view is not None and view.wants_lens),
+                "overview": bool(view is not None and view.wants_overview)}
 
     @on_model_thread
     def views(self, visitor: Visitor, layer: Any, head: Any, message: str = "", error: bool = False,
