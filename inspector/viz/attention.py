@@ -121,8 +121,9 @@ def row_bars(row: np.ndarray, pieces: list[str], n_prompt: int, query_pos: int, 
         title += f"; {layer_kind(window)}"
         if query_pos - window + 1 > 0:
             shapes.append(vline(query_pos - window + 0.5, CHOSEN, 2, "dash"))
-    return figure(traces, title, 360, shapes=shapes, meta=TITLE_OUTSIDE,
-                  xaxis={"title": {"text": "key position in the KV cache"}, **position_ticks(labels), "tickangle": -60},
+    keys_axis = {"title": {"text": "key position in the KV cache"}, "tickangle": -60,
+                 **position_ticks(labels, whole_strides=True)}  # the range moves once per tick stride, not per Step
+    return figure(traces, title, 360, shapes=shapes, meta=TITLE_OUTSIDE, xaxis=keys_axis,
                   yaxis={"title": {"text": "attention weight"},
                          "range": [0, max(1e-6, float(row.max(initial=0))) * 1.1]})
 

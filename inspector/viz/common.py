@@ -116,12 +116,21 @@ def vline(x: float, color: str, width: float = 2, dash: str = "solid") -> dict:
             "line": {"color": color, "width": width, "dash": dash}}
 
 
-def position_ticks(labels: list[str], start: int = 0) -> dict:
-    """Tick values/texts for a position axis: every position when few, evenly thinned when many."""
+def position_ticks(labels: list[str], start: int = 0, whole_strides: bool = False) -> dict:
+    """Tick values/texts for a position axis: every position when few, evenly thinned when many.
+
+    With `whole_strides`, the axis range is also set: from half a position before the first to half a position
+    before the next multiple of the stride, so less than one stride of it lies past the last position. An axis
+    that grows by one position a Step then keeps its range, and its tick labels their places, for up to
+    `stride` Steps: plotly measures a rotated tick label again (a forced layout each) whenever it moves, and
+    takes one that stays in place from its cache."""
     n = len(labels)
     stride = max(1, -(-n // MAX_TICKS))
     vals = list(range(start, start + n, stride))
-    return {"tickmode": "array", "tickvals": vals, "ticktext": [labels[v - start] for v in vals]}
+    ticks = {"tickmode": "array", "tickvals": vals, "ticktext": [labels[v - start] for v in vals]}
+    if whole_strides:
+        ticks["range"] = [start - 0.5, start + -(-n // stride) * stride - 0.5]
+    return ticks
 
 
 def empty_figure(message: str, height: int = 200) -> go.Figure:

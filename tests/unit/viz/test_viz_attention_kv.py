@@ -7,6 +7,7 @@ import pytest
 
 from inspector.viz import attention as va
 from inspector.viz import kvcache as vk
+from inspector.viz.common import MAX_TICKS
 from tests.support.viz_records import STEPS, tiny_loaded, tiny_run  # noqa: F401
 
 
@@ -126,6 +127,28 @@ def test_a_long_decode_row_draws_every_weight_without_one_bar_per_key():
     k = int(np.argmax(row))  # the most-attended key: an orange line from 0 to its weight, drawn last
     assert list(top.x) == [k, k] and list(top.y) == [0.0, float(row[k])] and top.line.color == "#f97316"
     assert f"over {n_keys} cached keys" in fig.layout.title.text and not fig.layout.showlegend
+
+
+def test_a_decode_rows_key_axis_keeps_its_range_for_a_tick_stride():
+    """The key axis ends less than one tick stride past the last key, at a multiple of the stride: a row one key
+    longer (the next Step) keeps the range and the ticks, so the page does not measure the rotated labels again."""
+    rng = np.random.default_rng(1)
+    pieces = [f"t{k}" for k in range(4000)]
+
+    def axis(n_keys: int):
+        row = rng.random(n_keys).astype(np.float32)
+        return va.row_bars(row / row.sum(), pieces, min(n_keys, 2840), n_keys - 1, 0, 0, 0).layout.xaxis
+
+    for n_keys in (9, MAX_TICKS):  # one tick per key: the axis is the keys' own, as plotly draws bars
+        assert list(axis(n_keys).range) == [-0.5, n_keys - 0.5] and len(axis(n_keys).tickvals) == n_keys
+    for n_keys in (100, va.MAX_BARS + 3, 2842):
+        x = axis(n_keys)
+        stride = x.tickvals[1] - x.tickvals[0]
+        assert x.range[0] == -0.5 and n_keys - 0.5 <= x.range[1] < n_keys - 0.5 + stride  # every key, < 1 stride more
+        assert (x.range[1] + 0.5) % stride == 0
+    grown = [axis(n) for n in range(2850, 2860)]  # ten Steps at long context: one new range at most
+    assert len({tuple(x.range) for x in grown}) <= 2 and len({tuple(x.tickvals) for x in grown}) <= 2
+    assert all(x.range[1] >= n - 0.5 for n, x in zip(range(2850, 2860), grown))
 
 
 def causal_pattern(n: int, seed: int = 0) -> np.ndarray:
