@@ -17,8 +17,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Two test workers share the cores, each with torch's OpenMP team of one thread per core. By default a team's
-# threads spin for a while after each parallel region, taking the cores from the other worker (the model
+# The test workers share the cores, each with torch's OpenMP team of one thread per core. By default a team's
+# threads spin for a while after each parallel region, taking the cores from the other workers (the model
 # checks ran 2.4x slower for it): here they sleep instead. Read by OpenMP when torch loads, so set before
 # any test imports torch; the servers and CLIs the tests start inherit it. Thread counts, and so the code
 # paths the tests exercise, stay as they are.
@@ -102,8 +102,9 @@ def pytest_terminal_summary(terminalreporter, config):
             f"{w} {e:.0f}" for w, e in sorted(ends.items())) + "; per file: test-artifacts/file-times.log")
 
 
-# A run serves three apps (tests/README.md): the default app, in the process of the one worker that runs every file
-# using it (`app_demo`, `app_url`, or a fixture built on them); the tiny mixture of experts; the Space bundle's.
+# A run serves four apps (tests/README.md): the default app twice, in the process of each worker that runs one of
+# the two units of files using it (`app_demo`, `app_url`, or a fixture built on them); the tiny mixture of
+# experts; the Space bundle's.
 # The files that share the tiny app or the Space's, each with the file it runs after on the same worker (one xdist
 # work unit: the app is served once for both):
 SAME_WORKER = {
@@ -111,6 +112,16 @@ SAME_WORKER = {
     "tests/served/test_load.py": "tests/served/test_space_e2e.py",  # `space_app`
 }
 DEFAULT_APP_UNIT = "the files that use the default app"  # one work unit: a worker takes it whole
+# The default app's files are two work units, each served the default app in its own worker: one unit of them all
+# was one worker's whole run (about 770 s of tests in a full run on two workers). The files here are the second
+# unit (the seconds of their tests in a full run on three workers, test-artifacts/file-times.log: about 500 s); the
+# other files the first (about 470 s).
+DEFAULT_APP_SECOND_UNIT = {
+    "tests/browser/test_ui_number_boxes.py": "148 s",
+    "tests/browser/test_ui_number_boxes_labs.py": "174 s",
+    "tests/browser/test_ui_step_lands_e2e.py": "106 s",
+    "tests/browser/test_ui_tour_e2e.py": "74 s",
+}
 
 
 def uses_default_app(item) -> bool:
@@ -147,14 +158,16 @@ def pytest_xdist_make_scheduler(config, log):
                 self.default_app_files = (set(open(listing, encoding="utf-8").read().split())
                                           if listing and os.path.exists(listing) else set())
             path = super()._split_scope(nodeid)
-            return DEFAULT_APP_UNIT if path in self.default_app_files else SAME_WORKER.get(path, path)
+            if path in self.default_app_files:
+                return DEFAULT_APP_UNIT + (" (second unit)" if path in DEFAULT_APP_SECOND_UNIT else "")
+            return SAME_WORKER.get(path, path)
 
     return SharedAppFiles(config, log)
 
 
-# After the default app's work unit (every file that uses it, about 610 s of tests: one worker runs it whole,
-# starting first), the files that take longest, longest first, so that the other worker starts them early and the
-# short ones fill both workers' ends (measured: the seconds of their tests in one full run on two workers, the
+# After the default app's two work units (its files, about 470 s and 500 s of tests: two workers run one each,
+# starting first), the files that take longest, longest first, so that the third worker starts them early and the
+# short ones fill the workers' ends (measured: the seconds of their tests in one full run on two workers, the
 # machine shared and loaded; test-artifacts/file-times.log has a run's). A file not here keeps its place below
 # them.
 LONG_FIRST = [
@@ -174,11 +187,11 @@ OPENS_THE_DEFAULT_APP = "tests/served/test_fuzz_api_default.py"
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering, so each file's tests stay together
 def pytest_collection_modifyitems(config, items):
     """The files that use the default app (OPENS_THE_DEFAULT_APP first), then the other files of LONG_FIRST, then
-    those that drive a browser, then those marked slow, then the rest, each file's tests in their order: the two
+    those that drive a browser, then those marked slow, then the rest, each file's tests in their order: the
     workers (pyproject's addopts, `--no-loadscope-reorder`) take whole work units (`pytest_xdist_make_scheduler`)
-    in the order of their first test, so the default app's unit and the long files start early and the short
+    in the order of their first test, so the default app's units and the long files start early and the short
     ones fill the end (by default xdist orders files by how many tests they hold, which put the long browser
-    files last, with one worker busy and the other idle). In a worker, it then writes which files use the
+    files last, with one worker busy and the others idle). In a worker, it then writes which files use the
     default app (`write_default_app_files`)."""
     def weight(item) -> int:
         marks = {m.name for m in item.iter_markers()}
@@ -356,9 +369,10 @@ def gemma3_270m():
 
 @pytest.fixture(scope="session")
 def app_demo(default_model):
-    """The app over the default model, served in this process: one for the whole test run, in the one worker that
-    runs every file using it (DEFAULT_APP_UNIT). Each browser test opens it in a fresh page, so in a session of
-    its own; the API fuzz's cases on the default model put their caps on it while they run."""
+    """The app over the default model, served in this process: one for the whole test run in each worker that
+    runs a unit of the files using it (DEFAULT_APP_UNIT, DEFAULT_APP_SECOND_UNIT). Each browser test opens it in
+    a fresh page, so in a session of its own; the API fuzz's cases on the default model put their caps on it
+    while they run."""
     from tests.support.ui_server import start_app
 
     demo = start_app(default_model)

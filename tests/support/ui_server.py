@@ -1,8 +1,8 @@
 """The apps the tests serve, each start counted, and where the browser tests' screenshots go.
 
 - `start_app(loaded)`: the app served in this process (harness.app_server's), counted. The browser tests' app
-  is one per run, over the real default model, in the one test process that runs every file using it: the
-  `app_demo` and `app_url` fixtures of tests/conftest.py; every test opens it in a fresh page (a new browser
+  is over the real default model, one in each test process that runs a unit of the files using it (two per run):
+  the `app_demo` and `app_url` fixtures of tests/conftest.py; every test opens it in a fresh page (a new browser
   session).
 - `serve_tiny_moe(directory)`: the app over a tiny random mixture of experts with the caps `TINY_APP_CAPS`,
   one per test process (the `tiny_moe_app` fixture of tests/conftest.py): the Routing tab's browser test and
