@@ -116,12 +116,12 @@ DEFAULT_APP_UNIT = "the files that use the default app"  # one work unit: a work
 # was one worker's whole run (about 770 s of tests in a full run on two workers). The files here are the second
 # unit (the seconds of their tests in a full run on three workers, test-artifacts/file-times.log: about 500 s); the
 # other files the first (about 470 s).
-DEFAULT_APP_SECOND_UNIT = {
-    "tests/browser/test_ui_number_boxes.py": "148 s",
-    "tests/browser/test_ui_number_boxes_labs.py": "174 s",
-    "tests/browser/test_ui_step_lands_e2e.py": "106 s",
-    "tests/browser/test_ui_tour_e2e.py": "74 s",
-}
+DEFAULT_APP_SECOND_UNIT = frozenset({
+    "tests/browser/test_ui_number_boxes.py",  # 148 s
+    "tests/browser/test_ui_number_boxes_labs.py",  # 174 s
+    "tests/browser/test_ui_step_lands_e2e.py",  # 106 s
+    "tests/browser/test_ui_tour_e2e.py",  # 74 s
+})
 
 
 def uses_default_app(item) -> bool:
@@ -143,8 +143,9 @@ def write_default_app_files(items) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler for --dist loadfile
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` with three kinds of multi-file work unit: every file that uses the default app, then
-    each group of SAME_WORKER; their tests in the collected order."""
+    """`--dist loadfile` with three kinds of multi-file work unit: the files that use the default app, in two
+    units (DEFAULT_APP_SECOND_UNIT's files and the others), then each group of SAME_WORKER; their tests in the
+    collected order."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
