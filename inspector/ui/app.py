@@ -56,12 +56,20 @@ HIDDEN = {"api_visibility": "undocumented"}  # the script API is /prefill and /s
 
 
 def launch_kwargs() -> dict[str, Any]:
-    """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks)."""
+    """theme / css / js / head for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks). The head holds
+    static/queue_stream.js, which keeps Gradio's stream of answers open while an event joined still waits for
+    its answer (a race in Gradio's client, described there)."""
     return {
         "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
         "css": (STATIC / "app.css").read_text(encoding="utf-8") + TOUR_CSS_FILE.read_text(encoding="utf-8"),
         "js": (STATIC / "app.js").read_text(encoding="utf-8"),
+        "head": queue_stream_head(),
     }
+
+
+def queue_stream_head() -> str:
+    """static/queue_stream.js as the page's <head> script (it must wrap `fetch` before Gradio's first join)."""
+    return f"<script>{(STATIC / 'queue_stream.js').read_text(encoding='utf-8')}</script>"
 
 
 def build_app(loaded: Any = None) -> gr.Blocks:
