@@ -39,25 +39,32 @@
   }, true);
 
   // Image heatmaps (inspector/viz/heatimage.py): name the cell under the mouse from the element's data
-  // (data-z: float32 values, base64, rows x cols; or data-z-src: a file of that base64 text, fetched and decoded
-  // on the first hover, inspector/ui/bundle_parts.py HoverFiles; data-rows / data-cols: names).
+  // (data-z: float32 values, base64, rows x cols; data-rows / data-cols: names, JSON; or, for a big one,
+  // data-z-src: a file of that base64 text and data-names-src: a file of {"rows": [...], "cols": [...]},
+  // fetched and decoded on the first hover, inspector/ui/bundle_parts.py HoverFiles).
   const decode64 = (text) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(text)
     : Uint8Array.from(atob(text), (c) => c.charCodeAt(0)));  // native where the browser has it (Chromium 140+)
+  const fetched = (url) => fetch(url).then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))));
   const heatData = (heat) => {
     const src = heat.dataset.zSrc;
     const source = src || heat.dataset.z;
     if (heat._z !== source) {
       heat._z = source;
       heat._values = null;
-      heat._rows = JSON.parse(heat.dataset.rows);
-      heat._cols = JSON.parse(heat.dataset.cols);
+      heat._rows = heat._cols = null;  // no tip until the names are here
       if (!src) {
+        heat._rows = JSON.parse(heat.dataset.rows);
+        heat._cols = JSON.parse(heat.dataset.cols);
         heat._values = new Float32Array(decode64(heat.dataset.z).buffer);
       } else {
-        fetch(src).then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))))
-          .then((text) => {
+        const names = heat.dataset.namesSrc;
+        Promise.all([fetched(src), names ? fetched(names).then(JSON.parse)
+          : { rows: JSON.parse(heat.dataset.rows), cols: JSON.parse(heat.dataset.cols) }])
+          .then(([text, named]) => {
             if (heat._z !== source) return;  // a newer step's values replaced these meanwhile
             heat._tries = 0;
+            heat._rows = named.rows;
+            heat._cols = named.cols;
             heat._values = new Float32Array(decode64(text.trim()).buffer);
             if (heat._at) showTip(heat._at.box, heat._at.x, heat._at.y);
           })
@@ -76,13 +83,13 @@
   const showTip = (box, clientX, clientY) => {
     const heat = heatData(box.closest(".ii-heat"));
     heat._at = { box, x: clientX, y: clientY };
+    if (!heat._rows) return;  // its files are on their way: the tip shows when they arrive
     const rect = box.getBoundingClientRect();
     const rows = heat._rows.length, cols = heat._cols.length;
     const row = Math.min(rows - 1, Math.floor(((clientY - rect.top) / rect.height) * rows));
     const col = Math.min(cols - 1, Math.floor(((clientX - rect.left) / rect.width) * cols));
     if (row < 0 || col < 0) return;
-    // until a fetched file's values arrive, the tip names the cell (its value follows)
-    const value = heat._values ? heat._values[row * cols + col].toFixed(Number(heat.dataset.digits)) : "…";
+    const value = heat._values[row * cols + col].toFixed(Number(heat.dataset.digits));
     const tip = box.querySelector(".ii-hm-tip");
     tip.textContent = `${heat._rows[row]} → ${heat._cols[col]}: ${heat.dataset.what} ${value}`;
     tip.style.left = `${Math.min(clientX - rect.left + 12, rect.width - 180)}px`;

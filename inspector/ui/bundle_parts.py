@@ -3,9 +3,11 @@ big: `HoverFiles` and `PromptParts`, each used by the Renderer (`inspector.ui.re
 
 Big hover data travels beside the bundle (`HoverFiles`): an image heatmap's cell values (`data-z` of
 `inspector.viz.heatimage`, float32) over `HOVER_INLINE_MAX` characters are written to a file Gradio serves,
-and the page fetches them when the mouse first moves over that image (static/app.js). At 2,841 keys the
-attention overview's values were 4.1 MB of the 4.8 MB bundle, and every byte of a bundle costs the page on
-every update (Gradio's HTML component compares its props as JSON text, the page parses them), hovered or not.
+and so are its row and column names (`data-rows`, `data-cols`: one name per key at a long context); the page
+fetches both when the mouse first moves over that image (static/app.js). At 2,841 keys the attention
+overview's values were 4.1 MB of the 4.8 MB bundle and its names about 100 KB of the 230 KB left, and every
+byte of a bundle costs the page on every update (Gradio's HTML component compares its props as JSON text, the
+page parses them), hovered or not.
 
 A long prompt's token chips travel once (`PromptParts`): the chips of a prompt of `PART_MIN_ITEMS` tokens or
 more go as a part of their own, named by its digest (view key `part:<digest>`), and the chips view holds a
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import html
+import re
 import secrets
 import shutil
 import tempfile
@@ -32,7 +36,9 @@ from typing import Any
 import gradio as gr
 
 HOVER_INLINE_MAX = 65_536  # characters of base64 (48 KiB of float32, about 12,000 cells) kept inside the HTML
-HOVER_KEEP = 2  # files kept per (browser session, view): the one shown and the one before (a fetch on its way)
+HOVER_KEEP = 2  # updates' files kept per (browser session, view): the one shown and the one before (a fetch on its way)
+# an image heatmap's names (inspector.viz.heatimage.heat_html writes them right after its data-z, single-quoted)
+NAMES = re.compile(r" data-rows='(?P<rows>[^']*)' data-cols='(?P<cols>[^']*)'")
 HOVER_VIEWS_MAX = 128  # (browser session, view) pairs with files; the least recently drawn one's go first
 
 
@@ -42,7 +48,9 @@ class HoverFiles:
     `carry(owner, views)` gives `views` with every HTML value's `data-z="<base64>"` over `HOVER_INLINE_MAX`
     characters replaced by `data-z-src="<page-relative URL>"` of a file holding that base64 text as it is: written
     once, never decoded here (decoding 5.3 MB of base64, about what 2,841 keys give, took 39 ms of the update on
-    this machine); the page decodes a file, natively, on the first hover over it (static/app.js). Files live in one
+    this machine); the page decodes a file, natively, on the first hover over it (static/app.js). The element's
+    `data-rows` and `data-cols` go with it, as `data-names-src` of a file holding {"rows": [...], "cols": [...]}
+    (their JSON as the HTML held it, unescaped). Files live in one
     temporary folder served by Gradio (`gr.set_static_paths`), under unguessable names, and are deleted when
     newer ones replace them (`HOVER_KEEP` per owner and view), when `HOVER_VIEWS_MAX` pairs are exceeded (a
     visitor gone), and at exit.
@@ -54,7 +62,7 @@ class HoverFiles:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._files: OrderedDict[tuple[Any, str], deque[Path]] = OrderedDict()
+        self._files: OrderedDict[tuple[Any, str], deque[list[Path]]] = OrderedDict()  # each update's files
         self._folder: Path | None = None
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inspector-hover-files")
 
@@ -78,29 +86,39 @@ class HoverFiles:
         end = text.index('"', start)
         if end - start <= HOVER_INLINE_MAX:
             return text
+        names = NAMES.match(text, end + 1)  # the heatmap's data-rows / data-cols, right after its data-z
         with self._lock:
             path = self.folder() / f"{secrets.token_urlsafe(18)}.f32.b64"  # float32 little-endian, base64
-            gone = []
+            names_path = self.folder() / f"{secrets.token_urlsafe(18)}.names.json" if names else None
+            gone: list[Path] = []
             kept = self._files.pop((owner, key), None) or deque()
-            kept.append(path)
+            kept.append([path] + ([names_path] if names_path else []))
             while len(kept) > HOVER_KEEP:
-                gone.append(kept.popleft())
+                gone.extend(kept.popleft())
             self._files[(owner, key)] = kept
             while len(self._files) > HOVER_VIEWS_MAX:
-                gone.extend(self._files.popitem(last=False)[1])
+                gone.extend(p for update in self._files.popitem(last=False)[1] for p in update)
+            writes = [(path, text[start:end])]
+            if names:  # the names' JSON, as json.dumps wrote it before the HTML escaped it
+                writes.append((names_path, '{"rows": %s, "cols": %s}' % (html.unescape(names["rows"]),
+                                                                         html.unescape(names["cols"]))))
             # submitted under the lock: the writer takes writes and deletions in the order they were decided
-            self._writer.submit(_write_then_delete, path, text, start, end, gone)
-        return text[:start - len(attr)] + f' data-z-src="gradio_api/file={path.as_posix()}"' + text[end + 1:]
+            self._writer.submit(_write_then_delete, writes, gone)
+        carried = text[:start - len(attr)] + f' data-z-src="gradio_api/file={path.as_posix()}"'
+        if names:
+            return carried + f' data-names-src="gradio_api/file={names_path.as_posix()}"' + text[names.end():]
+        return carried + text[end + 1:]
 
     def flush(self) -> None:
         """Wait until every file asked for so far is written (and every older one deleted)."""
         self._writer.submit(lambda: None).result()
 
 
-def _write_then_delete(path: Path, text: str, start: int, end: int, gone: list[Path]) -> None:
-    """The writer thread's one job: the base64 text `text[start:end]` into `path`, then the files replaced."""
+def _write_then_delete(writes: list[tuple[Path, str]], gone: list[Path]) -> None:
+    """The writer thread's one job: each (path, text) of an update, then the files it replaced."""
     try:
-        path.write_text(text[start:end], encoding="ascii")
+        for path, text in writes:
+            path.write_text(text, encoding="utf-8")
     finally:  # a failed write (the page asks again on its next hover) still lets the replaced files go
         for old in gone:
             old.unlink(missing_ok=True)

@@ -5,7 +5,8 @@ plotly.js took 50-75 ms of the page's time to redraw a heatmap of a few thousand
 in a few ms (Pillow, a palette image: one byte per cell) and the browser shows it in a few. Hover stays: the
 page's script (static/app.js) names the cell under the mouse from the element's data: `data-z` (cell values,
 float32 little-endian, base64, rows × cols), `data-rows` / `data-cols` (a name per row / column, JSON),
-`data-what` (what a value is) and `data-digits`.
+`data-what` (what a value is) and `data-digits`. A big heatmap's values and names then travel as files
+(inspector/ui/bundle_parts.py `HoverFiles`), which finds the names right after `data-z`, single-quoted.
 
 Pure: numpy in, an HTML string out.
 """

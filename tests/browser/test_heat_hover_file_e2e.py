@@ -1,5 +1,6 @@
-"""A big image heatmap's hover values travel beside the view bundle, as a file fetched on the first hover
-(inspector/ui/bundle_parts.py HoverFiles, static/app.js): the tip names the cell and shows the server's value."""
+"""A big image heatmap's hover values and its row and column names travel beside the view bundle, as files
+fetched on the first hover (inspector/ui/bundle_parts.py HoverFiles, static/app.js): the tip names the cell and
+shows the server's value."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def test_overview_hover_values_come_from_a_file_and_are_the_servers(page: Page, 
     heat = page.locator("#attn-overview-map")
     assert 270 * (n + 1) * 4 * 4 / 3 > HOVER_INLINE_MAX  # so big that its values go as a file
     expect(heat).to_have_attribute("data-z-src", re.compile(r"^gradio_api/file=.+\.f32\.b64$"))
+    expect(heat).to_have_attribute("data-names-src", re.compile(r"^gradio_api/file=.+\.names\.json$"))
     assert heat.get_attribute("data-z") is None
+    assert heat.get_attribute("data-cols") is None and heat.get_attribute("data-rows") is None
 
     visitor = next(v for v in app_demo.store.live() if v.session is not None and v.tab == "attention"
                    and len(v.session.prompt_ids) == n and len(v.session.generated_ids) == 2)

@@ -86,6 +86,8 @@ def test_the_page_loads_plotly_js_from_the_plotly_package():
 
 def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loaded):
     import base64
+    import html
+    import json
     import re
     from pathlib import Path
 
@@ -103,19 +105,29 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loade
     out = files.carry("visitor-1", {"attn_overview": big, "small": small, "status": "<b>x</b>"})
     assert out["small"] == small and out["status"] == "<b>x</b>"  # small values stay inside the HTML
     src = re.search(r'data-z-src="gradio_api/file=([^"]+)"', out["attn_overview"]).group(1)
+    names_src = re.search(r'data-names-src="gradio_api/file=([^"]+)"', out["attn_overview"]).group(1)
     assert "data-z=" not in out["attn_overview"]
-    assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"') == big
+    assert "data-rows=" not in out["attn_overview"] and "data-cols=" not in out["attn_overview"]
+    named = re.search(r" data-rows='[^']*' data-cols='[^']*'", big).group(0)
+    assert out["attn_overview"].replace(f' data-z-src="gradio_api/file={src}"', f' data-z="{inline}"').replace(
+        f' data-names-src="gradio_api/file={names_src}"', named) == big  # the rest of the HTML as it was
     path = Path(src)
     files.flush()  # the writer thread writes it beside the update
     assert path.parent == files.folder() and path.read_text(encoding="ascii") == inline  # the same text, lossless
     values = np.frombuffer(base64.b64decode(path.read_bytes()), "<f4")
     np.testing.assert_array_equal(values.reshape(27, 700), rows.reshape(27, 700))
+    # the names the HTML held, unescaped: the row per layer and head, the column per key
+    names = json.loads(Path(names_src).read_text(encoding="utf-8"))
+    assert names["rows"] == json.loads(html.unescape(re.search(r"data-rows='([^']*)'", big).group(1)))
+    assert len(names["rows"]) == 27 and names["rows"][0].startswith("L0·H0")
+    assert names["cols"] == json.loads(html.unescape(re.search(r"data-cols='([^']*)'", big).group(1)))
+    assert len(names["cols"]) == 700 and names["cols"][5] == "key 5:t5"
     # a view keeps its newest HOVER_KEEP files; older ones are deleted
-    later = [Path(re.search(r'data-z-src="gradio_api/file=([^"]+)"',
-                            files.carry("visitor-1", {"attn_overview": big})["attn_overview"]).group(1))
-             for _ in range(bundle_parts.HOVER_KEEP)]
+    carried = [files.carry("visitor-1", {"attn_overview": big})["attn_overview"] for _ in range(bundle_parts.HOVER_KEEP)]
+    later = [Path(m) for html_ in carried for m in re.findall(r'-src="gradio_api/file=([^"]+)"', html_)]
     files.flush()
-    assert not path.exists() and all(p.exists() for p in later)
+    assert len(later) == 2 * bundle_parts.HOVER_KEEP
+    assert not path.exists() and not Path(names_src).exists() and all(p.exists() for p in later)
 
 
 def test_a_long_prompts_chips_travel_once_and_go_back_in_place():
