@@ -235,3 +235,12 @@ def test_a_long_prompts_chips_are_built_once_per_prompt_and_selection(tiny_loade
     assert shown(picked) == fresh(3) and 'ii-selected" data-pos="3"' in html.unescape(shown(picked))
     h.select(sid, n_prompt + 1, 0, 0)  # a generated chip selected: the prompt's chips as at the prefill
     assert built == [(n_prompt, None), (n_prompt, 3)]
+
+
+def test_unescape_inverts_html_escape_on_every_character_it_escapes():
+    import html
+
+    from inspector.ui.bundle_parts import unescape
+
+    text = "a & b < c > d \" e ' f &amp; g &quot; · ✓ \\u00b7"  # entity-like text given in is kept as it was
+    assert unescape(html.escape(text, quote=True)) == text == html.unescape(html.escape(text, quote=True))
