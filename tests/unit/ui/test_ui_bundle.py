@@ -123,7 +123,8 @@ def test_big_hover_values_travel_as_a_file_of_the_same_float32_values(tiny_loade
     assert names["cols"] == json.loads(html.unescape(re.search(r"data-cols='([^']*)'", big).group(1)))
     assert len(names["cols"]) == 700 and names["cols"][5] == "key 5:t5"
     # a view keeps its newest HOVER_KEEP files; older ones are deleted
-    carried = [files.carry("visitor-1", {"attn_overview": big})["attn_overview"] for _ in range(bundle_parts.HOVER_KEEP)]
+    carried = [files.carry("visitor-1", {"attn_overview": big})["attn_overview"]
+               for _ in range(bundle_parts.HOVER_KEEP)]
     later = [Path(m) for html_ in carried for m in re.findall(r'-src="gradio_api/file=([^"]+)"', html_)]
     files.flush()
     assert len(later) == 2 * bundle_parts.HOVER_KEEP
