@@ -35,7 +35,7 @@ from typing import Any
 import gradio as gr
 
 HOVER_INLINE_MAX = 65_536  # characters of base64 (48 KiB of float32, about 12,000 cells) kept inside the HTML
-HOVER_KEEP = 2  # updates' files kept per (browser session, view): the one shown and the one before (a fetch on its way)
+HOVER_KEEP = 2  # updates' files kept per (browser session, view): the one shown, the one before (a fetch on its way)
 # an image heatmap's names (inspector.viz.heatimage.heat_html writes them right after its data-z, single-quoted)
 NAMES = re.compile(r" data-rows='(?P<rows>[^']*)' data-cols='(?P<cols>[^']*)'")
 HOVER_VIEWS_MAX = 128  # (browser session, view) pairs with files; the least recently drawn one's go first
@@ -97,10 +97,10 @@ class HoverFiles:
             self._files[(owner, key)] = kept
             while len(self._files) > HOVER_VIEWS_MAX:
                 gone.extend(p for update in self._files.popitem(last=False)[1] for p in update)
-            writes = [(path, text[start:end])]
+            writes = [(path, text, start, end)]  # the values' base64 is cut out on the writer thread
             if names:  # the names' JSON, as json.dumps wrote it before the HTML escaped it
-                writes.append((names_path, '{"rows": %s, "cols": %s}' % (unescape(names["rows"]),
-                                                                         unescape(names["cols"]))))
+                named = '{"rows": %s, "cols": %s}' % (unescape(names["rows"]), unescape(names["cols"]))
+                writes.append((names_path, named, 0, len(named)))
             # submitted under the lock: the writer takes writes and deletions in the order they were decided
             self._writer.submit(_write_then_delete, writes, gone)
         carried = text[:start - len(attr)] + f' data-z-src="gradio_api/file={path.as_posix()}"'
@@ -114,17 +114,18 @@ class HoverFiles:
 
 
 def unescape(text: str) -> str:
-    """The text `html.escape(..., quote=True)` was given (it writes only these five entities): 0.1 ms for 100 KB
-    of names, where `html.unescape`, which reads every entity HTML has, took 5 ms."""
+    """The text `html.escape(..., quote=True)` was given (it writes only these five entities): 0.7 ms for the 87 KB
+    of 2,842 keys' names here, where `html.unescape`, which reads every entity HTML has, took 3.2 ms."""
     return (text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&#x27;", "'")
             .replace("&amp;", "&"))
 
 
-def _write_then_delete(writes: list[tuple[Path, str]], gone: list[Path]) -> None:
-    """The writer thread's one job: each (path, text) of an update, then the files it replaced."""
+def _write_then_delete(writes: list[tuple[Path, str, int, int]], gone: list[Path]) -> None:
+    """The writer thread's one job: each (path, text, start, end) of an update, `text[start:end]` into `path`,
+    then the files it replaced."""
     try:
-        for path, text in writes:
-            path.write_text(text, encoding="utf-8")
+        for path, text, start, end in writes:
+            path.write_text(text[start:end], encoding="utf-8")
     finally:  # a failed write (the page asks again on its next hover) still lets the replaced files go
         for old in gone:
             old.unlink(missing_ok=True)
