@@ -7,6 +7,7 @@ then the `close_stream`; the second event's messages wait on the server with no 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import gradio as gr
 import pytest
@@ -52,7 +53,9 @@ def two_buttons(head: str | None) -> gr.Blocks:
     return demo
 
 
-def race(page: Page, head: str | None) -> None:
+def race(page: Page, head: str | None, then: Callable[[], None]) -> None:
+    """Click A on a two-button page with RACE_JS, wait until B has been joined and answered, then `then()` (while
+    the page's server still runs)."""
     demo = two_buttons(head)
     try:
         page.add_init_script(RACE_JS)
@@ -60,20 +63,25 @@ def race(page: Page, head: str | None) -> None:
         page.locator("#a-btn").click()
         expect(page.locator("#a-out textarea")).to_have_value("A answered", timeout=15_000)
         page.wait_for_function("window.iiJoinsAnswered >= 2", timeout=15_000)  # B was joined and answered
-        page.wait_for_timeout(3000)  # time for B's answer to arrive, if anything is to carry it
+        then()
     finally:
         demo.close()
 
 
 def test_an_event_joined_while_the_stream_closes_gets_its_answer(page: Page):
-    race(page, queue_stream_head())
-    expect(page.locator("#b-out textarea")).to_have_value("B answered", timeout=5000)
-    assert page.evaluate("window.iiQueueStream.reopened") == 1
-    assert page.evaluate("window.iiQueueStream.unanswered.size") == 0
+    def answered() -> None:
+        expect(page.locator("#b-out textarea")).to_have_value("B answered", timeout=5000)
+        assert page.evaluate("window.iiQueueStream.reopened") == 1
+        assert page.evaluate("window.iiQueueStream.unanswered.size") == 0
+
+    race(page, queue_stream_head(), answered)
 
 
 def test_without_it_gradio_strands_that_event(page: Page):
     """The race is real in the Gradio installed: without static/queue_stream.js, B's answer never arrives. If
     this fails, Gradio carries such an event itself now, and static/queue_stream.js can go."""
-    race(page, None)
-    assert page.locator("#b-out textarea").input_value() == ""
+    def stranded() -> None:
+        page.wait_for_timeout(3000)  # time for B's answer to arrive, if anything were to carry it
+        assert page.locator("#b-out textarea").input_value() == ""
+
+    race(page, None, stranded)
