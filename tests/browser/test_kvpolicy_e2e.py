@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.browser import goto, open_view, prefill, step
+from tests.support.number_boxes import enter_and_click, until
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -62,9 +63,10 @@ def test_kv_view_generates_under_a_policy_and_compares(page: Page, app_url):  # 
     open_view(page, "KV cache")
     status = page.locator("#kv-policy-status")
     expect(status).to_contain_text("the page generates with the full cache", timeout=T)
-    page.locator("#kv-policy-budget input").fill("8")
-    page.locator("#kv-policy-apply").click()
-    expect(status).to_contain_text("h2o, budget 8: generation runs under it from the next Prefill", timeout=T)
+    # typed just after the view opened, the box can be drawn again with its old value (32) before the press
+    # takes it: typed again with each press until the status names the budget typed (tests/support/number_boxes.py)
+    until(page, enter_and_click(page, "#kv-policy-budget input", "8", "#kv-policy-apply"), "#kv-policy-status",
+          "h2o, budget 8: generation runs under it from the next Prefill")
     prefill(page, "The capital of France is Paris, and the capital of Italy is", 8)
     step(page, 1, 8)
     step(page, 2, 8)
