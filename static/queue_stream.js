@@ -48,8 +48,9 @@
   };
 
   const stream = (input, init) => {
+    // a request to the stream's address (a Request is copied: each fetch takes its own)
     const again = () => fetch0(input instanceof Request ? new Request(input) : input, init);
-    return fetch0(input instanceof Request ? new Request(input) : input, init).then((first) => {
+    return again().then((first) => {
       if (!first.ok || !first.body) return first;
       const encoder = new TextEncoder();
       let reader = first.body.getReader();
