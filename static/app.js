@@ -45,6 +45,7 @@
   const decode64 = (text) => (Uint8Array.fromBase64 ? Uint8Array.fromBase64(text)
     : Uint8Array.from(atob(text), (c) => c.charCodeAt(0)));  // native where the browser has it (Chromium 140+)
   const fetched = (url) => fetch(url).then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))));
+  const inlineNames = (heat) => ({ rows: JSON.parse(heat.dataset.rows), cols: JSON.parse(heat.dataset.cols) });
   const heatData = (heat) => {
     const src = heat.dataset.zSrc;
     const source = src || heat.dataset.z;
@@ -53,13 +54,11 @@
       heat._values = null;
       heat._rows = heat._cols = null;  // no tip until the names are here
       if (!src) {
-        heat._rows = JSON.parse(heat.dataset.rows);
-        heat._cols = JSON.parse(heat.dataset.cols);
+        ({ rows: heat._rows, cols: heat._cols } = inlineNames(heat));
         heat._values = new Float32Array(decode64(heat.dataset.z).buffer);
       } else {
         const names = heat.dataset.namesSrc;
-        Promise.all([fetched(src), names ? fetched(names).then(JSON.parse)
-          : { rows: JSON.parse(heat.dataset.rows), cols: JSON.parse(heat.dataset.cols) }])
+        Promise.all([fetched(src), names ? fetched(names).then(JSON.parse) : inlineNames(heat)])
           .then(([text, named]) => {
             if (heat._z !== source) return;  // a newer step's values replaced these meanwhile
             heat._tries = 0;
