@@ -29,6 +29,9 @@ default model, the app served in this process as the browser tests serve it: `ha
   Beside them, where the time goes in the findings' window: the model's step (forward + sample) as the app's
   records time it during Play against the engine alone on the app's decode thread, and the cores in use (CPU
   seconds per second: `bench.ui.cpu_s`) by the app's decode thread, by the whole process and by the browser.
+  Then, with no browser page open, the app's own Play handler driven in this process on each tab
+  (`play_without_browser`), with the decode thread at the app's thread count and at every torch thread, against
+  the engine alone at each: what Play itself costs beside the model's steps, apart from the browser's share.
 - A Step at long context: a plain prompt of `--long-tokens` tokens (the app built with
   INSPECTOR_MAX_PROMPT_TOKENS=4096), on the Residual and the Attention tab: click to the new token painted
   (status, chips, text), click to the views painted, against the app's TPOT (forward + sample of the same
@@ -336,6 +339,33 @@ OPEN_PATTERN_TO_PAINT = """async (label) => {
 }"""
 
 
+def play_without_browser(demo, tab: str, tokens: int) -> float:
+    """tok/s of the app's own Play handler at max speed, driven in this process with no browser: the same
+    generator Gradio streams, each update encoded as Gradio would send it (`bundle.encode`), from a fresh prefill
+    of STORY with `tab` open, until `tokens` tokens were generated. What Play costs beside the model's steps when
+    no browser shares the cores."""
+    from inspector.ui import model_thread
+    from inspector.ui.bundle import encode, is_skip, pack
+
+    h = demo.handlers
+    key = next(p.key for p in h.page.panels.values() if getattr(p, "title", None) == tab)
+    sid, _ = h.prefill(None, STORY, True, "", 0, 0, 1, 0, 0, tokens + 16, 0, 0)
+    h.open_tab(sid, key, 0, 0)
+    model_thread.settle()  # the tab's run-ahead forward has run: Play starts from a quiet model thread
+    visitor = h.store.get(sid)
+    start = len(visitor.session.generated_ids)
+    t0 = time.perf_counter()
+    for update in h.play(sid, 0, 0, 1, 0, 0, 0, 0, None, True):
+        packed = pack(update)
+        if not is_skip(packed):
+            encode(packed)
+        if len(visitor.session.generated_ids) - start >= tokens:
+            h.pause(sid)
+    rate = (len(visitor.session.generated_ids) - start) / (time.perf_counter() - t0)
+    h.store.reset(sid)
+    return rate
+
+
 def open_pattern(page, cdp) -> dict[str, float]:
     """Open the Attention tab on a prefill (no position selected: it draws the prompt's whole pattern): ms to the
     pattern painted, the renderer's task ms meanwhile, the bundle's size (the largest encode since `before`)."""
@@ -501,6 +531,26 @@ def main() -> None:
                                "play_ms": statistics.median(r.forward_ms + r.sample_ms for r in in_window)})
             cli_after = cli_tok_s(STORY, args.play_tokens)
             cli = (cli_before + cli_after) / 2
+            page.close()  # no browser page from here on: Play driven in this process alone
+            alone_threads = {}  # threads -> (engine alone tok/s, Play without a browser tok/s per tab)
+            for threads in sorted({app_threads, all_threads}):
+                os.environ["INSPECTOR_DECODE_THREADS"] = str(threads)  # read at each model call
+                run = model_thread.call
+                alone = statistics.mean(run(engine(STORY, args.play_tokens))[1] for _ in range(2))
+                alone_threads[threads] = (alone, {tab: play_without_browser(demo, tab, args.play_tokens)
+                                                  for tab in PLAY_TABS})
+            os.environ.pop("INSPECTOR_DECODE_THREADS", None)
+            best = max(a for a, _ in alone_threads.values())
+            for threads, (alone, by_tab) in alone_threads.items():
+                low, high = min(by_tab.values()), max(by_tab.values())
+                rows.append((f"Play at max with no browser, the decode thread at {threads} torch thread"
+                             f"{'s' if threads > 1 else ''}{' (the app)' if threads == app_threads else ''}: the "
+                             f"app's Play handler driven in this process, {args.play_tokens} tokens per tab",
+                             "", f"{low / best:.2f}–{high / best:.2f}×",
+                             f"{low:.1f}–{high:.1f} tok/s ({', '.join(f'{t} {r:.1f}' for t, r in by_tab.items())}) "
+                             f"against the engine alone at its best thread count, {best:.1f} tok/s; the engine alone "
+                             f"at {threads}: {alone:.1f} tok/s, so Play's own work between steps leaves "
+                             f"{low / alone:.2f}–{high / alone:.2f}× of it"))
             for got in played:
                 rows.append((f"Play at max, {got['tab']} tab: bench.ui's protocol ({args.play_tokens} tokens from "
                              "the click, engine alone in-process)", "≥ 0.85×", f"{got['bench_ui'] / got['peer']:.2f}×",
@@ -519,7 +569,8 @@ def main() -> None:
                              f"{'s' if app_threads > 1 else ''}); Play's {got['window']:.1f} tok/s are "
                              f"{got['window'] * got['play_ms'] / 1000:.2f}× its own steps' rate (1000 / step ms: the "
                              f"rest is the work between steps); cores in use (CPU s per s): {cores}"))
-        page.close()
+        if not page.is_closed():
+            page.close()
         demo.close()
 
         if "long" not in skip:

@@ -87,6 +87,7 @@ def build_app(loaded: Any = None) -> gr.Blocks:
 
     with gr.Blocks(title="Inference Inspector") as demo:
         demo.store = store  # tests and bench look at live sessions and the caps (`store.limits`)
+        demo.handlers = h  # bench/page.py drives Play through them with no browser
         # The callback must be a plain function, never `store.drop`: Gradio deep-copies the page config on
         # every GET /config (each page load, each gradio_client), and a bound method would copy the store
         # through it: every live session and the model's weights (deepcopy keeps functions as they are).
