@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.browser import goto, open_view, prefill, step
-from tests.support.number_boxes import click, until
+from tests.support.number_boxes import enter_and_click, until
 from tests.support.ui_server import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -37,14 +37,14 @@ def test_chips_timing_table_and_device_picker(page: Page, app_url):
     open_view(page, "Timing")
     status = page.locator("#op-timing-status")
     # a click that lands while Gradio's number box still commits what was typed can send the value from before
-    # (the default step, timed): press again until the answer to the typed value shows (`until`)
-    page.locator("#op-step input").fill("99")
-    page.locator("#op-step input").press("Tab")
-    until(page, click(page, "#op-time-btn"), "#op-timing-status",
+    # (the default step, timed), and a box typed into just after its tab opened can be drawn again with its old
+    # value, which every later press would send: the value is typed again with each press until its answer shows
+    # (`until` + `enter_and_click`)
+    until(page, enter_and_click(page, "#op-step input", "99", "#op-time-btn"), "#op-timing-status",
           "step to time must be -1 or 0..1 (this run's steps), got 99")
-    page.locator("#op-step input").fill("")  # an emptied number box reaches the handler as None
-    page.locator("#op-step input").press("Tab")
-    until(page, click(page, "#op-time-btn"), "#op-timing-status", "step to time is empty")
+    # an emptied number box reaches the handler as None
+    until(page, enter_and_click(page, "#op-step input", "", "#op-time-btn"), "#op-timing-status",
+          "step to time is empty")
     page.locator("#op-step input").fill("-1")
     page.locator("#op-runs input").fill("2")
     page.locator("#op-time-btn").click()
