@@ -533,24 +533,16 @@ def main() -> None:
             cli = (cli_before + cli_after) / 2
             page.close()  # no browser page from here on: Play driven in this process alone
             alone_threads = {}  # threads -> (engine alone tok/s, Play without a browser tok/s per tab)
+            chosen = os.environ.get("INSPECTOR_DECODE_THREADS")  # put back after
             for threads in sorted({app_threads, all_threads}):
                 os.environ["INSPECTOR_DECODE_THREADS"] = str(threads)  # read at each model call
-                run = model_thread.call
-                alone = statistics.mean(run(engine(STORY, args.play_tokens))[1] for _ in range(2))
+                alone = statistics.mean(model_thread.call(engine(STORY, args.play_tokens))[1] for _ in range(2))
                 alone_threads[threads] = (alone, {tab: play_without_browser(demo, tab, args.play_tokens)
                                                   for tab in PLAY_TABS})
-            os.environ.pop("INSPECTOR_DECODE_THREADS", None)
-            best = max(a for a, _ in alone_threads.values())
-            for threads, (alone, by_tab) in alone_threads.items():
-                low, high = min(by_tab.values()), max(by_tab.values())
-                rows.append((f"Play at max with no browser, the decode thread at {threads} torch thread"
-                             f"{'s' if threads > 1 else ''}{' (the app)' if threads == app_threads else ''}: the "
-                             f"app's Play handler driven in this process, {args.play_tokens} tokens per tab",
-                             "", f"{low / best:.2f}–{high / best:.2f}×",
-                             f"{low:.1f}–{high:.1f} tok/s ({', '.join(f'{t} {r:.1f}' for t, r in by_tab.items())}) "
-                             f"against the engine alone at its best thread count, {best:.1f} tok/s; the engine alone "
-                             f"at {threads}: {alone:.1f} tok/s, so Play's own work between steps leaves "
-                             f"{low / alone:.2f}–{high / alone:.2f}× of it"))
+            if chosen is None:
+                os.environ.pop("INSPECTOR_DECODE_THREADS", None)
+            else:
+                os.environ["INSPECTOR_DECODE_THREADS"] = chosen
             for got in played:
                 rows.append((f"Play at max, {got['tab']} tab: bench.ui's protocol ({args.play_tokens} tokens from "
                              "the click, engine alone in-process)", "≥ 0.85×", f"{got['bench_ui'] / got['peer']:.2f}×",
@@ -569,6 +561,17 @@ def main() -> None:
                              f"{'s' if app_threads > 1 else ''}); Play's {got['window']:.1f} tok/s are "
                              f"{got['window'] * got['play_ms'] / 1000:.2f}× its own steps' rate (1000 / step ms: the "
                              f"rest is the work between steps); cores in use (CPU s per s): {cores}"))
+            best = max(a for a, _ in alone_threads.values())
+            for threads, (alone, by_tab) in alone_threads.items():
+                low, high = min(by_tab.values()), max(by_tab.values())
+                rows.append((f"Play at max with no browser, the decode thread at {threads} torch thread"
+                             f"{'s' if threads > 1 else ''}{' (the app)' if threads == app_threads else ''}: the "
+                             f"app's Play handler driven in this process, {args.play_tokens} tokens per tab",
+                             "", f"{low / best:.2f}–{high / best:.2f}×",
+                             f"{low:.1f}–{high:.1f} tok/s ({', '.join(f'{t} {r:.1f}' for t, r in by_tab.items())}) "
+                             f"against the engine alone at its best thread count, {best:.1f} tok/s; the engine alone "
+                             f"at {threads}: {alone:.1f} tok/s, so Play's own work between steps leaves "
+                             f"{low / alone:.2f}–{high / alone:.2f}× of it"))
         if not page.is_closed():
             page.close()
         demo.close()
