@@ -53,6 +53,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -531,18 +532,6 @@ def main() -> None:
                                "play_ms": statistics.median(r.forward_ms + r.sample_ms for r in in_window)})
             cli_after = cli_tok_s(STORY, args.play_tokens)
             cli = (cli_before + cli_after) / 2
-            page.close()  # no browser page from here on: Play driven in this process alone
-            alone_threads = {}  # threads -> (engine alone tok/s, Play without a browser tok/s per tab)
-            chosen = os.environ.get("INSPECTOR_DECODE_THREADS")  # put back after
-            for threads in sorted({app_threads, all_threads}):
-                os.environ["INSPECTOR_DECODE_THREADS"] = str(threads)  # read at each model call
-                alone = statistics.mean(model_thread.call(engine(STORY, args.play_tokens))[1] for _ in range(2))
-                alone_threads[threads] = (alone, {tab: play_without_browser(demo, tab, args.play_tokens)
-                                                  for tab in PLAY_TABS})
-            if chosen is None:
-                os.environ.pop("INSPECTOR_DECODE_THREADS", None)
-            else:
-                os.environ["INSPECTOR_DECODE_THREADS"] = chosen
             for got in played:
                 rows.append((f"Play at max, {got['tab']} tab: bench.ui's protocol ({args.play_tokens} tokens from "
                              "the click, engine alone in-process)", "≥ 0.85×", f"{got['bench_ui'] / got['peer']:.2f}×",
@@ -561,6 +550,15 @@ def main() -> None:
                              f"{'s' if app_threads > 1 else ''}); Play's {got['window']:.1f} tok/s are "
                              f"{got['window'] * got['play_ms'] / 1000:.2f}× its own steps' rate (1000 / step ms: the "
                              f"rest is the work between steps); cores in use (CPU s per s): {cores}"))
+        page.close()
+        if "play" not in skip:  # no browser page from here on: Play driven in this process alone
+            alone_threads = {}  # threads -> (engine alone tok/s, Play without a browser tok/s per tab)
+            with mock.patch.dict(os.environ):  # the thread count the run was started with comes back after
+                for threads in sorted({app_threads, all_threads}):
+                    os.environ["INSPECTOR_DECODE_THREADS"] = str(threads)  # read at each model call
+                    alone = statistics.mean(model_thread.call(engine(STORY, args.play_tokens))[1] for _ in range(2))
+                    alone_threads[threads] = (alone, {tab: play_without_browser(demo, tab, args.play_tokens)
+                                                      for tab in PLAY_TABS})
             best = max(a for a, _ in alone_threads.values())
             for threads, (alone, by_tab) in alone_threads.items():
                 low, high = min(by_tab.values()), max(by_tab.values())
@@ -572,8 +570,6 @@ def main() -> None:
                              f"against the engine alone at its best thread count, {best:.1f} tok/s; the engine alone "
                              f"at {threads}: {alone:.1f} tok/s, so Play's own work between steps leaves "
                              f"{low / alone:.2f}–{high / alone:.2f}× of it"))
-        if not page.is_closed():
-            page.close()
         demo.close()
 
         if "long" not in skip:
