@@ -32,6 +32,10 @@ default model, the app served in this process as the browser tests serve it: `ha
   Then, with no browser page open, the app's own Play handler driven in this process on each tab
   (`play_without_browser`), with the decode thread at the app's thread count and at every torch thread, against
   the engine alone at each: what Play itself costs beside the model's steps, apart from the browser's share.
+  Last, Play's ceiling with the browser on the same cores: the engine alone at each thread count, with no Play,
+  while another process takes the browser's measured share of a core during Play (the median over the tabs) in
+  20 ms bursts (`engine_beside_load`). Play's own work between steps only lowers it, so a ceiling under the
+  target says that no page work can bring Play to it on this machine.
 - A Step at long context: a plain prompt of `--long-tokens` tokens (the app built with
   INSPECTOR_MAX_PROMPT_TOKENS=4096), on the Residual and the Attention tab: click to the new token painted
   (status, chips, text), click to the views painted, against the app's TPOT (forward + sample of the same
@@ -367,6 +371,31 @@ def play_without_browser(demo, tab: str, tokens: int) -> float:
     return rate
 
 
+# A load on another core that takes `share` of a core in bursts of `burst_ms` of work, as the renderer's tasks
+# come while Play draws: busy, then idle for the rest of each burst's period, until killed.
+BURSTS = """import sys, time
+share, busy = float(sys.argv[1]), float(sys.argv[2]) / 1000
+while True:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < busy:
+        pass
+    time.sleep(busy * (1 - share) / share)
+"""
+
+
+def engine_beside_load(run_engine, share: float, burst_ms: float = 20.0) -> float:
+    """tok/s of `run_engine()` (an engine-alone run: (ms per step, tok/s)) while another process takes `share` of
+    a core in bursts (`BURSTS`): the most any Play could keep with a browser that takes that share, were Play's
+    own work between steps free."""
+    load = subprocess.Popen([sys.executable, "-c", BURSTS, str(share), str(burst_ms)])
+    try:
+        time.sleep(0.3)  # the load has started
+        return run_engine()[1]
+    finally:
+        load.kill()
+        load.wait()
+
+
 def open_pattern(page, cdp) -> dict[str, float]:
     """Open the Attention tab on a prefill (no position selected: it draws the prompt's whole pattern): ms to the
     pattern painted, the renderer's task ms meanwhile, the bundle's size (the largest encode since `before`)."""
@@ -553,12 +582,16 @@ def main() -> None:
         page.close()
         if "play" not in skip:  # no browser page from here on: Play driven in this process alone
             alone_threads = {}  # threads -> (engine alone tok/s, Play without a browser tok/s per tab)
+            beside_load = {}  # threads -> engine alone tok/s beside a load of the browser's share
+            share = statistics.median(got["cores"]["browser (Chromium)"] for got in played)
             with mock.patch.dict(os.environ):  # the thread count the run was started with comes back after
                 for threads in sorted({app_threads, all_threads}):
                     os.environ["INSPECTOR_DECODE_THREADS"] = str(threads)  # read at each model call
-                    alone = statistics.mean(model_thread.call(engine(STORY, args.play_tokens))[1] for _ in range(2))
+                    run_alone = lambda: model_thread.call(engine(STORY, args.play_tokens))  # noqa: E731
+                    alone = statistics.mean(run_alone()[1] for _ in range(2))
                     alone_threads[threads] = (alone, {tab: play_without_browser(demo, tab, args.play_tokens)
                                                       for tab in PLAY_TABS})
+                    beside_load[threads] = statistics.mean(engine_beside_load(run_alone, share) for _ in range(2))
             best = max(a for a, _ in alone_threads.values())
             for threads, (alone, by_tab) in alone_threads.items():
                 low, high = min(by_tab.values()), max(by_tab.values())
@@ -570,6 +603,14 @@ def main() -> None:
                              f"against the engine alone at its best thread count, {best:.1f} tok/s; the engine alone "
                              f"at {threads}: {alone:.1f} tok/s, so Play's own work between steps leaves "
                              f"{low / alone:.2f}–{high / alone:.2f}× of it"))
+            for threads, rate in beside_load.items():
+                rows.append((f"Play's ceiling with a browser on these cores: the engine alone at {threads} torch "
+                             f"thread{'s' if threads > 1 else ''}, no Play, beside a load of the browser's share "
+                             f"during Play ({share:.2f} core, the median over the tabs above, in 20 ms bursts)",
+                             "", f"{rate / best:.2f}×",
+                             f"{rate:.1f} tok/s against {best:.1f}, the engine alone at its best thread count with "
+                             f"nothing beside it (at {threads} alone: {alone_threads[threads][0]:.1f}): were Play's "
+                             "own work free, Play beside that browser could not pass this"))
         demo.close()
 
         if "long" not in skip:

@@ -90,10 +90,19 @@ def test_serving_tab_compares_prefix_caching_and_chunked_prefill(page: Page, app
     page.get_by_text("Prefix caching and chunked prefill: one workload served four ways").click()
     status = page.locator("#serving-prefix-status")
     expect(status).to_contain_text("press Compare", timeout=T)
-    page.locator("#serving-prefix-requests input").fill("2")
-    page.locator("#serving-prefix-new input").fill("2")
-    page.locator("#serving-prefix-run").click()
-    expect(status).to_contain_text("2 requests of", timeout=4 * T)
+
+    def compare() -> None:
+        page.locator("#serving-prefix-requests input").fill("2")
+        page.locator("#serving-prefix-new input").fill("2")
+        page.locator("#serving-prefix-run").click()
+
+    compare()
+    expect(status).to_contain_text(re.compile(r"\d+ requests of"), timeout=4 * T)
+    if not re.search(r"\b2 requests of", status.text_content()):
+        # the panel, just unfolded, drew a box again with its default after it was typed into (seen once in a
+        # full run on a loaded machine: 6 requests served): typed and pressed again, the run must be of 2
+        compare()
+    expect(status).to_contain_text(re.compile(r"\b2 requests of"), timeout=4 * T)
     expect(status).to_contain_text("served 4 ways")
     rows = page.locator("#serving-prefix-table tr[data-config]")
     expect(rows).to_have_count(4)
