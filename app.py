@@ -20,12 +20,12 @@ from inspector.ui.app_model import check_settings  # noqa: E402
 def main() -> None:
     try:
         check_settings()  # before torch and Gradio are imported: a bad setting is named at once, not after them
-        from inspector.ui.app import build_app, launch_kwargs
+        from inspector.ui.app import build_app, launch_kwargs, queue_app
 
         demo = build_app()  # checks the settings again (as for every caller), then loads the model (load_app_model)
     except InspectorError as exc:  # a bad INSPECTOR_* setting or model source: one line, no traceback
         sys.exit(f"error: {exc}")
-    demo.queue(default_concurrency_limit=None)
+    queue_app(demo)
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

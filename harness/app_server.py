@@ -1,7 +1,7 @@
 """The app served in this process on a free port of 127.0.0.1, as the browser tests and bench/ui.py serve it.
 
-- `start_app(loaded)`: build and launch the app (queue without a concurrency cap, no thread lock); returns
-  the Blocks (`.local_url`; `.close()` stops it).
+- `start_app(loaded)`: build and launch the app (its queue as `python app.py` has it: `queue_app`; no thread
+  lock); returns the Blocks (`.local_url`; `.close()` stops it).
 - `TOUR_SEEN_JS`: a page init script that marks the guided tour seen, so its card never covers what a
   script clicks (static/tour.js opens it on a browser's first visit).
 """
@@ -17,10 +17,10 @@ TOUR_SEEN_JS = "try { localStorage.setItem('inspector-tour-seen', '1'); } catch 
 
 def start_app(loaded):
     """Build and launch the app on 127.0.0.1:<free port>; returns the Blocks (`.local_url`, `.store`)."""
-    from inspector.ui.app import build_app, launch_kwargs
+    from inspector.ui.app import build_app, launch_kwargs, queue_app
 
     demo = build_app(loaded)
-    demo.queue(default_concurrency_limit=None)
+    queue_app(demo)
     demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True,
                 run_history=False, **launch_kwargs())
     return demo

@@ -6,7 +6,7 @@ its own tab and wires its own events (`inspector.ui.panel`). The run's events (P
 `inspector.ui.handlers.Handlers`; every one has the view bundle as its output (`inspector.ui.bundle`): the
 views it changed, by name. The browser's `gr.State` holds only a session id; the per-session state lives in
 a `Visitors` and is freed when the State is deleted (time-to-live) or the page unloads. Theme, CSS and
-JS go to `launch()` (Gradio 6): use `launch_kwargs()`. Besides the views: branching
+JS go to `launch()` (Gradio 6): use `launch_kwargs()`; the queue: `queue_app(demo)`. Besides the views: branching
 (`inspector.ui.branch_handlers`), links that reproduce a run (`inspector.ui.link_handlers`), trace files
 (`inspector.ui.trace_io`).
 
@@ -16,6 +16,7 @@ Named API endpoints for scripts (gradio_client): `prefill` and `step`, each retu
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,23 @@ def launch_kwargs() -> dict[str, Any]:
         "js": (STATIC / "app.js").read_text(encoding="utf-8"),
         "head": queue_stream_head(),
     }
+
+
+# Gradio's queue rebuilds a monitoring summary after every event it ends: a pandas DataFrame of every event it has
+# recorded (up to 10,000), grouped by function. With this page's 79 event handlers, one rebuild took 4 ms of the
+# server's CPU after 50 events, 14 ms after 2,000 and 19 ms after 10,000 (2-core machine), on cores the model
+# shares. Only Gradio's /monitoring/summary route reads it; rebuilt once every MONITORING_SUMMARY_EVERY events it
+# costs a hundredth of that per event, and that route's figures lag by up to as many events. Gradio reads the
+# count from GRADIO_ANALYTICS_CACHE_FREQUENCY when the queue is made; a value set in the environment wins.
+MONITORING_SUMMARY_EVERY = 100
+
+
+def queue_app(demo: gr.Blocks) -> None:
+    """Put the app on Gradio's queue as `python app.py` and the in-process servers do: no concurrency cap (model
+    work keeps its own order on the model threads, `inspector.ui.model_thread`), and Gradio's monitoring summary
+    rebuilt once every MONITORING_SUMMARY_EVERY events instead of after each."""
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(MONITORING_SUMMARY_EVERY))
+    demo.queue(default_concurrency_limit=None)
 
 
 def queue_stream_head() -> str:
