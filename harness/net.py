@@ -9,6 +9,8 @@ here: callers turn `NotServing` into their own failure, with their server's log.
 - `wait_until(done, timeout_s)`: call `done()` every `interval_s` until it is true or time runs out.
 - `wait_for_http(url, proc)`: until GET `url` answers 200; `NotServing` if `proc` exits first or it
   never does.
+- `tls_verify(url)`: httpx's `verify` for a server's address (no SSL context built for plain http), and
+  `api_client(url)`: a quiet gradio_client Client of the app there, built with it.
 """
 
 from __future__ import annotations
@@ -64,3 +66,18 @@ def wait_for_http(url: str, proc: subprocess.Popen | None = None, timeout_s: flo
 
     if not wait_until(up, timeout_s, interval_s):
         raise NotServing(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def tls_verify(url: str) -> bool:
+    """httpx's `verify` for requests to `url`: False over plain http, where no TLS is spoken, so that httpx builds
+    no SSL context it would never use (it loads certifi's CA bundle: about 20 ms of CPU each time, and gradio_client
+    makes a new httpx client for each request, stream and heartbeat); True, the certificate checked, over https."""
+    return not url.startswith("http://")
+
+
+def api_client(url: str, **kwargs):
+    """A gradio_client Client of the app at `url`, quiet (`verbose=False`), with `tls_verify(url)`; `kwargs` go to
+    the Client."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, ssl_verify=tls_verify(url), **kwargs)

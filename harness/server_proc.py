@@ -37,7 +37,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.net import NotServing, free_port, wait_for_http, wait_until
+from harness.net import NotServing, api_client, free_port, wait_for_http, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
@@ -226,10 +226,9 @@ class Reply:
 
 def _client(url: str):
     import httpx
-    from gradio_client import Client
 
     # httpx's default 5 s is too short for the config request to a server busy with 16 sessions on 2 cores
-    return Client(url, verbose=False, analytics_enabled=False, httpx_kwargs={"timeout": httpx.Timeout(120.0)})
+    return api_client(url, analytics_enabled=False, httpx_kwargs={"timeout": httpx.Timeout(120.0)})
 
 
 def _call(client, *args, api_name: str, timeout_s: float = CALL_TIMEOUT_S):

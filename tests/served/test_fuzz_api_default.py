@@ -17,6 +17,7 @@ import time
 import httpx
 import pytest
 
+from harness.net import api_client, tls_verify
 from tests.support.api_fuzz import (LIMITS, NORMAL_PROMPT, Server, all_cases, health_after_fuzz, prefill_args,
                                     run_case, serve, serve_mem)
 from tests.support.fuzz_inputs import short
@@ -67,15 +68,13 @@ def test_new_visitor_after_fuzz(servers: DefaultServers):
     with srv.caps():
         t0 = time.perf_counter()
         try:
-            status = httpx.get(f"{srv.url}config", timeout=10).status_code
+            status = httpx.get(f"{srv.url}config", timeout=10, verify=tls_verify(srv.url)).status_code
         except httpx.TimeoutException:
             status = "none (timed out)"
         elapsed = time.perf_counter() - t0
         assert status == 200 and elapsed < 5.0, (
             f"GET /config (a page load, or a new gradio_client.Client) with {len(srv.demo.store)} session(s) open "
             f"took {elapsed:.1f} s, status {status}")
-        from gradio_client import Client
-
-        client = Client(srv.url, verbose=False)
+        client = api_client(srv.url)
         outcome, out, _ = srv.predict("prefill", prefill_args(NORMAL_PROMPT, max_new=4), client=client)
     assert outcome == "ok" and out["generated_ids"] == srv.reference[0], short(out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.net import api_client
 from tests.support.api_fuzz import LIMITS, UNIT, Server, all_cases, health_after_fuzz, prefill_args, run_case, serve
 from tests.support.fuzz_inputs import short
 
@@ -41,9 +42,7 @@ def test_refused_requests_hold_no_session(tiny: Server):
     """A visitor whose requests are all refused holds no session: refusals cost no slot (the session cap)."""
     srv = tiny
     before = len(srv.demo.store)
-    from gradio_client import Client
-
-    client = Client(srv.url, verbose=False)
+    client = api_client(srv.url)
     refused = [prefill_args(""), prefill_args("   "), prefill_args("Hello", max_new=0),
                prefill_args("Hello", max_new=9), prefill_args(UNIT * 300),
                prefill_args("Hello", params=[-1, 0, 1, 0, 0]), prefill_args("Hello", params=[0, 0, 1, 0, -5])]

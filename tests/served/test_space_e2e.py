@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.net import api_client
 from inspector.ui.app_model import HUB_MODEL_ID
 
 
 @pytest.mark.slow
 def test_space_bundle_installs_starts_and_generates(space_app):
-    from gradio_client import Client
-
-    client = Client(space_app.url, verbose=False)
+    client = api_client(space_app.url)
     first = client.predict("What is gravity?", True, "", 0.0, 0, 1.0, 0.0, 0, 8, api_name="/prefill")
     assert len(first["prompt_ids"]) > 3 and len(first["generated_ids"]) == 1, first
     second = client.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")

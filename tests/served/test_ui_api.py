@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.net import api_client
+
 
 def test_prefill_then_step_over_the_api(app_url):
-    from gradio_client import Client
-
-    client = Client(app_url, verbose=False)
+    client = api_client(app_url)
     out = client.predict("The quick brown fox", False, "", 0.0, 0, 1.0, 0.0, 0, 8, api_name="/prefill")
     assert out["phase"] == "prefill done" and len(out["generated_ids"]) == 1
     assert len(out["pieces"]) == len(out["prompt_ids"]) + 1 and out["ttft_ms"] > 0
@@ -17,7 +17,7 @@ def test_prefill_then_step_over_the_api(app_url):
         out = client.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")
         assert len(out["generated_ids"]) == k + 1
     assert out["phase"].startswith("decode step 2")
-    other = Client(app_url, verbose=False)  # another client is another session
+    other = api_client(app_url)  # another client is another session
     with pytest.raises(Exception, match="Prefill first"):
         other.predict(0.0, 0, 1.0, 0.0, 0, api_name="/step")
     with pytest.raises(Exception, match="prompt is empty"):

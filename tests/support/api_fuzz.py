@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.net import api_client, tls_verify
 from tests.support.fuzz_inputs import ODD_TEXT, SEED, UNIT, Expect, error_problems, has_controls, odd_text, short
 from tests.support.ui_server import TINY_APP_CAPS, caps_in_place
 
@@ -327,7 +328,8 @@ class Server:
         t0 = time.perf_counter()
         body = json.dumps({"data": data}, allow_nan=True)
         r = httpx.post(f"{self.url}gradio_api/call/{endpoint}", content=body,
-                       headers={"content-type": "application/json"}, timeout=CALL_TIMEOUT_S)
+                       headers={"content-type": "application/json"}, timeout=CALL_TIMEOUT_S,
+                       verify=tls_verify(self.url))
         if r.status_code != 200:
             try:
                 detail = r.json().get("detail")
@@ -335,7 +337,8 @@ class Server:
             except ValueError:
                 message = r.text
             return "error", message, time.perf_counter() - t0
-        r = httpx.get(f"{self.url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=CALL_TIMEOUT_S)
+        r = httpx.get(f"{self.url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=CALL_TIMEOUT_S,
+                      verify=tls_verify(self.url))
         event, payload = None, None
         for line in r.text.splitlines():
             if line.startswith("event:"):
@@ -391,9 +394,7 @@ class Server:
 def serve(name: str, demo: Any, loaded: Any, env: dict[str, str], in_place: bool = False) -> Server:
     """The fuzz's view of an app: its clients, and the normal request's tokens before any case (under the
     server's caps: `Server.caps`)."""
-    from gradio_client import Client
-
-    clients = [Client(demo.local_url, verbose=False) for _ in range(CLIENTS[name])]
+    clients = [api_client(demo.local_url) for _ in range(CLIENTS[name])]
     srv = Server(name, demo, loaded, clients, extra={"env": env}, in_place=in_place)
     with srv.caps():
         srv.reference = srv.normal()

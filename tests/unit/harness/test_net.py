@@ -74,3 +74,10 @@ def test_wait_until_asks_once_even_past_the_deadline():
     assert calls == [1]
     flips = iter([False, False, True])
     assert wait_until(lambda: next(flips), timeout_s=5, interval_s=0.01)
+
+
+def test_tls_verify_checks_certificates_only_where_tls_is_spoken():
+    from harness.net import tls_verify
+
+    assert tls_verify("http://127.0.0.1:7860/") is False  # plain http: no SSL context to build
+    assert tls_verify("https://user-space.hf.space/") is True
