@@ -607,10 +607,11 @@ def main() -> None:
                 rows.append((f"Play's ceiling with a browser on these cores: the engine alone at {threads} torch "
                              f"thread{'s' if threads > 1 else ''}, no Play, beside a load of the browser's share "
                              f"during Play ({share:.2f} core, the median over the tabs above, in 20 ms bursts)",
-                             "", f"{rate / best:.2f}×",
-                             f"{rate:.1f} tok/s against {best:.1f}, the engine alone at its best thread count with "
-                             f"nothing beside it (at {threads} alone: {alone_threads[threads][0]:.1f}): were Play's "
-                             "own work free, Play beside that browser could not pass this"))
+                             "", f"{rate / cli:.2f}× `inspector run`, {rate / best:.2f}× in-process",
+                             f"{rate:.1f} tok/s against `inspector run` ({cli:.1f}, the findings' peer) and the engine "
+                             f"alone in this process at its best thread count with nothing beside it ({best:.1f}; at "
+                             f"{threads} alone: {alone_threads[threads][0]:.1f}): what the engine itself keeps beside "
+                             "a load of that size, before any work of Play's between steps"))
         demo.close()
 
         if "long" not in skip:
