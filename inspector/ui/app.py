@@ -75,14 +75,22 @@ def launch_kwargs() -> dict[str, Any]:
 # costs a hundredth of that per event, and that route's figures lag by up to as many events. Gradio reads the
 # count from GRADIO_ANALYTICS_CACHE_FREQUENCY when the queue is made; a value set in the environment wins.
 MONITORING_SUMMARY_EVERY = 100
+# While it has no event, Gradio's queue looks for one every millisecond (`Queue.sleep_when_free`, 1 ms on Linux):
+# an idle server used 0.034 core for it (0.013-0.021 at 10 ms, 2-core machine), and the wake-ups slowed a decode
+# at 2 torch threads in the same process by 10-16% (each takes a core from one of its lock-step OpenMP threads).
+# At IDLE_POLL_S an event that arrives while the queue is idle starts at most that long after it came.
+IDLE_POLL_S = 0.01
 
 
 def queue_app(demo: gr.Blocks) -> None:
     """Put the app on Gradio's queue as `python app.py` and the in-process servers do: no concurrency cap (model
-    work keeps its own order on the model threads, `inspector.ui.model_thread`), and Gradio's monitoring summary
-    rebuilt once every MONITORING_SUMMARY_EVERY events instead of after each."""
+    work keeps its own order on the model threads, `inspector.ui.model_thread`), Gradio's monitoring summary
+    rebuilt once every MONITORING_SUMMARY_EVERY events instead of after each, and an idle queue polled every
+    IDLE_POLL_S."""
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(MONITORING_SUMMARY_EVERY))
     demo.queue(default_concurrency_limit=None)
+    if hasattr(demo._queue, "sleep_when_free"):  # read on each turn of the queue's loop
+        demo._queue.sleep_when_free = IDLE_POLL_S
 
 
 def queue_stream_head() -> str:

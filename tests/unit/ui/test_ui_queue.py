@@ -1,6 +1,7 @@
 """`queue_app`: the app's Gradio queue rebuilds its monitoring summary (a pandas DataFrame of every event it has
 recorded) once every MONITORING_SUMMARY_EVERY events, not after each event; GRADIO_ANALYTICS_CACHE_FREQUENCY set in
-the environment wins. Checked on a one-button page served in this process, the events sent through the queue."""
+the environment wins. Checked on a one-button page served in this process, the events sent through the queue. The
+idle queue polls every IDLE_POLL_S (Gradio's attribute for it still there) and still answers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from gradio.queueing import Queue
 
 from harness.net import HOST, api_client, free_port
-from inspector.ui.app import MONITORING_SUMMARY_EVERY, queue_app
+from inspector.ui.app import IDLE_POLL_S, MONITORING_SUMMARY_EVERY, queue_app
 
 EVENTS = 4
 
@@ -28,6 +29,7 @@ def summaries_rebuilt(monkeypatch, frequency: str | None) -> int:
         gr.Button().click(lambda text: text + "!", box, box, api_name="shout")
     queue_app(demo)
     demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    assert demo._queue.sleep_when_free == IDLE_POLL_S  # Gradio still polls an idle queue by this attribute
     try:
         client = api_client(demo.local_url)
         for i in range(EVENTS):
