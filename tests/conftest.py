@@ -5,6 +5,7 @@ Area-specific fixtures live in their own modules under tests/support/ (imported 
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -213,6 +214,15 @@ def pytest_collection_modifyitems(config, items):
                                  file_index[path(item)]))
     if hasattr(config, "workerinput"):
         write_default_app_files(items)
+
+
+def pytest_collection_finish(session):
+    """Once a test process has collected, what it holds (the libraries its test files imported: torch, Gradio,
+    transformers, and the test modules) stays until it exits: `gc.freeze()` moves it out of the cyclic garbage
+    collector's reach, so each full collection afterwards (Python's own as objects pile up, and pytest's five at
+    the end of the session, where it looks for exceptions raised in finalizers) walks only what the tests made.
+    Objects are still freed by their reference counts as before; only cycles among the frozen are never freed."""
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
