@@ -34,8 +34,10 @@ default model, the app served in this process as the browser tests serve it: `ha
   the engine alone at each: what Play itself costs beside the model's steps, apart from the browser's share.
   Last, Play's ceiling with the browser on the same cores: the engine alone at each thread count, with no Play,
   while another process takes the browser's measured share of a core during Play (the median over the tabs) in
-  20 ms bursts (`engine_beside_load`). Play's own work between steps only lowers it, so a ceiling under the
-  target says that no page work can bring Play to it on this machine.
+  20 ms bursts (`engine_beside_load`), against both peers. Play's own work between steps only lowers it, so a
+  ceiling under the target says that no work taken off the page brings Play to it on this machine, as far as
+  the synthetic load stands for the browser (its real threads wake more often, and they stall a 2-thread decode
+  more than their share).
 - A Step at long context: a plain prompt of `--long-tokens` tokens (the app built with
   INSPECTOR_MAX_PROMPT_TOKENS=4096), on the Residual and the Attention tab: click to the new token painted
   (status, chips, text), click to the views painted, against the app's TPOT (forward + sample of the same
@@ -385,8 +387,8 @@ while True:
 
 def engine_beside_load(run_engine, share: float, burst_ms: float = 20.0) -> float:
     """tok/s of `run_engine()` (an engine-alone run: (ms per step, tok/s)) while another process takes `share` of
-    a core in bursts (`BURSTS`): the most any Play could keep with a browser that takes that share, were Play's
-    own work between steps free."""
+    a core in bursts (`BURSTS`): what Play could keep beside a browser whose work weighed on the cores as that load
+    does, were Play's own work between steps free."""
     load = subprocess.Popen([sys.executable, "-c", BURSTS, str(share), str(burst_ms)])
     try:
         time.sleep(0.3)  # the load has started
