@@ -77,7 +77,8 @@ def launch_kwargs() -> dict[str, Any]:
 MONITORING_SUMMARY_EVERY = 100
 # While it has no event, Gradio's queue looks for one every millisecond (`Queue.sleep_when_free`, 1 ms on Linux):
 # an idle server used 0.034 core for it (0.013-0.021 at 10 ms, 2-core machine), and the wake-ups slowed a decode
-# at 2 torch threads in the same process by 10-16% (each takes a core from one of its lock-step OpenMP threads).
+# at 2 torch threads in the same process by 10-16% (a wake-up can take a core from one of its lock-step OpenMP
+# threads).
 # At IDLE_POLL_S an event that arrives while the queue is idle starts at most that long after it came.
 IDLE_POLL_S = 0.01
 
