@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -30,6 +29,7 @@ from inspector.ui.decoding_controls import build_decoding_controls, link_values,
 from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, slider
 from inspector.ui.handlers import Handlers
 from inspector.ui.model_thread import call_prefill
+from inspector.ui.page_head import STATIC, head_middleware
 from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
@@ -42,7 +42,6 @@ from inspector.viz import tokens as vtok
 from inspector.viz.header import model_header_html
 from inspector.viz.precision import precision_note
 
-STATIC = Path(__file__).resolve().parents[2] / "static"
 
 EXAMPLES = [
     ["What is gravity?", True],
@@ -57,14 +56,13 @@ HIDDEN = {"api_visibility": "undocumented"}  # the script API is /prefill and /s
 
 
 def launch_kwargs() -> dict[str, Any]:
-    """theme / css / js / head for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks). The head holds
-    static/queue_stream.js, which keeps Gradio's stream of answers open while an event joined still waits for
-    its answer (a race in Gradio's client, described there)."""
+    """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks), and the middleware that
+    puts the page's head scripts first in its HTML (`inspector.ui.page_head`: they must run before Gradio's)."""
     return {
         "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
         "css": (STATIC / "app.css").read_text(encoding="utf-8") + TOUR_CSS_FILE.read_text(encoding="utf-8"),
         "js": (STATIC / "app.js").read_text(encoding="utf-8"),
-        "head": queue_stream_head(),
+        "app_kwargs": {"middleware": [head_middleware()]},
     }
 
 
@@ -92,11 +90,6 @@ def queue_app(demo: gr.Blocks) -> None:
     demo.queue(default_concurrency_limit=None)
     if hasattr(demo._queue, "sleep_when_free"):  # read on each turn of the queue's loop
         demo._queue.sleep_when_free = IDLE_POLL_S
-
-
-def queue_stream_head() -> str:
-    """static/queue_stream.js as the page's <head> script (it must wrap `fetch` before Gradio's first join)."""
-    return f"<script>{(STATIC / 'queue_stream.js').read_text(encoding='utf-8')}</script>"
 
 
 def build_app(loaded: Any = None) -> gr.Blocks:

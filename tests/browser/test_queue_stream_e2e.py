@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from harness.net import HOST, free_port
-from inspector.ui.app import queue_stream_head
+from inspector.ui.page_head import head_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -74,7 +74,7 @@ def test_an_event_joined_while_the_stream_closes_gets_its_answer(page: Page):
         assert page.evaluate("window.iiQueueStream.reopened") == 1
         assert page.evaluate("window.iiQueueStream.unanswered.size") == 0
 
-    race(page, queue_stream_head(), answered)
+    race(page, head_script("queue_stream.js"), answered)
 
 
 def test_without_it_gradio_strands_that_event(page: Page):
