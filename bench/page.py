@@ -20,6 +20,7 @@ default model, the app served in this process as the browser tests serve it: `ha
   the server's forwards and whatever else runs) they include the time the renderer waited for a core inside a
   task, which the CPU time does not; the minimal page's click is measured the same way, and so is Gradio's floor:
   a page whose one button updates one gr.HTML line (`floor_page`), the least a Gradio event costs the renderer.
+  The peers' clicks start once their page's loading spinner has stopped (`per_click`).
 - Play at max on every view tab, two protocols in one run, so they can be told apart:
   bench.ui's (Play until `--play-tokens` tokens reached the page, counted from the click, against the engine
   alone in this process, `new_ui_session`, at its best thread count, mean of just before and just after) and
@@ -206,13 +207,15 @@ def steps_on_tab(page, cdp, tab: str, n: int, server: ServerTimes | None = None,
     return per
 
 
-def per_click(browser, url: str, ready: str, click, n: int) -> dict[str, float]:
+def per_click(browser, url: str, ready: str, click, n: int, settle_ms: int = 5000) -> dict[str, float]:
     """A peer page's renderer metric deltas (ms) per click, `n` clicks (`click(page, i)` clicks once and waits
     until the page shows that click's answer), and the main thread's task wall and CPU ms per click
-    (`main_thread_tasks`). `ready`: what the page shows once loaded."""
+    (`main_thread_tasks`). `ready`: what the page shows once loaded; the clicks start `settle_ms` after it, once
+    the spinner of Gradio's loading screen has stopped (it animates for about 4 s after a page shows)."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(url)
     page.locator(ready).first.wait_for(state="visible", timeout=120_000)
+    page.wait_for_timeout(settle_ms)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     before = metrics(cdp)
