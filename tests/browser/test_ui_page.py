@@ -28,10 +28,13 @@ def bottom(page: Page, selector: str) -> float:
 def test_first_screen_shows_tokens_and_the_main_plot(page: Page, app_url):
     page.set_viewport_size({"width": 1400, "height": 900})
     goto(page, app_url)
-    # the page-load chain's events went through static/queue_stream.js (a head script: there before Gradio's
-    # first join), and each had its answer
+    # the page-load chain's events went through static/queue_stream.js (a head script: in the page's HTML, there
+    # before Gradio's first join), and each had its answer
     assert page.evaluate("window.iiQueueStream.joined") >= 1
     assert page.evaluate("window.iiQueueStream.unanswered.size") == 0
+    # static/loading_timer.js (a head script too: there before Gradio's modules) ended the frame loop of Gradio's
+    # loading screen
+    assert page.evaluate("window.iiLoadingTimer") == {"tied": 1, "ended": 1}
     expect(page.locator("#pipeline-strip")).to_have_attribute("data-kind", "idle")
     prefill(page, "Why is the sky blue?")
     expect(page.locator("#resid-heatmap img")).to_be_visible(timeout=T)
