@@ -10,7 +10,8 @@ here: callers turn `NotServing` into their own failure, with their server's log.
 - `wait_for_http(url, proc)`: until GET `url` answers 200; `NotServing` if `proc` exits first or it
   never does.
 - `tls_verify(url)`: httpx's `verify` for a server's address (no SSL context built for plain http), and
-  `api_client(url)`: a quiet gradio_client Client of the app there, built with it.
+  `api_client(url)`: a quiet gradio_client Client of the app there, built with it; `stream_closed(client)`:
+  wait until that client has read the end of its stream of answers (before submitting the next event).
 """
 
 from __future__ import annotations
@@ -81,3 +82,24 @@ def api_client(url: str, **kwargs):
     from gradio_client import Client
 
     return Client(url, verbose=False, ssl_verify=tls_verify(url), **kwargs)
+
+
+def stream_closed(client, timeout_s: float = 2.0) -> bool:
+    """Wait until `client` (a gradio_client Client) has read the end of its stream of answers, when none of its
+    events is pending; True once it has (or has an event pending, or keeps no such state), False after
+    `timeout_s`.
+
+    A client reads every event's answers from one stream, which the server ends (`close_stream`) once no event
+    of the client is pending. An event submitted after the server sent that end and before the client read it
+    joins the ending stream: the client opens no new one, and when its reader ends it cancels the event
+    (CancelledError; gradio_client 2.7, the race static/queue_stream.js closes for the page). A caller that
+    submits one event after another waits here between them, so that each joins a stream of its own."""
+    lock = getattr(client, "pending_lock", None)
+    if lock is None or not hasattr(client, "stream_open"):
+        return True
+
+    def settled() -> bool:
+        with lock:
+            return not client.stream_open or bool(client.pending_event_ids)
+
+    return wait_until(settled, timeout_s, interval_s=0.005)

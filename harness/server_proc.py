@@ -37,7 +37,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.net import NotServing, api_client, free_port, wait_for_http, wait_until
+from harness.net import NotServing, api_client, free_port, stream_closed, wait_for_http, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = (0.0, 0, 1.0, 0.0, 0)  # temperature, top_k, top_p, min_p, seed
@@ -232,7 +232,12 @@ def _client(url: str):
 
 
 def _call(client, *args, api_name: str, timeout_s: float = CALL_TIMEOUT_S):
-    return client.submit(*args, api_name=api_name).result(timeout=timeout_s)
+    """One event's result; then, unless another event of the client is pending, until the client has read the end
+    of its stream of answers (`stream_closed`), so that the session's next event does not join a stream that is
+    ending."""
+    result = client.submit(*args, api_name=api_name).result(timeout=timeout_s)
+    stream_closed(client)
+    return result
 
 
 def _one_line(exc: BaseException) -> str:

@@ -81,3 +81,28 @@ def test_tls_verify_checks_certificates_only_where_tls_is_spoken():
 
     assert tls_verify("http://127.0.0.1:7860/") is False  # plain http: no SSL context to build
     assert tls_verify("https://user-space.hf.space/") is True
+
+
+def test_stream_closed_lets_each_sequential_event_open_a_stream_of_its_own():
+    """After each event, `stream_closed` waits until the client has read the end of its stream of answers, so the
+    next event opens a new one (the client's stream count goes up by one per event) instead of joining one that
+    is ending."""
+    import gradio as gr
+
+    from harness.net import HOST, api_client, stream_closed
+
+    with gr.Blocks() as demo:
+        out = gr.Textbox()
+        gr.Button("Go").click(lambda: "done", None, out, api_name="go")
+    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        client = api_client(demo.local_url)
+        streams = client.stream_epoch
+        for i in range(3):
+            assert client.predict(api_name="/go") == "done"
+            assert stream_closed(client, timeout_s=10)
+            assert not client.stream_open
+            assert client.stream_epoch == streams + i + 1
+        client.close()
+    finally:
+        demo.close()
