@@ -13,8 +13,8 @@
 // loading screen's tracker is then the only one) starts that tracker's loop, and a frame that the tracker asks
 // for from inside its loop's callback continues it; the loop's frames stop once the tracker's element has left
 // the document. Every other frame is asked for as before. Who asked is read from a stack trace, and only while
-// the page has no component or while that loop runs. Loaded in the page's <head> (inspector/ui/app.py
-// `page_head`).
+// the page has no component or while that loop runs. Loaded first in the page's <head>
+// (inspector/ui/page_head.py).
 (() => {
   if (window.iiLoadingTimer) return;
   const request = window.requestAnimationFrame.bind(window);
@@ -44,9 +44,9 @@
     return trackers.length === 1 ? trackers[0] : null;
   };
 
-  // The loading screen's tracker if the frame asked for now is its loop's. Its first frame can be asked for from
-  // inside another loop's callback (Svelte updates the tracker from the spinner's frame); inside its own loop's
-  // callback, only the tracker's requests continue the loop.
+  // The loading screen's tracker if the frame asked for now is its loop's. Its first frame may be asked for from
+  // inside another frame's callback (it was, with Gradio 6.31); inside its own loop's callback, only the
+  // tracker's requests continue the loop.
   const tiedTracker = () => {
     if (running) return askedByTracker() ? running : null;
     const tracker = loadingScreen();

@@ -11,8 +11,8 @@
 // This wraps `window.fetch` (the client calls it for its joins and streams) and serves the client one stream
 // that ends only when every event it joined has had its `process_completed`: a `close_stream` that arrives while
 // a join is in flight or an event is unanswered is held back, and the stream goes on with a new request to the
-// same address, which delivers the waiting messages. Loaded in the page's <head> (inspector/ui/app.py
-// `launch_kwargs`), before Gradio's client makes its first request.
+// same address, which delivers the waiting messages. Loaded first in the page's <head>
+// (inspector/ui/page_head.py), before Gradio's client makes its first request.
 (() => {
   if (window.iiQueueStream) return;
   const fetch0 = window.fetch;

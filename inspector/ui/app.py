@@ -29,7 +29,7 @@ from inspector.ui.decoding_controls import build_decoding_controls, link_values,
 from inspector.ui.fields import MAX_NEW, MIN_P, SEED, TEMPERATURE_UI, TOP_K_UI, TOP_P, FreeNumber, slider
 from inspector.ui.handlers import Handlers
 from inspector.ui.model_thread import call_prefill
-from inspector.ui.page_head import STATIC, head_middleware
+from inspector.ui.page_head import STATIC, head_middleware, page_head
 from inspector.ui.panel import NO_LOADING_STATUS, Page
 from inspector.ui.play import build_speed_controls
 from inspector.ui import registry
@@ -56,12 +56,17 @@ HIDDEN = {"api_visibility": "undocumented"}  # the script API is /prefill and /s
 
 
 def launch_kwargs() -> dict[str, Any]:
-    """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks), and the middleware that
-    puts the page's head scripts first in its HTML (`inspector.ui.page_head`: they must run before Gradio's)."""
+    """theme / css / js for `demo.launch(...)` (Gradio 6 takes them there, not in Blocks), and the page's head
+    scripts (`inspector.ui.page_head`) twice: first in the page's HTML through the middleware, where they run
+    before Gradio's modules, and as Gradio's `head`, which its frontend adds once the app has loaded. The second
+    reaches a page whose HTML does not come through this server's middleware (with server-side rendering, Node
+    serves it): there queue_stream.js still works, and loading_timer.js comes too late to do anything. Each
+    script runs once on a page (a second copy finds the first and returns)."""
     return {
         "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
         "css": (STATIC / "app.css").read_text(encoding="utf-8") + TOUR_CSS_FILE.read_text(encoding="utf-8"),
         "js": (STATIC / "app.js").read_text(encoding="utf-8"),
+        "head": page_head(),
         "app_kwargs": {"middleware": [head_middleware()]},
     }
 

@@ -9,7 +9,9 @@
   root path, a text/html answer), so that it runs before the module scripts Gradio's page loads. Gradio's own
   `launch(head=...)` cannot do that: it sends the head in the page's config, and its frontend adds it once the
   app has loaded, after those modules ran. Every other request and answer passes through untouched.
-  `head_middleware()` is the one the app launches with (`launch(app_kwargs={"middleware": [...]})`).
+  `head_middleware()` is the one the app launches with (`launch(app_kwargs={"middleware": [...]})`); the app
+  sends `page_head()` as Gradio's head too, for pages whose HTML does not come through it
+  (`inspector.ui.app.launch_kwargs`).
 """
 
 from __future__ import annotations
