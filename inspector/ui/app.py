@@ -60,8 +60,8 @@ def launch_kwargs() -> dict[str, Any]:
     scripts (`inspector.ui.page_head`) twice: first in the page's HTML through the middleware, where they run
     before Gradio's modules, and as Gradio's `head`, which its frontend adds once the app has loaded. The second
     reaches a page whose HTML does not come through this server's middleware (with server-side rendering, Node
-    serves it): there queue_stream.js still works, and loading_timer.js comes too late to do anything. Each
-    script runs once on a page (a second copy finds the first and returns)."""
+    serves it): there queue_stream.js comes as Gradio's head always brought it, and loading_timer.js comes too
+    late to do anything. Each script runs once on a page (a second copy finds the first and returns)."""
     return {
         "theme": gr.themes.Default(primary_hue="indigo"),  # LocalFont only: no Google Fonts request
         "css": (STATIC / "app.css").read_text(encoding="utf-8") + TOUR_CSS_FILE.read_text(encoding="utf-8"),
