@@ -67,8 +67,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from bench.ui import CHROMIUM_ARGS, CLICK_TO_PAINT, PLAY_TABS, ServerTimes, chromium, cpu_s, open_tab  # noqa: E402
-from harness.app_server import TOUR_SEEN_JS  # noqa: E402
-from harness.net import HOST, free_port  # noqa: E402
+from harness.app_server import TOUR_SEEN_JS, launch_here  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEWPORT = {"width": 1400, "height": 900}
@@ -89,8 +88,7 @@ def minimal_page():
         button = gr.Button("Go", elem_id="mini-btn")
         plot = gr.Plot(go.Figure(go.Scatter(y=[1, 3, 2])), elem_id="mini-plot")
         button.click(lambda text: go.Figure(go.Scatter(y=[len(text), 1, 2])), [box], [plot])
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    return demo
+    return launch_here(demo)
 
 
 def floor_page():
@@ -103,8 +101,7 @@ def floor_page():
         button = gr.Button("Go", elem_id="floor-btn")
         line = gr.HTML("<p>0</p>", elem_id="floor-html")
         button.click(lambda n: (n + 1, f'<p data-n="{n + 1}">{n + 1}</p>'), [clicks], [clicks, line])
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    return demo
+    return launch_here(demo)
 
 
 def metrics(cdp) -> dict[str, float]:

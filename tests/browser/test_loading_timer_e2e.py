@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 from playwright.sync_api import Page, expect
 
-from harness.net import HOST, free_port
+from harness.app_server import launch_here
 from inspector.ui.page_head import head_middleware
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -36,9 +36,7 @@ def slow_button(with_fix: bool) -> gr.Blocks:
     with gr.Blocks() as demo:
         out = gr.Textbox(elem_id="out")
         gr.Button("Go", elem_id="go-btn").click(lambda: time.sleep(1.5) or "done", None, out, show_progress="full")
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True,
-                app_kwargs={"middleware": [head_middleware()]} if with_fix else None)
-    return demo
+    return launch_here(demo, app_kwargs={"middleware": [head_middleware()]} if with_fix else None)
 
 
 def frames_in_window(page: Page) -> int:

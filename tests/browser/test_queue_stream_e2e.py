@@ -13,7 +13,7 @@ import gradio as gr
 import pytest
 from playwright.sync_api import Page, expect
 
-from harness.net import HOST, free_port
+from harness.app_server import launch_here
 from inspector.ui.page_head import head_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -49,8 +49,7 @@ def two_buttons(head: str | None) -> gr.Blocks:
         a_out, b_out = gr.Textbox(elem_id="a-out"), gr.Textbox(elem_id="b-out")
         gr.Button("A", elem_id="a-btn").click(lambda: time.sleep(0.2) or "A answered", None, a_out)
         gr.Button("B", elem_id="b-btn").click(lambda: "B answered", None, b_out)
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True, head=head)
-    return demo
+    return launch_here(demo, head=head)
 
 
 def race(page: Page, head: str | None, then: Callable[[], None]) -> None:

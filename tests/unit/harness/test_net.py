@@ -89,12 +89,13 @@ def test_stream_closed_lets_each_sequential_event_open_a_stream_of_its_own():
     is ending."""
     import gradio as gr
 
-    from harness.net import HOST, api_client, stream_closed
+    from harness.app_server import launch_here
+    from harness.net import api_client, stream_closed
 
     with gr.Blocks() as demo:
         out = gr.Textbox()
         gr.Button("Go").click(lambda: "done", None, out, api_name="go")
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    launch_here(demo)
     try:
         client = api_client(demo.local_url)
         streams = client.stream_epoch

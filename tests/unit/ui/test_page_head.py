@@ -10,7 +10,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from harness.net import HOST, free_port
+from harness.app_server import launch_here
 from inspector.ui.app import launch_kwargs
 from inspector.ui.page_head import HEAD_SCRIPTS, FirstInHead, head_script, page_head
 
@@ -55,7 +55,7 @@ def test_page_head_is_every_head_script_in_order():
 def test_the_served_page_runs_the_head_scripts_before_gradios_modules():
     with gr.Blocks() as demo:
         gr.Button("Go")
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True, **launch_kwargs())
+    launch_here(demo, **launch_kwargs())
     try:
         html = httpx.get(demo.local_url, timeout=30).text
     finally:

@@ -9,7 +9,8 @@ import gradio as gr
 import pytest
 from gradio.queueing import Queue
 
-from harness.net import HOST, api_client, free_port
+from harness.app_server import launch_here
+from harness.net import api_client
 from inspector.ui.app import IDLE_POLL_S, MONITORING_SUMMARY_EVERY, queue_app
 
 EVENTS = 4
@@ -28,7 +29,7 @@ def summaries_rebuilt(monkeypatch, frequency: str | None) -> int:
         box = gr.Textbox()
         gr.Button().click(lambda text: text + "!", box, box, api_name="shout")
     queue_app(demo)
-    demo.launch(server_name=HOST, server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    launch_here(demo)
     assert demo._queue.sleep_when_free == IDLE_POLL_S  # Gradio still polls an idle queue by this attribute
     try:
         client = api_client(demo.local_url)
